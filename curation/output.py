@@ -1,0 +1,137 @@
+"""The output folder of a job: atomic per-unit writes, completion markers, and a config guard.
+
+Layout under the output root:
+    _config.json           the config (and its fingerprint) that made this folder
+    docs/<unit>.parquet    kept documents of one input file (zstd Parquet)
+    rejected/<unit>.parquet  a capped sample of dropped documents per reason
+    stats/<unit>.json      per-file stage counters and timings
+    done/<unit>.json       completion marker, written last
+    stats.json             merged stats of every finished unit (rewritten at the end of each run)
+    _SUCCESS               every input of the last run is done
+
+Every file is written under a temporary name in the same folder and renamed into place; the marker
+is renamed last. A unit without a marker is redone from scratch (its files are overwritten), so a
+crash at any point never leaves a unit that looks finished. A rerun with a different config into
+the same folder is refused: outputs always say which config made them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+SUBDIRS = ("docs", "rejected", "stats", "done")
+
+
+class OutputConflict(RuntimeError):
+    """The output folder was made by a different config."""
+
+
+def unit_name(uri: str) -> str:
+    """File-system-safe, collision-free name for one input: base name + hash of the full URI."""
+    base = uri.rstrip("/").rsplit("/", 1)[-1]
+    for suffix in (".gz", ".warc", ".arc", ".wet", ".wat", ".txt"):
+        base = base.removesuffix(suffix)
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", base)[:80] or "input"
+    return f"{base}-{hashlib.sha1(uri.encode()).hexdigest()[:10]}"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n").encode())
+
+
+class OutputDir:
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser().resolve()
+
+    # -- driver side -------------------------------------------------------------------------
+    def prepare(self, job: str, config: dict[str, Any], fingerprint: str) -> None:
+        """Create the folder, or check that it was made by the same job and config."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for sub in SUBDIRS:
+            (self.root / sub).mkdir(exist_ok=True)
+        cfg_path = self.root / "_config.json"
+        if cfg_path.exists():
+            old = json.loads(cfg_path.read_text())
+            if old.get("job") != job or old.get("fingerprint") != fingerprint:
+                diff = _diff_keys(old.get("config", {}), config)
+                raise OutputConflict(
+                    f"{self.root} was made by `{old.get('job')}` with config {old.get('fingerprint')}; "
+                    f"this run is `{job}` with config {fingerprint}"
+                    + (f" (differs in: {', '.join(diff[:10])})" if diff else "")
+                    + ". Use another --output, or delete that folder to start over."
+                )
+        else:
+            atomic_write_json(
+                cfg_path,
+                {"job": job, "fingerprint": fingerprint, "config": config, "created": _now()},
+            )
+        self.remove_stale_tmp()
+
+    def remove_stale_tmp(self) -> None:
+        """Temporary files of a crashed run: never renamed into place, safe to delete."""
+        for sub in SUBDIRS:
+            for p in (self.root / sub).glob(".*.tmp-*"):
+                with contextlib.suppress(OSError):
+                    p.unlink()
+
+    def is_done(self, unit: str) -> bool:
+        return (self.root / "done" / f"{unit}.json").is_file()
+
+    def read_stats(self, unit: str) -> dict[str, Any] | None:
+        p = self.root / "stats" / f"{unit}.json"
+        return json.loads(p.read_text()) if p.is_file() else None
+
+    def set_success(self, ok: bool) -> None:
+        p = self.root / "_SUCCESS"
+        if ok:
+            atomic_write_bytes(p, b"")
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+    # -- task side ---------------------------------------------------------------------------
+    def tmp_path(self, sub: str, unit: str, ext: str) -> Path:
+        return self.root / sub / f".{unit}{ext}.tmp-{uuid.uuid4().hex[:8]}"
+
+    def final_path(self, sub: str, unit: str, ext: str) -> Path:
+        return self.root / sub / f"{unit}{ext}"
+
+    def commit_unit(self, unit: str, tmp_files: dict[str, Path], stats: dict[str, Any]) -> None:
+        """Rename the unit's files into place, write its stats, then its marker (last)."""
+        for sub, tmp in tmp_files.items():
+            os.replace(tmp, self.final_path(sub, unit, tmp.name.split(".tmp-")[0].removeprefix(f".{unit}")))
+        atomic_write_json(self.final_path("stats", unit, ".json"), stats)
+        atomic_write_json(
+            self.final_path("done", unit, ".json"),
+            {"unit": unit, "input": stats.get("input"), "finished": _now()},
+        )
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
