@@ -22,7 +22,7 @@ from typing import Any
 from curation.config import ExtractJobConfig
 from curation.inputs import resolve_inputs
 from curation.output import OutputDir, atomic_write_json, unit_name
-from curation.pipeline import process_file
+from curation.pipeline import process_file, stage_order
 from curation.stats import Stats
 
 log = logging.getLogger(__name__)
@@ -66,11 +66,6 @@ def get_spark(master: str | None, app_name: str, conf: dict[str, str] | None = N
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("REFINERY_SPARK_LOG_LEVEL", "WARN"))
     return spark
-
-
-def stage_order(cfg: ExtractJobConfig) -> list[str]:
-    """The funnel's rows in pipeline order."""
-    return ["read", "extract", "langid", *(f"filter:{n}" for n in cfg.filters.enabled()), "write"]
 
 
 def _run_task(item: tuple[str, str], cfg: ExtractJobConfig, out_root: str) -> dict[str, Any]:

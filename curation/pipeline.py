@@ -120,6 +120,11 @@ class _DocWriter:
         self.writer.close()
 
 
+def stage_order(cfg: ExtractJobConfig) -> list[str]:
+    """The funnel's rows in pipeline order."""
+    return ["read", "extract", "langid", *(f"filter:{n}" for n in cfg.filters.enabled()), "write"]
+
+
 def process_file(uri: str, cfg: ExtractJobConfig, out_root: str) -> dict[str, Any]:
     """Run every stage over one input file and commit its outputs; returns a small summary.
 
@@ -131,6 +136,8 @@ def process_file(uri: str, cfg: ExtractJobConfig, out_root: str) -> dict[str, An
     warc_name = uri.rstrip("/").rsplit("/", 1)[-1]
     started = time.time()
     stats = Stats()
+    for name in stage_order(cfg):  # every row present, in order, even when no document reaches it
+        stats.stage(name)
     meta = {
         b"refinery": json.dumps(
             {"job": "extract", "config_fingerprint": cfg.fingerprint(), "input": uri, "unit": unit}

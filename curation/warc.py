@@ -142,8 +142,9 @@ def _resyncing(
             err = e
         except (EOFError, zlib.error, OSError, ValueError, IndexError, AttributeError, TypeError) as e:
             err = e
-        # Damage at or after rec_start: find the next plausible record start and go on from there.
-        fail_at = min(max(rec_start, pos), size)
+        # warcio's `offset` is the start of the record being read when the error struck: the
+        # current record if reading its payload failed, else the next one (whose header is bad).
+        fail_at = min(max(getattr(it, "offset", rec_start), pos), size)
         nxt = _next_record_start(f, fail_at + 1, is_gzip)
         if nxt is None and is_gzip and not state.switched and not state.damaged:
             # No further gzip member: either a truncated last member, or one gzip stream that

@@ -1,0 +1,55 @@
+"""Config loading: typed, validated on load, errors that name the file and the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from curation.config import ConfigError, ExtractJobConfig
+
+
+def _load(tmp_path, text):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return ExtractJobConfig.load(p)
+
+
+def test_defaults_are_fineweb_settings():
+    cfg = ExtractJobConfig()
+    assert cfg.langid.languages == ("en",) and cfg.langid.threshold == 0.65
+    assert cfg.extract.favor_precision is True
+    assert cfg.filters.c4_quality == {"filter_no_terminal_punct": False}
+    assert list(cfg.filters.enabled()) == [
+        "gopher_repetition",
+        "gopher_quality",
+        "c4_quality",
+        "fineweb_quality",
+    ]
+
+
+def test_yaml_overrides_and_fingerprint(tmp_path):
+    cfg = _load(tmp_path, "langid:\n  languages: [en, de]\n  threshold: 0.5\nfilters:\n  c4_quality: null\n")
+    assert cfg.langid.languages == ("en", "de") and cfg.filters.c4_quality is None
+    assert cfg.fingerprint() != ExtractJobConfig().fingerprint()
+    assert _load(tmp_path, "{}").fingerprint() == ExtractJobConfig().fingerprint()
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (
+            "langid:\n  treshold: 0.5\n",
+            "unknown key langid.treshold; allowed: languages, model_path, threshold",
+        ),
+        ("langid:\n  threshold: 2\n", "langid.threshold must be in [0, 1]"),
+        ("extract:\n  timeout_s: fast\n", "extract.timeout_s must be a number"),
+        ("reader:\n  engine: spark\n", "reader.engine must be one of warcio, fastwarc"),
+        ("langid:\n  languages: en\n", "langid.languages must be a list"),
+        ("- a\n- b\n", "top level must be a mapping"),
+        ("filters:\n  c4_quality: {bogus: 1}\n", "filters.c4_quality.bogus is not an argument"),
+    ],
+)
+def test_errors_name_file_and_key(tmp_path, text, needle):
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, text)
+    assert needle in str(e.value)
+    assert str(tmp_path / "c.yaml") in str(e.value)

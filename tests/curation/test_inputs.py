@@ -1,0 +1,73 @@
+"""Input resolution (globs, folders, listings, URLs) and fetching over real HTTP on loopback."""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import http.server
+import threading
+from pathlib import Path
+
+import pytest
+
+from curation.inputs import InputError, local_copy, resolve_inputs
+
+
+def test_glob_and_dir(warc_dir):
+    g = resolve_inputs([str(warc_dir / "pages-trafilatura-eval-part*.warc.gz")])
+    assert [p.rsplit("/", 1)[1] for p in g] == [f"pages-trafilatura-eval-part{i}.warc.gz" for i in range(4)]
+    d = resolve_inputs([str(warc_dir / "quirks")])
+    assert len(d) == 8
+    # Duplicates across arguments are dropped, order kept.
+    both = resolve_inputs([str(warc_dir / "quirks"), str(warc_dir / "quirks" / "*.warc.gz")])
+    assert both == d
+
+
+def test_missing_inputs_fail_before_spark(tmp_path):
+    with pytest.raises(InputError, match="input not found"):
+        resolve_inputs([str(tmp_path / "nope.warc.gz")])
+    with pytest.raises(InputError, match="no file matches"):
+        resolve_inputs([str(tmp_path / "*.warc.gz")])
+
+
+def test_cc_listing(tmp_path):
+    listing = tmp_path / "warc.paths.gz"
+    rel = "crawl-data/CC-MAIN-2024-22/segments/1/warc/CC-MAIN-x-00000.warc.gz"
+    listing.write_bytes(gzip.compress(f"{rel}\n\n{rel.replace('00000', '00001')}\n".encode()))
+    uris = resolve_inputs([str(listing)], cc_base_url="s3://commoncrawl/")
+    assert uris == [f"s3://commoncrawl/{rel}", f"s3://commoncrawl/{rel.replace('00000', '00001')}"]
+
+
+def test_unreadable_listing(tmp_path):
+    bad = tmp_path / "warc.paths.gz"
+    bad.write_bytes(b"not gzip at all")
+    with pytest.raises(InputError, match="cannot read listing"):
+        resolve_inputs([str(bad)])
+
+
+@pytest.fixture()
+def http_server(warc_dir):
+    """A real HTTP server on 127.0.0.1 serving the shared WARC folder (read-only)."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(warc_dir))
+    handler.log_message = lambda *a, **k: None
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+def test_remote_fetch_over_http(http_server, warc_dir):
+    uri = f"{http_server}/cc-main-2020-34-sample.warc.gz"
+    assert resolve_inputs([uri]) == [uri]
+    with local_copy(uri) as path:
+        data = Path(path).read_bytes()
+    assert data == (warc_dir / "cc-main-2020-34-sample.warc.gz").read_bytes()
+
+
+def test_remote_missing_raises_after_retries(http_server):
+    with (
+        pytest.raises(OSError, match="failed after 1 attempts"),
+        local_copy(f"{http_server}/nope.warc.gz", retries=1),
+    ):
+        pass
