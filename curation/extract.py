@@ -80,6 +80,9 @@ class Extractor:
     def __init__(self, cfg: ExtractConfig) -> None:
         self.cfg = cfg
         self._dedup_cache = None
+        # trafilatura logs a warning per page it discards; the funnel counts those as
+        # extract_empty, so the per-page log lines are noise in a job's output.
+        logging.getLogger("trafilatura").setLevel(logging.ERROR)
         self.start_file()
 
     def start_file(self) -> None:

@@ -147,7 +147,9 @@ def funnel_table(stats: Stats, top_reasons: int = 4) -> str:
     rows = []
     for name, st in stats.stages.items():
         dropped = sum(st.drops.values())
-        reasons = ", ".join(f"{r} {c}" for r, c in st.drops.most_common(top_reasons))
+        # Filter reasons are "<filter>:<rule>"; the row already names the filter.
+        prefix = name.removeprefix("filter:") + ":"
+        reasons = ", ".join(f"{r.removeprefix(prefix)} {c}" for r, c in st.drops.most_common(top_reasons))
         if st.docs_in == 0 and not st.drops:
             continue
         rows.append(

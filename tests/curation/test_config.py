@@ -53,3 +53,9 @@ def test_errors_name_file_and_key(tmp_path, text, needle):
         _load(tmp_path, text)
     assert needle in str(e.value)
     assert str(tmp_path / "c.yaml") in str(e.value)
+
+
+def test_shipped_example_config_documents_the_defaults():
+    from curation.shared_data import REPO_ROOT
+
+    assert ExtractJobConfig.load(REPO_ROOT / "configs" / "extract.yaml") == ExtractJobConfig()
