@@ -32,6 +32,35 @@ from curation.config import ReaderConfig
 
 log = logging.getLogger(__name__)
 
+
+class _BrotliDecompressor:
+    """brotli's Decompressor with the `unused_data` attribute warcio's readers expect.
+
+    warcio 1.8.1 sets `unused_data` on brotli's own Decompressor, which brotli >= 1.1 (a C type)
+    refuses with AttributeError, so every `Content-Encoding: br` page would fail to decode.
+    """
+
+    def __init__(self) -> None:
+        import brotli
+
+        self._d = brotli.Decompressor()
+        self.unused_data = None
+
+    def decompress(self, data: bytes) -> bytes:
+        return self._d.process(data)
+
+
+def _register_brotli() -> None:
+    try:
+        import brotli  # noqa: F401
+        from warcio.bufferedreaders import BufferedReader
+    except ImportError:
+        return
+    BufferedReader.DECOMPRESSORS["br"] = _BrotliDecompressor
+
+
+_register_brotli()
+
 GZIP_MAGIC = b"\x1f\x8b\x08"
 _CRAWL_RE = re.compile(rb"CC-MAIN-\d{4}-\d{2}")
 _CRAWL_STR_RE = re.compile(r"CC-MAIN-\d{4}-\d{2}")

@@ -191,3 +191,27 @@ def test_parse_warc_date():
     assert parse_warc_date("20080430204825").year == 2008
     assert parse_warc_date("not a date") is None
     assert parse_warc_date(None) is None
+
+
+def test_brotli_content_encoding(tmp_path):
+    import brotli
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    html = b"<html><body><p>" + b"brotli-compressed page " * 50 + b"</p></body></html>"
+    path = tmp_path / "br.warc.gz"
+    with open(path, "wb") as f:
+        w = WARCWriter(f, gzip=True)
+        headers = StatusAndHeaders(
+            "200 OK", [("Content-Type", "text/html"), ("Content-Encoding", "br")], protocol="HTTP/1.1"
+        )
+        w.write_record(
+            w.create_warc_record(
+                "http://example.org/",
+                "response",
+                payload=io.BytesIO(brotli.compress(html)),
+                http_headers=headers,
+            )
+        )
+    pages = _pages(_items(path))
+    assert [p.payload for p in pages] == [html]
