@@ -18,38 +18,38 @@ Datasets (read from the shared data folder, see its README, `extraction/`):
     costs recall (0 for that page) but not precision;
   - F1 = 2PR / (P + R) of those two macro averages (not the mean of per-page F1s).
 
-  The benchmark's trafilatura runner reads the HTML as UTF-8 text and calls
-  ``trafilatura.extract(html, include_comments=False)``; the reference row does the same
-  (trafilatura 2.3.1 scores F1 ~= 0.953 there per the data README).
+  The HTML is read as UTF-8 text, as the benchmark's runners do (all 181 files are UTF-8).
 
 * ``trafilatura-eval`` -- adbar/trafilatura's evaluation set: 990 multilingual pages and
-  ``evaldata.json`` mapping each URL to its HTML ``file`` and to snippets that must appear
-  (``with``) or must not appear (``without``) in the extracted text. Metric as trafilatura's
-  ``tests/evaluate.py`` + ``tests/eval_common.py``: a ``with`` snippet found in the output is a true
-  positive, missing a false negative; a ``without`` snippet found is a false positive, absent a
-  true negative; a page with no output (``None``) counts every ``with`` as fn and every ``without``
-  as tn. Matching is substring matching after collapsing whitespace runs to one space and stripping,
-  on both sides (eval_common's ``norm``; older versions of the script matched raw substrings,
-  ``--raw-snippets`` selects that). P = tp/(tp+fp), R = tp/(tp+fn), F1 = 2tp/(2tp+fp+fn), pooled
-  over all snippets of all pages (micro average). trafilatura's runner passes the raw *bytes* to
-  ``extract(..., fast=False, include_comments=False, include_tables=True,
-  include_formatting=False)`` and lets trafilatura guess the encoding (27 files are not UTF-8);
-  the reference row does the same (2.3.1 scores F1 ~= 0.919 there per the data README).
+  ``evaldata.json`` mapping each URL to its HTML ``file`` (``html/<file>.gz``) and to snippets that
+  must appear (``with``) or must not appear (``without``) in the extracted text. Metric as
+  trafilatura's ``tests/evaluate.py``: a ``with`` snippet found in the output is a true positive,
+  missing a false negative; a ``without`` snippet found is a false positive, absent a true negative;
+  a page with no output (``None``) counts every ``with`` as fn and every ``without`` as tn.
+  P = tp/(tp+fp), R = tp/(tp+fn), F1 = 2tp/(2tp+fp+fn), pooled over all snippets of all pages
+  (micro average). Matching is plain substring matching (``snippet in text``), as evaluate.py did
+  before it moved scoring to ``eval_common.py``; ``--normalize-whitespace`` selects the newer rule
+  (whitespace runs collapsed to one space and stripped on both sides), which finds a few more
+  snippets that span a line break. The HTML is handed over as raw *bytes*, as evaluate.py does
+  (27 files are not UTF-8; trafilatura guesses their encoding).
 
 Rows:
 
-* ``refinery precision``: ``curation.extract.Extractor(ExtractConfig())``, i.e. the pipeline's
-  configuration (favor_precision=True as FineWeb, per-file dedup cache, timeout), on HTML decoded
-  from bytes by ``curation.charset.decode_html`` as the pipeline does (no HTTP header here).
-  ``start_file()`` is called every ``--group-size`` pages (default 250, about the size of the WARC
-  files these pages are packaged in under ``warc/``), so the dedup cache sees what it would see in
-  a pipeline run.
-* ``trafilatura (benchmark call)``: trafilatura.extract exactly as the dataset's own evaluation
-  script calls it (above), to validate the metric implementations against the reference numbers.
-* ``refinery recall-default``: our extractor with favor_precision=False (trafilatura's default
-  balance), everything else as the first row.
-* ``trafilatura bare``: ``trafilatura.extract(html)`` with every keyword at its default (note:
-  include_comments=True there), same input as the benchmark call.
+* ``refinery precision (default cfg)``: ``curation.extract.Extractor(ExtractConfig())``, i.e. the
+  pipeline's configuration (favor_precision=True as FineWeb, include_comments=False, trafilatura's
+  deduplicate with a per-file cache, timeout), on HTML decoded from bytes by
+  ``curation.charset.decode_html`` as the pipeline does (no HTTP header here). ``start_file()`` is
+  called every ``--group-size`` pages (default 250, about the size of the WARC files these pages
+  are packaged in under ``warc/``), so the dedup cache sees what it would in a pipeline run.
+* ``trafilatura.extract() defaults``: ``trafilatura.extract(html)`` with every keyword at its
+  default (so include_comments=True, deduplicate=False). This is the call behind the reference
+  numbers in the data README (aeb F1 ~= 0.953, trafilatura-eval F1 ~= 0.919 with substring
+  matching); reproducing them validates the two metric implementations.
+* ``refinery favor_precision=False``: our extractor with trafilatura's default balance, everything
+  else as the first row.
+* ``trafilatura (eval-script call)``: trafilatura.extract as each dataset's own evaluation script
+  calls it: ``include_comments=False`` for aeb (extractors/run_trafilatura.py), ``fast=False,
+  include_comments=False, include_tables=True, include_formatting=False`` for trafilatura-eval.
 
 Seconds cover decoding + extraction only (files are read and decompressed beforehand; scoring is
 excluded), single process.
@@ -184,9 +184,12 @@ class SnippetCounts:
 
 
 def snippet_counts(
-    with_: Sequence[str], without: Sequence[str], text: str | None, normalize: bool = True
+    with_: Sequence[str], without: Sequence[str], text: str | None, normalize: bool = False
 ) -> SnippetCounts:
-    """Score one page's output against its must-have and must-not-have snippets."""
+    """Score one page's output against its must-have and must-not-have snippets.
+
+    Substring matching; with `normalize`, whitespace runs in both snippet and text become one space.
+    """
     if not isinstance(text, str):  # no output: every wanted snippet missed, every unwanted absent
         return SnippetCounts(0, 0, len(with_), len(without))
     f = _norm if normalize else (lambda s: s)
@@ -227,13 +230,14 @@ def load_trafilatura_eval(root: Path, limit: int | None = None) -> list[Page]:
     return pages
 
 
-# A runner turns one dataset's pages into outputs; the dataset says how its reference script reads
-# the bytes ("utf8-text" for aeb, "bytes" for trafilatura-eval), which only the reference rows use.
+# A runner turns one dataset's pages into (outputs, number of pages without output). The second
+# argument says how the dataset's evaluation script hands HTML to trafilatura ("utf8-text" for aeb,
+# "bytes" for trafilatura-eval); only the trafilatura rows use it, ours always decode_html the bytes.
 Runner = Callable[[list[Page], str], tuple[list[str | None], int]]
 
 
 def refinery_runner(favor_precision: bool, group_size: int) -> Runner:
-    def run(pages: list[Page], _reference_input: str) -> tuple[list[str | None], int]:
+    def run(pages: list[Page], _script_input: str) -> tuple[list[str | None], int]:
         ex = Extractor(ExtractConfig(favor_precision=favor_precision))
         outs: list[str | None] = []
         for i, page in enumerate(pages):
@@ -247,12 +251,12 @@ def refinery_runner(favor_precision: bool, group_size: int) -> Runner:
 
 
 def trafilatura_runner(**kwargs) -> Runner:
-    def run(pages: list[Page], reference_input: str) -> tuple[list[str | None], int]:
+    def run(pages: list[Page], script_input: str) -> tuple[list[str | None], int]:
         import trafilatura
 
         outs: list[str | None] = []
         for page in pages:
-            doc = page.payload.decode("utf-8") if reference_input == "utf8-text" else page.payload
+            doc = page.payload.decode("utf-8") if script_input == "utf8-text" else page.payload
             try:
                 outs.append(trafilatura.extract(doc, **kwargs))
             except Exception:  # both reference scripts count a crash as no output
@@ -263,13 +267,13 @@ def trafilatura_runner(**kwargs) -> Runner:
 
 
 DATASETS = {
-    # name: (folder under shared data, loader, how its reference script feeds trafilatura)
+    # name: (folder under shared data, loader, how its evaluation script feeds trafilatura)
     "aeb": ("extraction/aeb", load_aeb, "utf8-text"),
     "trafilatura-eval": ("extraction/trafilatura-eval", load_trafilatura_eval, "bytes"),
 }
 
-# The dataset-specific keywords of the reference call: each evaluation script's own choice.
-REFERENCE_KWARGS = {
+# The keywords each dataset's own evaluation script passes to trafilatura.extract.
+EVAL_SCRIPT_KWARGS = {
     "aeb": {"include_comments": False},
     "trafilatura-eval": {
         "fast": False,
@@ -279,12 +283,12 @@ REFERENCE_KWARGS = {
     },
 }
 
-ROWS = ("refinery", "trafilatura", "refinery-recall", "trafilatura-bare")
+ROWS = ("refinery", "trafilatura", "refinery-recall", "trafilatura-script")
 ROW_LABELS = {
     "refinery": "refinery precision (default cfg)",
-    "trafilatura": "trafilatura (benchmark call)",
+    "trafilatura": "trafilatura.extract() defaults",
     "refinery-recall": "refinery favor_precision=False",
-    "trafilatura-bare": "trafilatura.extract() bare",
+    "trafilatura-script": "trafilatura (eval-script call)",
 }
 
 
@@ -310,18 +314,20 @@ def make_runner(row: str, dataset: str, group_size: int) -> Runner:
     if row == "refinery-recall":
         return refinery_runner(False, group_size)
     if row == "trafilatura":
-        return trafilatura_runner(**REFERENCE_KWARGS[dataset])
-    if row == "trafilatura-bare":
         return trafilatura_runner()
+    if row == "trafilatura-script":
+        return trafilatura_runner(**EVAL_SCRIPT_KWARGS[dataset])
     raise ValueError(f"unknown row {row!r}")
 
 
-def score(dataset: str, pages: list[Page], outs: list[str | None], raw_snippets: bool) -> tuple:
+def score(
+    dataset: str, pages: list[Page], outs: list[str | None], normalize_ws: bool
+) -> tuple[float, float, float]:
     if dataset == "aeb":
         return aeb_evaluate([p.gold.get("articleBody") for p in pages], outs)
     total = SnippetCounts()
     for page, out in zip(pages, outs, strict=True):
-        total.add(snippet_counts(page.gold["with"], page.gold["without"], out, not raw_snippets))
+        total.add(snippet_counts(page.gold["with"], page.gold["without"], out, normalize_ws))
     return total.scores()
 
 
@@ -330,20 +336,20 @@ def run_benchmark(
     rows: Sequence[str],
     limit: int | None = None,
     group_size: int = 250,
-    raw_snippets: bool = False,
+    normalize_ws: bool = False,
     data_dir: Path | None = None,
 ) -> list[Result]:
     data_dir = data_dir or shared_data_dir()
     results = []
     for name in datasets:
-        folder, loader, reference_input = DATASETS[name]
+        folder, loader, script_input = DATASETS[name]
         pages = loader(data_dir / folder, limit)
         for row in rows:
             runner = make_runner(row, name, group_size)
             t0 = time.perf_counter()
-            outs, empty = runner(pages, reference_input)
+            outs, empty = runner(pages, script_input)
             seconds = time.perf_counter() - t0
-            p, r, f1 = score(name, pages, outs, raw_snippets)
+            p, r, f1 = score(name, pages, outs, normalize_ws)
             results.append(Result(name, ROW_LABELS[row], p, r, f1, len(pages), empty, seconds))
             print(f"  [{name}] {ROW_LABELS[row]}: F1 {f1:.3f} ({seconds:.1f} s)", file=sys.stderr)
     return results
@@ -382,10 +388,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--group-size", type=int, default=250, help="pages per start_file() of our extractor (default 250)"
     )
     parser.add_argument(
-        "--raw-snippets",
+        "--normalize-whitespace",
         action="store_true",
-        help="trafilatura-eval: match snippets as raw substrings (older evaluate.py) instead of "
-        "whitespace-normalized (eval_common.py)",
+        help="trafilatura-eval: collapse whitespace before substring matching (trafilatura's newer "
+        "eval_common.py) instead of plain substring matching (evaluate.py, the reference numbers)",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here as JSON")
     args = parser.parse_args(argv)
@@ -395,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--group-size must be >= 1")
     logging.basicConfig(level=logging.CRITICAL)  # trafilatura logs every page it finds hard
 
-    results = run_benchmark(args.datasets, args.rows, args.limit, args.group_size, args.raw_snippets)
+    results = run_benchmark(args.datasets, args.rows, args.limit, args.group_size, args.normalize_whitespace)
     print(format_table(results))
     if args.json:
         payload = [{**r.__dict__, "pages_per_s": r.pages_per_s} for r in results]
