@@ -1,0 +1,646 @@
+"""Tests of curation.pii: per-type positives/negatives, offsets, config, overlaps, linear time,
+and recall/precision on Presidio's labelled synthetic sentences (shared data)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import pickle
+import random
+import re
+import re._constants as sre_constants
+import re._parser as sre_parser
+import sys
+import time
+from collections.abc import Callable
+from types import ModuleType
+
+import pytest
+
+from curation import pii
+from curation.config import ConfigError
+from curation.pii import (
+    PII_TYPES,
+    PiiConfig,
+    PiiPlaceholders,
+    PiiScrubber,
+    PiiSpan,
+    find_pii,
+    iban_valid,
+    luhn_valid,
+    scrub,
+)
+from curation.shared_data import REPO_ROOT, shared_data_dir
+
+
+def found(text: str, config: PiiConfig | None = None) -> list[tuple[str, str]]:
+    """(type, matched original text) for each span; offsets are checked by construction."""
+    return [(s.type, text[s.start : s.end]) for s in find_pii(text, config)]
+
+
+def with_luhn_digit(prefix: str) -> str:
+    """`prefix` (digits, maybe grouped by spaces) plus the digit that makes it pass the Luhn check."""
+    return next(prefix + d for d in "0123456789" if luhn_valid((prefix + d).replace(" ", "")))
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-type positives and negatives
+# ---------------------------------------------------------------------------------------------
+
+# (text, expected matched value): the value is the exact slice of the original text.
+POSITIVES: dict[str, list[tuple[str, str]]] = {
+    "email": [
+        ("Mail john.doe+tag@example.co.uk now.", "john.doe+tag@example.co.uk"),
+        ("<a.b@sub.example.org>.", "a.b@sub.example.org"),
+        ("see...jane@example.com", "jane@example.com"),
+        ("john..doe@example.com", "doe@example.com"),  # a run of dots ends the local part
+        ("Bob_99@Example.COM, thanks", "Bob_99@Example.COM"),
+        ("mailto:x%y@mail-server.example.net?subject=hi", "x%y@mail-server.example.net"),
+    ],
+    "ip": [
+        ("resolver 8.8.8.8 answered", "8.8.8.8"),
+        ("connect to 93.184.216.34:443.", "93.184.216.34"),
+        ("ipv6 2001:4860:4860::8888 is Google", "2001:4860:4860::8888"),
+        ("dns 2606:4700:4700::1111.", "2606:4700:4700::1111"),
+        ("[2a00:1450:4001:82b::200e]:443", "2a00:1450:4001:82b::200e"),
+    ],
+    "phone": [
+        ("Call +1-984-182-0190 today", "+1-984-182-0190"),
+        ("Office: (555) 123-4567.", "(555) 123-4567"),
+        ("call 555-123-4567 now", "555-123-4567"),
+        ("London 020 7946 0958", "020 7946 0958"),
+        ("from abroad +44 20 7946 0958", "+44 20 7946 0958"),
+        ("Fax +46 (0)8 928 571 38 fax", "+46 (0)8 928 571 38"),
+        ("+1 (555) 123-4567", "+1 (555) 123-4567"),
+        ("mobile +447700677662", "+447700677662"),
+        ("Desk: 345-899-3560x4587", "345-899-3560x4587"),
+        ("555-123-4567 ext. 89 (reception)", "555-123-4567 ext. 89"),
+        ("Mobile: 03.93.92.16.85", "03.93.92.16.85"),
+        ("at 259.735.7502.", "259.735.7502"),
+        ("Toll free 1-800-476-0446", "1-800-476-0446"),
+        ("Tel: 467 3395", "467 3395"),  # weak two-group shape, with a keyword
+        ("0961-7596216 is my number", "0961-7596216"),  # two groups with a trunk 0
+    ],
+    "card": [
+        ("visa 4111 1111 1111 1111 exp 12/29", "4111 1111 1111 1111"),
+        ("4111-1111-1111-1111", "4111-1111-1111-1111"),
+        ("card:4111111111111111.", "4111111111111111"),
+        ("amex 3782 822463 10005", "3782 822463 10005"),
+        ("amex 378282246310005", "378282246310005"),
+        ("old visa 4222222222222", "4222222222222"),  # 13 digits
+        (f"19 digits {with_luhn_digit('403550142814630002')}", with_luhn_digit("403550142814630002")),
+        (f"grouped {with_luhn_digit('6011 0009 9013 9424 12')}", with_luhn_digit("6011 0009 9013 9424 12")),
+    ],
+    "ssn": [
+        ("SSN 536-22-8726.", "536-22-8726"),
+        ("ssn: 536 22 8726", "536 22 8726"),
+        ("(078-05-1120)", "078-05-1120"),
+    ],
+    "iban": [
+        ("IBAN GB82 WEST 1234 5698 7654 32.", "GB82 WEST 1234 5698 7654 32"),
+        ("GB82WEST12345698765432", "GB82WEST12345698765432"),
+        ("DE89 3704 0044 0532 0130 00", "DE89 3704 0044 0532 0130 00"),
+        ("NL91ABNA0417164300 (NL)", "NL91ABNA0417164300"),
+        ("BE68 5390 0754 7034 from Brussels", "BE68 5390 0754 7034"),  # full last group, then a word
+        ("iban fr1420041010050500013m02606", "fr1420041010050500013m02606"),
+        ("IBAN: FR14 2004 1010 0505 0001 3M02 606.", "FR14 2004 1010 0505 0001 3M02 606"),
+    ],
+    "secret": [
+        ("aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n", "AKIAIOSFODNN7EXAMPLE"),
+        ('"ASIAY34FZKBOKMUTVV7A"', "ASIAY34FZKBOKMUTVV7A"),
+        (
+            "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc123_-x",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc123_-x",
+        ),
+        ("curl -H 'authorization: bearer abcdef0123456789xyz.'", "abcdef0123456789xyz"),
+        (
+            "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1234\nabcd==\n-----END RSA PRIVATE KEY-----\nok",
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1234\nabcd==\n-----END RSA PRIVATE KEY-----",
+        ),
+        (
+            "-----BEGIN PRIVATE KEY-----\r\nMIIB\r\n-----END PRIVATE KEY-----",
+            "-----BEGIN PRIVATE KEY-----\r\nMIIB\r\n-----END PRIVATE KEY-----",
+        ),
+        (  # truncated page: no END marker; the base64 lines are replaced, the prose after is not
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nAAAA\n\nNext paragraph.",
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nAAAA",
+        ),
+    ],
+}
+
+NEGATIVES: dict[str, list[str]] = {
+    "email": [
+        "user@localhost",
+        "a@b.c",
+        "name@domain..com",
+        "@example.com",
+        "foo@-bar.com",
+        "x@y.123",
+        "a" * 65 + "@example.com",  # local part over RFC 5321's 64
+        "x@example.com1",
+        "price 5@10.00",
+    ],
+    "ip": [
+        # private, loopback, link-local, CGNAT, documentation, multicast, broadcast, unspecified
+        "192.168.1.1 10.0.0.1 127.0.0.1 172.16.5.4 169.254.1.1 100.64.0.1",
+        "192.0.2.1 198.51.100.7 203.0.113.9 224.0.0.251 255.255.255.255 0.0.0.0",
+        "::1 fe80::1 fc00::1 fd12:3456::1 2001:db8::1 ff02::1 ::",
+        # not addresses: out of range, versions, leading zeros, times, MACs, C++
+        "999.1.1.1 1.2.3.4.5 v1.2.3.4 01.02.03.04 1.2.3",
+        "10:30:45 00:1A:2B:3C:4D:5E std::vector deadbeef::cafe:g",
+    ],
+    "phone": [
+        "Order 9498777106 shipped",  # bare digit run
+        "on 2000-04-16 11:34:35",
+        "born 12.05.1980",
+        "from 1990-2000 and 1832-1885",
+        "ISBN 0-12-185860-X",
+        "ISBN 978-0745333427",
+        "population 19 082 000 in 2010",
+        "ZIP 12345-6789",
+        "version 1.2.3.4.5",
+        "Apartment 467 3395 Main Street",  # weak shape without a keyword
+        "pages 123-145",
+        "pi 3.14159265",
+        "12  34  56  78",
+        "192.168.100.200",
+        "tel 12345",
+        "+0 123 456 789",  # country codes never start with 0
+        "000 12 3456",  # SSN shape (here an invalid SSN) is not a phone
+    ],
+    "card": [
+        "4111 1111 1111 1112",  # Luhn-invalid
+        "4111111111111112",
+        "0000 0000 0000 0000",
+        "4111 1111-1111 1111",  # mixed separators
+        "978-0-306-40615-7 9780306406157",  # ISBN-13
+        "4111111111111111.50",  # decimal amount
+        "41111111111111111111111",  # 23 digits
+        "630427373398",  # 12 digits (Luhn-valid Maestro; spec: 13-19)
+        "41 11 11 11 11 11 11 11",
+    ],
+    "ssn": [
+        "000-12-3456",
+        "666-12-3456",
+        "900-12-3456",
+        "987-65-4320",
+        "123-00-4567",
+        "123-45-0000",
+        "123-45-67890",  # not SSN-shaped, but a plausible phone number: see PHONE_SHAPED
+        "1234-56-7890",
+        "123-45 6789",
+    ],
+    "iban": [
+        "GB82 WEST 1234 5698 7654 33",  # mod-97 fails
+        "GB82WEST12345698765433",
+        "GB82WEST1234569876543",  # one short of GB's 22
+        "XX82WEST12345698765432",  # no such country
+        "Gb82West12345698765432",  # mixed case: a word
+        "GB82WEST12345698765432X",
+        "DE89 3704 0044 0532 0130",
+    ],
+    "secret": [
+        "AKIAIOSFODNN7EXAMPL",
+        "AKIAIOSFODNN7EXAMPLEX",
+        "akiaiosfodnn7example",
+        "the bearer of this letter is a friend",
+        "Bearer abcdefghijklmnopqrstuvwxyz",  # no digit
+        "Bearer abc123",  # too short
+        "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("pii_type", "text", "value"),
+    [(t, text, value) for t, cases in POSITIVES.items() for text, value in cases],
+)
+def test_positive(pii_type: str, text: str, value: str) -> None:
+    spans = find_pii(text)
+    assert [(s.type, text[s.start : s.end]) for s in spans] == [(pii_type, value)]
+    # Scrubbing replaces exactly that slice of the original text.
+    start = text.index(value)
+    assert (spans[0].start, spans[0].end) == (start, start + len(value))
+    scrubbed, _ = scrub(text)
+    assert scrubbed == text[:start] + f"<{pii_type.upper()}>" + text[start + len(value) :]
+
+
+PHONE_SHAPED = {"123-45-67890", "1234-56-7890", "123-45 6789"}
+
+
+@pytest.mark.parametrize(
+    ("pii_type", "text"), [(t, text) for t, cases in NEGATIVES.items() for text in cases]
+)
+def test_negative(pii_type: str, text: str) -> None:
+    assert find_pii(text, PiiConfig(enabled=(pii_type,))) == []
+    # Every type enabled: another type must not catch what this one rightly refuses either (the
+    # phone finder must not take an invalid SSN or a Luhn-invalid card), except for strings that
+    # are not this type's shape at all but are a valid phone number.
+    if text in PHONE_SHAPED:
+        assert found(text) == [("phone", text)]
+    else:
+        assert scrub(text) == (text, [])
+
+
+def test_checksum_helpers_on_published_examples() -> None:
+    # Card test numbers published by the networks, and the ECBS IBAN examples.
+    for number in ("4111111111111111", "5555555555554444", "378282246310005", "6011111111111117"):
+        assert luhn_valid(number)
+        assert not luhn_valid(number[:-1] + str((int(number[-1]) + 1) % 10))
+    for iban in (
+        "GB82WEST12345698765432",
+        "DE89370400440532013000",
+        "NO9386011117947",
+        "MT84MALT011000012345MTLCAST001S",
+    ):
+        assert iban_valid(iban)
+        assert not iban_valid(iban[:2] + "00" + iban[4:])
+
+
+def test_iban_lengths_cover_the_examples_and_agree_with_them() -> None:
+    for iban in (
+        "GB82WEST12345698765432",
+        "DE89370400440532013000",
+        "NO9386011117947",
+        "MT84MALT011000012345MTLCAST001S",
+    ):
+        assert pii.IBAN_LENGTHS[iban[:2]] == len(iban)
+        assert found(iban) == [("iban", iban)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Offsets, overlaps, config
+# ---------------------------------------------------------------------------------------------
+
+MIXED = (
+    "Hi, I'm at jane.roe@example.org or +1 (555) 123-4567; server 93.184.216.34 "
+    "(LAN 192.168.0.7). Card 4111 1111 1111 1111, SSN 536-22-8726, "
+    "IBAN GB82 WEST 1234 5698 7654 32, key AKIAIOSFODNN7EXAMPLE. Bye!"
+)
+MIXED_VALUES = {
+    "email": "jane.roe@example.org",
+    "phone": "+1 (555) 123-4567",
+    "ip": "93.184.216.34",
+    "card": "4111 1111 1111 1111",
+    "ssn": "536-22-8726",
+    "iban": "GB82 WEST 1234 5698 7654 32",
+    "secret": "AKIAIOSFODNN7EXAMPLE",
+}
+
+
+def _apply_right_to_left(text: str, spans: list[PiiSpan]) -> str:
+    """The spec's reference semantics: replace from the last span to the first."""
+    for span in sorted(spans, key=lambda s: s.start, reverse=True):
+        text = text[: span.start] + span.placeholder + text[span.end :]
+    return text
+
+
+def test_offsets_map_back_to_the_original_text() -> None:
+    scrubbed, spans = scrub(MIXED)
+    assert {s.type: MIXED[s.start : s.end] for s in spans} == MIXED_VALUES
+    assert len(spans) == len(MIXED_VALUES)
+    assert scrubbed == _apply_right_to_left(MIXED, spans)
+    assert scrubbed == (
+        "Hi, I'm at <EMAIL> or <PHONE>; server <IP> (LAN 192.168.0.7). Card <CARD>, SSN <SSN>, "
+        "IBAN <IBAN>, key <SECRET>. Bye!"
+    )
+
+
+def test_placeholders_are_configurable() -> None:
+    config = PiiConfig(placeholders={"email": "[email removed]", "phone": "", "secret": "***"})
+    scrubbed, spans = scrub(MIXED, config)
+    assert "[email removed]" in scrubbed and "***" in scrubbed and "<EMAIL>" not in scrubbed
+    assert "or ; server" in scrubbed  # empty placeholder deletes
+    assert "<CARD>" in scrubbed  # unnamed types keep their default
+    assert {s.type: s.placeholder for s in spans}["email"] == "[email removed]"
+    assert scrubbed == _apply_right_to_left(MIXED, spans)
+    typed = PiiConfig(placeholders=PiiPlaceholders(ip="0.0.0.0"))
+    assert "server 0.0.0.0 (LAN" in scrub(MIXED, typed)[0]
+
+
+@pytest.mark.parametrize("pii_type", PII_TYPES)
+def test_disabled_types_are_untouched(pii_type: str) -> None:
+    only = PiiConfig(enabled=(pii_type,))
+    scrubbed, spans = scrub(MIXED, only)
+    assert [s.type for s in spans] == [pii_type]
+    assert MIXED_VALUES[pii_type] not in scrubbed
+    for other, value in MIXED_VALUES.items():
+        if other != pii_type:
+            assert value in scrubbed
+    everything_but = PiiConfig(enabled=[t for t in PII_TYPES if t != pii_type])
+    scrubbed, spans = scrub(MIXED, everything_but)
+    assert MIXED_VALUES[pii_type] in scrubbed
+    assert pii_type not in {s.type for s in spans}
+    assert scrub(MIXED, PiiConfig(enabled=())) == (MIXED, [])
+
+
+def test_secret_beats_a_phone_inside_it() -> None:
+    text = "-----BEGIN RSA PRIVATE KEY-----\nCall 555-123-4567\n-----END RSA PRIVATE KEY-----"
+    assert found(text, PiiConfig(enabled=("phone",))) == [("phone", "555-123-4567")]
+    assert found(text) == [("secret", text)]
+    assert scrub(text)[0] == "<SECRET>"
+
+
+def test_same_extent_goes_to_the_more_specific_type() -> None:
+    # 13 digits in groups: both a (Luhn-valid) card and a phone shape; the card ranks first.
+    text = "pay with 4222 2222 22222 now"
+    assert found(text, PiiConfig(enabled=("phone",))) == [("phone", "4222 2222 22222")]
+    assert found(text) == [("card", "4222 2222 22222")]
+
+
+def test_leftmost_longest_wins() -> None:
+    # The phone finder also accepts the local part; the e-mail starts at the same place and is longer.
+    text = "write to 555-123-4567@example.com"
+    assert found(text, PiiConfig(enabled=("phone",))) == [("phone", "555-123-4567")]
+    assert found(text) == [("email", "555-123-4567@example.com")]
+
+
+def test_random_mixtures_keep_the_invariants() -> None:
+    fragments = [
+        *MIXED_VALUES.values(),
+        "2001:4860::8888",
+        "Tel: 467 3395",
+        "10.0.0.1",
+        "4111 1111 1111 1112",
+        "666-12-3456",
+        " ",
+        "\n",
+        ", ",
+        ".",
+        "-",
+        "x",
+        "@",
+        ":",
+        "1",
+        "2020",
+        "word",
+        "(",
+        ")",
+    ]
+    rng = random.Random(20240611)
+    for _ in range(500):
+        text = "".join(rng.choice(fragments) for _ in range(rng.randint(1, 30)))
+        scrubbed, spans = scrub(text)
+        last_end = 0
+        for span in spans:
+            assert last_end <= span.start < span.end <= len(text)
+            last_end = span.end
+        assert scrubbed == _apply_right_to_left(text, spans)
+        assert find_pii(text) == spans  # deterministic
+
+
+def test_config_validation_names_the_key_and_allowed_values() -> None:
+    assert PiiConfig().enabled == PII_TYPES
+    assert PiiConfig(enabled=["phone", "email", "email"]).enabled == ("email", "phone")
+    with pytest.raises(
+        ConfigError, match=r"pii\.enabled: unknown PII type 'mail'; allowed: secret, card, iban"
+    ):
+        PiiConfig(enabled=("mail",))
+    with pytest.raises(ConfigError, match=r"pii\.enabled must be a list of PII types .*email.*got 'email'"):
+        PiiConfig(enabled="email")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"pii\.placeholders: unknown PII type 'name'; allowed: .*phone"):
+        PiiConfig(placeholders={"name": "<NAME>"})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"pii\.placeholders\.email must be a string, got 3"):
+        PiiConfig(placeholders={"email": 3})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"pii\.placeholders must be"):
+        PiiConfig(placeholders=["<EMAIL>"])  # type: ignore[arg-type]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PiiConfig().enabled = ()  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        PiiConfig(("email",))  # type: ignore[misc]  # keyword-only
+
+
+def test_scrubber_stage_counts_and_pickles() -> None:
+    scrubber = PiiScrubber(PiiConfig(enabled=("email", "phone", "ip")))
+    text = "a@example.com, b@example.com, 8.8.8.8 and 10.0.0.1"
+    scrubbed, counts = scrubber(text)
+    assert scrubbed == "<EMAIL>, <EMAIL>, <IP> and 10.0.0.1"
+    assert counts == {"email": 2, "ip": 1, "phone": 0}  # every enabled type, zeros included
+    clone = pickle.loads(pickle.dumps(scrubber))  # Spark ships the stage to executors
+    assert clone(text) == (scrubbed, counts)
+    assert PiiScrubber()("nothing here") == ("nothing here", dict.fromkeys(PII_TYPES, 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Linear time
+# ---------------------------------------------------------------------------------------------
+
+_SINGLE_CHAR_OPS = {sre_constants.LITERAL, sre_constants.NOT_LITERAL, sre_constants.IN, sre_constants.ANY}
+_REPEAT_OPS = {sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants.POSSESSIVE_REPEAT}
+
+
+def _regex_problems(pattern: str, flags: int = 0) -> list[str]:
+    """Violations of the module's rules 1-2 in a pattern's parse tree (see curation/pii.py)."""
+    problems: list[str] = []
+
+    def walk(items: sre_parser.SubPattern | list) -> None:
+        for op, av in items:
+            if op in _REPEAT_OPS:
+                lo, hi, body = av
+                if hi > 1 and not (len(body) == 1 and body[0][0] in _SINGLE_CHAR_OPS):
+                    problems.append(f"repeat {{{lo},{hi}}} over a group: {list(body)!r}")
+                if hi == sre_constants.MAXREPEAT and op is not sre_constants.POSSESSIVE_REPEAT:
+                    problems.append("unbounded repeat that is not possessive")
+                walk(body)
+            elif op is sre_constants.SUBPATTERN:
+                walk(av[3])
+            elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
+                walk(av[1])
+            elif op is sre_constants.ATOMIC_GROUP:
+                walk(av)
+            elif op is sre_constants.BRANCH:
+                for branch in av[1]:
+                    walk(branch)
+            elif op is sre_constants.GROUPREF_EXISTS:
+                walk(av[1])
+                if av[2] is not None:
+                    walk(av[2])
+
+    walk(sre_parser.parse(pattern, flags))
+    return problems
+
+
+def test_rule_checker_catches_backtracking_patterns() -> None:
+    # The checker below is only worth something if it flags the classic ReDoS shapes.
+    assert _regex_problems(r"(a+)+b")  # nested quantifier: exponential
+    assert _regex_problems(r"(?:\d{1,3}\.){3}\d{1,3}")  # repeated group
+    assert _regex_problems(r"[a-z]+@")  # unbounded, not possessive: quadratic on 'a' * n
+    # datatrove's PIIFormatter e-mail pattern (what FineWeb ran), abridged: nested quantifiers.
+    assert _regex_problems(r"\b[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@")
+    assert not _regex_problems(r"[a-z]++@[a-z]{1,63}(?:\.com)?")
+
+
+def test_every_pattern_obeys_the_linear_time_rules() -> None:
+    compiled = {id(v) for v in vars(pii).values() if isinstance(v, re.Pattern)}
+    listed = {id(p) for p in pii.PATTERNS.values()}
+    assert compiled <= listed, "a module-level pattern is missing from pii.PATTERNS"
+    for name, pattern in pii.PATTERNS.items():
+        assert _regex_problems(pattern.pattern, pattern.flags) == [], name
+
+
+MB = 1_000_000
+
+
+def _fill(unit: str, size: int = MB) -> str:
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+DENSE_VALUES = {
+    "email": "john.doe@example.com",
+    "phone": "+1 (555) 123-4567",
+    "ip": "8.8.8.8",
+    "card": "4111 1111 1111 1111",
+    "iban": "GB82 WEST 1234 5698 7654 32",
+    "ssn": "536-22-8726",
+    "secret": "AKIAIOSFODNN7EXAMPLE",
+}
+
+# 1 MB inputs that make careless patterns blow up: long runs of one pattern's characters without
+# the rest of the pattern (quadratic re-scans), many almost-matches (per-candidate work), and
+# dense real matches (output building). Grouped by the finder they target.
+ADVERSARIAL: dict[str, Callable[[], str]] = {
+    "email:a": lambda: "a" * MB,
+    "email:@": lambda: "@" * MB,
+    "email:a@": lambda: _fill("a@"),
+    "email:a@a.": lambda: _fill("a@a."),
+    "email:x@aaa": lambda: "x@" + "a" * MB,
+    "email:aaa@": lambda: "a" * MB + "@",
+    "email:63a!@": lambda: _fill("a" * 63 + "!@"),
+    "email:dots": lambda: _fill("a.") + "@x",
+    "email:bad-labels": lambda: _fill("a@a..bb "),
+    "ip:1.": lambda: _fill("1."),
+    "ip:dotted": lambda: _fill("192.168.1.1."),
+    "ip:private": lambda: _fill("10.0.0.1 "),
+    "ip:colons": lambda: ":" * MB,
+    "ip:a:": lambda: _fill("a:"),
+    "ip:ff:": lambda: _fill("ff:"),
+    "ip:1:": lambda: _fill("1:"),
+    "ip:hex": lambda: "f" * MB,
+    "phone:1": lambda: "1" * MB,
+    "phone:1 ": lambda: _fill("1 "),
+    "phone:1-": lambda: _fill("1-"),
+    "phone:(1": lambda: _fill("(1"),
+    "phone:+1 ": lambda: _fill("+1 "),
+    "phone:digit-space": lambda: _fill("12 34 56 78 90 "),
+    "phone:weak": lambda: _fill("467 3395 "),
+    "card:digits": lambda: _fill("4111 1111 1111 1112 "),
+    "card:long-run": lambda: _fill("4111 "),
+    "ssn:runs": lambda: _fill("123-45-"),
+    "ssn:invalid": lambda: _fill("666-12-3456 "),
+    "iban:GB12": lambda: _fill("GB12 "),
+    "iban:groups": lambda: "GB82" + _fill(" WEST"),
+    "iban:alnum": lambda: _fill("GB82WEST"),
+    "iban:A": lambda: "A" * MB,
+    "secret:pem-begins": lambda: _fill("-----BEGIN RSA PRIVATE KEY-----"),
+    "secret:pem-no-end": lambda: "-----BEGIN RSA PRIVATE KEY-----\n" + "A" * MB,
+    "secret:pem-lines": lambda: _fill("-----BEGIN RSA PRIVATE KEY-----\nMIIB\n"),
+    "secret:dashes": lambda: "-" * MB,
+    "secret:bearer": lambda: _fill("Bearer "),
+    "secret:bearer-long": lambda: "Bearer " + _fill("a1"),
+    "secret:bearer-dots": lambda: _fill("bearer x."),
+    "secret:AKIA": lambda: _fill("AKIA"),
+    "any:spaces": lambda: " " * MB,
+    "any:newlines": lambda: "\n" * MB,
+    "dense:mixed": lambda: _fill(
+        "Contact {email} or {phone} from {ip} about card {card}, IBAN {iban}, SSN {ssn} and key "
+        "{secret}, then some ordinary words to pad the line out a bit more. ".format(**DENSE_VALUES)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ADVERSARIAL))
+def test_adversarial_megabyte_scrubs_in_under_a_second(name: str) -> None:
+    text = ADVERSARIAL[name]()
+    assert len(text) >= MB
+    # Bound: on the development machine (2 shared cores, under load) the slowest of these takes
+    # ~0.25 s and clean prose scrubs at ~20 MB/s. A quadratic pattern would need ~1e12 steps on
+    # 1 MB (hours) and even a per-position rescan of 100 characters ~1e8 steps (seconds), so 1 s
+    # separates linear from super-linear with several-fold headroom for slower CI machines. One
+    # re-measurement absorbs a scheduler hiccup; a real regression is slow both times.
+    elapsed = float("inf")
+    for _ in range(2):
+        t0 = time.perf_counter()
+        scrubbed, spans = scrub(text)
+        elapsed = min(elapsed, time.perf_counter() - t0)
+        if elapsed < 1.0:
+            break
+    assert elapsed < 1.0, f"{name}: {elapsed:.2f} s for 1 MB"
+    if name == "dense:mixed":  # the dense input was really scrubbed: every item of every line
+        counts = {t: sum(s.type == t for s in spans) for t in PII_TYPES}
+        assert counts == {t: text.count(v) for t, v in DENSE_VALUES.items()}
+        assert counts["email"] > 4000
+        assert not any(v in scrubbed for v in DENSE_VALUES.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Recall and precision on real labelled data
+# ---------------------------------------------------------------------------------------------
+
+
+def _load_bench() -> ModuleType:
+    path = REPO_ROOT / "bench" / "pii_recall.py"
+    spec = importlib.util.spec_from_file_location("pii_recall_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def presidio_stats() -> dict:
+    bench = _load_bench()
+    return bench.evaluate(bench.load_records(bench.default_data_path()))
+
+
+def test_presidio_gold_and_eligible_counts(presidio_stats: dict) -> None:
+    # Facts about the data file, measured once: how many gold spans of each type, and how many the
+    # spec asks us to find. 10 of the 136 cards are 12-digit Maestro numbers (spec: 13-19 digits);
+    # 3 of the 92 phone numbers are bare 10-digit runs (spec: plain long numbers are not matched).
+    # Every IP is public, every IBAN passes mod-97, every SSN is in an issued range.
+    counts = {t: (s.gold, s.eligible) for t, s in presidio_stats.items()}
+    assert counts == {
+        "secret": (0, 0),
+        "card": (136, 126),
+        "iban": (21, 21),
+        "ssn": (16, 16),
+        "email": (49, 49),
+        "ip": (14, 14),
+        "phone": (92, 89),
+    }
+
+
+# Measured on presidio_synth_dev.json (bench/pii_recall.py): recall on eligible spans is 1.000 for
+# email, ip, card, ssn, iban and 0.978 (87/89) for phone; precision is 1.000 except phone 0.978
+# (two false positives: a driver licence number 2270-66-1551 and a street number "03262 2437").
+# Floors sit one or two misses below those, per type's count: e.g. ip 13/14 = 0.93.
+RECALL_FLOORS = {"email": 0.97, "ip": 0.92, "card": 0.98, "ssn": 0.93, "iban": 0.95, "phone": 0.95}
+PRECISION_FLOORS = {"email": 0.97, "ip": 0.92, "card": 0.98, "ssn": 0.93, "iban": 0.95, "phone": 0.93}
+
+
+@pytest.mark.parametrize("pii_type", list(RECALL_FLOORS))
+def test_presidio_recall_and_precision(presidio_stats: dict, pii_type: str) -> None:
+    st = presidio_stats[pii_type]
+    assert st.recall_eligible >= RECALL_FLOORS[pii_type], (st.recall_eligible, st.misses)
+    assert st.precision >= PRECISION_FLOORS[pii_type], (st.precision, st.false_positives)
+
+
+def test_presidio_ineligible_spans_are_left_alone(presidio_stats: dict) -> None:
+    # The spec's exclusions hold on real data too: no 12-digit card, no bare digit-run phone.
+    for st in presidio_stats.values():
+        assert st.found == st.found_eligible
+    assert presidio_stats["secret"].predicted == 0  # the data has no secrets: any match is wrong
+
+
+def test_real_prose_has_almost_no_matches() -> None:
+    # 3 MB of Wikipedia articles: years, dates, ISBNs, populations, coordinates, but no contact
+    # details. Measured: 0 matches of any type; allow a few before calling it a regression.
+    path = shared_data_dir() / "quality" / "enwiki_sample_articles.jsonl"
+    hits = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            text = json.loads(line)["text"]
+            hits += [(s.type, text[s.start : s.end]) for s in find_pii(text)]
+    assert len(hits) <= 3, hits
