@@ -1,0 +1,230 @@
+"""Byte-level BPE tokenizer: trained with Hugging Face `tokenizers` on a deterministic document sample.
+
+`train-tokenizer` reads curated documents (Parquet with a `text` column), picks a sample that does
+not depend on file order or count (the `sample_docs` documents with the smallest keyed hash of
+their `id`), trains GPT-2-style byte-level BPE (ByteLevel pre-tokenizer and decoder, every byte in
+the initial alphabet, so any text encodes and decodes losslessly) and writes:
+
+    tokenizer.json        the Hugging Face tokenizer (usable by `tokenizers` / `transformers`)
+    tokenizer_meta.json   config + fingerprint that made it, EOD token and id, sample provenance, sha256
+
+The same input and config give a byte-identical tokenizer.json (tested). A given tokenizer.json
+(e.g. a released model's) is used as is; its EOD token comes from `tokenizer_meta.json` beside it,
+or `--eod-token`, or the first known end-of-text token it defines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import heapq
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from curation.config import ConfigError, _build
+from curation.output import atomic_write_bytes, atomic_write_json
+from curation.shards import sha256_file
+
+# End-of-text tokens of common released tokenizers (GPT-2/Qwen, Llama 3, Llama 2/Mistral, Gemma).
+KNOWN_EOD_TOKENS = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class TokenizerConfig:
+    vocab_size: int = 32768
+    """Final vocabulary size, special tokens and the 256 byte symbols included."""
+    eod_token: str = "<|endoftext|>"
+    """End-of-document token: appended to every document in the shards."""
+    special_tokens: tuple[str, ...] = ("<|pad|>",)
+    """Further special tokens (ids right after the EOD token, which is id 0)."""
+    min_frequency: int = 2
+    """A pair must occur at least this often to be merged."""
+    sample_docs: int = 200_000
+    """Documents in the training sample (all of them when there are fewer)."""
+    max_chars_per_doc: int = 100_000
+    """Longer documents are cut to this many characters for training (bounds memory)."""
+    seed: int = 0
+    """Keys the hash that picks the sample."""
+
+    def __post_init__(self) -> None:
+        specials = (self.eod_token, *self.special_tokens)
+        if self.vocab_size < 256 + len(specials) + 1:
+            raise ConfigError(
+                f"vocab_size must be >= {256 + len(specials) + 1} (256 bytes + special tokens + 1 merge), "
+                f"got {self.vocab_size}"
+            )
+        if not self.eod_token:
+            raise ConfigError("eod_token must be a non-empty string")
+        if len(set(specials)) != len(specials):
+            raise ConfigError(f"special_tokens must be distinct and not repeat eod_token; got {specials}")
+        for key in ("min_frequency", "sample_docs", "max_chars_per_doc"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key} must be > 0, got {getattr(self, key)!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    def fingerprint(self) -> str:
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> TokenizerConfig:
+        """Defaults when `path` is None; else the YAML file, validated (errors name file and key)."""
+        if path is None:
+            return cls()
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML: {e}") from None
+        try:
+            return _build(cls, data, prefix="")
+        except ConfigError as e:
+            raise ConfigError(f"{p}: {e}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTokenizer:
+    """A tokenizer ready to encode documents: the HF object, its EOD id and identity."""
+
+    tokenizer: Any
+    eod_token: str
+    eod_id: int
+    vocab_size: int
+    sha256: str
+    path: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def doc_parquet_files(input_dir: str | Path) -> list[Path]:
+    """Parquet files of a documents folder: DIR/docs/*.parquet (an `extract` output) or DIR/*.parquet."""
+    root = Path(input_dir)
+    if root.is_file() and root.suffix == ".parquet":
+        return [root]
+    for cand in (root / "docs", root):
+        files = sorted(p for p in cand.glob("*.parquet") if not p.name.startswith("."))
+        if files:
+            return files
+    raise FileNotFoundError(f"no Parquet documents in {root} (looked in {root}/docs and {root})")
+
+
+def sample_key(seed: int, doc_id: str) -> bytes:
+    return hashlib.blake2b(f"{seed}:{doc_id}".encode(), digest_size=8).digest()
+
+
+def select_sample(files: list[Path], cfg: TokenizerConfig) -> list[tuple[bytes, Path, int]]:
+    """(key, file, row) of the `sample_docs` documents with the smallest keys, in key order.
+
+    Reads only the `id` column, so choosing the sample costs little even on big inputs; the choice
+    is independent of how documents are split into files.
+    """
+    import pyarrow.parquet as pq
+
+    best: list[tuple[bytes, Path, int]] = []
+    for f in files:
+        ids = pq.read_table(f, columns=["id"]).column("id").to_pylist()
+        for row, doc_id in enumerate(ids):
+            best.append((sample_key(cfg.seed, str(doc_id)), f, row))
+        # Prune now and then so memory stays O(sample_docs), not O(all documents).
+        if len(best) > 4 * cfg.sample_docs:
+            best = heapq.nsmallest(cfg.sample_docs, best)
+    return sorted(heapq.nsmallest(cfg.sample_docs, best))
+
+
+def train_tokenizer(input_dir: str | Path, output_dir: str | Path, cfg: TokenizerConfig) -> Path:
+    """Train byte-level BPE on the sample of `input_dir`; write tokenizer.json + tokenizer_meta.json."""
+    import pyarrow.parquet as pq
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    files = doc_parquet_files(input_dir)
+    sample = select_sample(files, cfg)
+    if not sample:
+        raise ValueError(f"{input_dir}: no documents to train a tokenizer on")
+    by_file: dict[Path, list[int]] = {}
+    for _, f, row in sample:
+        by_file.setdefault(f, []).append(row)
+    texts: dict[tuple[Path, int], str] = {}
+    for f, rows in by_file.items():
+        col = pq.read_table(f, columns=["text"]).column("text")
+        for r in rows:
+            t = col[r].as_py()
+            texts[(f, r)] = t[: cfg.max_chars_per_doc] if isinstance(t, str) else ""
+    ordered = [texts[(f, r)] for _, f, r in sample]
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=cfg.vocab_size,
+        min_frequency=cfg.min_frequency,
+        special_tokens=[cfg.eod_token, *cfg.special_tokens],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(ordered, trainer=trainer, length=len(ordered))
+
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tok_path = out / "tokenizer.json"
+    atomic_write_bytes(tok_path, tok.to_str(pretty=True).encode())
+    meta = {
+        "job": "train-tokenizer",
+        "config": cfg.to_dict(),
+        "config_fingerprint": cfg.fingerprint(),
+        "eod_token": cfg.eod_token,
+        "eod_id": tok.token_to_id(cfg.eod_token),
+        "vocab_size": tok.get_vocab_size(),
+        "tokenizer_sha256": sha256_file(tok_path),
+        "sample": {
+            "documents": len(ordered),
+            "chars": sum(len(t) for t in ordered),
+            "input": str(Path(input_dir).resolve()),
+            "input_files": [f.name for f in files],
+        },
+    }
+    atomic_write_json(out / "tokenizer_meta.json", meta)
+    return tok_path
+
+
+def load_tokenizer(path: str | Path, eod_token: str | None = None) -> LoadedTokenizer:
+    """Load tokenizer.json; find its EOD token (argument, then tokenizer_meta.json, then known names)."""
+    from tokenizers import Tokenizer
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    if not p.is_file():
+        raise FileNotFoundError(f"tokenizer file not found: {p}")
+    try:
+        tok = Tokenizer.from_file(str(p))
+    except Exception as e:  # the Rust side raises a bare Exception for malformed JSON
+        raise ValueError(f"{p}: not a Hugging Face tokenizer.json: {e}") from None
+    meta_path = p.with_name("tokenizer_meta.json")
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    name = eod_token or meta.get("eod_token")
+    if name is None:
+        name = next((t for t in KNOWN_EOD_TOKENS if tok.token_to_id(t) is not None), None)
+    if name is None or tok.token_to_id(name) is None:
+        raise ValueError(
+            f"{p}: end-of-document token {name!r} is not in the vocabulary; pass --eod-token "
+            f"(known names tried: {', '.join(KNOWN_EOD_TOKENS)})"
+        )
+    # A document that literally contains the EOD string must not get a real EOD in the middle:
+    # special tokens in document text are encoded as plain text.
+    tok.encode_special_tokens = True
+    return LoadedTokenizer(
+        tokenizer=tok,
+        eod_token=name,
+        eod_id=tok.token_to_id(name),
+        vocab_size=tok.get_vocab_size(),
+        sha256=sha256_file(p),
+        path=str(p.resolve()),
+        meta=meta,
+    )

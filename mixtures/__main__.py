@@ -1,0 +1,53 @@
+"""`python -m mixtures plan RECIPE [--model-params N]`: the token plan and compute cost of a recipe.
+
+Exit status: 0 the plan has no warnings; 1 it printed warnings (a cap exceeded, a source unknown);
+2 the recipe is invalid (the message names the file and the key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mixtures.plan import H100_BF16_DENSE_FLOPS, format_plan, make_plan
+from mixtures.recipe import Recipe, RecipeError
+
+
+def _number(s: str) -> float:
+    """'8e9', '8B', '125M' -> float."""
+    mult = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+    s2 = s.strip().upper()
+    try:
+        return float(s2[:-1]) * mult[s2[-1]] if s2 and s2[-1] in mult else float(s2)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r} (e.g. 8e9 or 8B)") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mixtures", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("plan", help="tokens per source and phase, epochs, caps, FLOPs and GPU-hours")
+    p.add_argument("recipe", help="recipe YAML (see mixtures/demo.yaml)")
+    p.add_argument("--model-params", type=_number, default=None, metavar="N", help="parameters, e.g. 8B")
+    p.add_argument(
+        "--seq-len", type=int, default=1, help="sequence length the sampler cuts (default 1: tokens)"
+    )
+    p.add_argument("--mfu", type=float, default=0.40, help="model FLOPs utilisation assumed (default 0.40)")
+    p.add_argument(
+        "--peak-flops",
+        type=_number,
+        default=H100_BF16_DENSE_FLOPS,
+        help="device peak FLOP/s (default 989e12: H100 SXM dense BF16)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        plan = make_plan(Recipe.load(args.recipe), args.seq_len)
+    except (RecipeError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(format_plan(plan, args.model_params, args.mfu, args.peak_flops))
+    return 1 if plan.warnings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""The mixture sampler the trainer uses: recipe + shards -> fixed-length token sequences, exact and resumable.
+
+Pure Python + numpy (no torch, no Spark), so the trainer and the tests import it anywhere.
+
+The stream. Each phase p has `tokens_p // seq_len` sequences; each sequence comes from one source,
+and source s gets exactly `quota(p, s)` of them: the phase's weights split the sequence count by
+largest remainder (`phase_quotas`), so per-source token counts are exact integers known before
+training (`quota * seq_len`). Within a phase, step k goes to the source with the largest deficit
+`(k+1)*quota_s - emitted_s*n_p` (ties: recipe order), which keeps every prefix of the phase within
+one sequence of the target proportions, with no random draws to replay. A source is an endless
+token stream: its documents (all shards of its manifest, each ending in EOD) in a permutation
+seeded by (recipe seed, source name, epoch), cut into consecutive `seq_len` pieces; document
+starts inside a piece are reported as positions.
+
+Ranks. The global stream is the same for every world size; rank r of W takes global sequences
+g = r, r+W, r+2W, ... Each `next()` advances one round of W sequences (the others' are skipped
+without copying tokens), so all ranks hold the same state after the same number of steps, and a
+final incomplete round is dropped (all ranks take the same number of steps).
+
+State. `state_dict()` is a small JSON-able dict: phase, per-source emitted counts in the phase,
+per-source cursors (epoch, position in the permutation, token offset in the document), the
+global index. `load_state_dict` continues the stream exactly, also with another world size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from curation.shards import IndexedShard
+from mixtures.recipe import Phase, Recipe, RecipeError
+
+STATE_VERSION = 1
+
+
+def _name_key(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
+
+
+def largest_remainder(total: int, weights: dict[str, float]) -> dict[str, int]:
+    """Split `total` into integers proportional to `weights`, summing to `total` exactly.
+
+    Floors first; the units left go to the largest fractional parts (ties: mapping order).
+    """
+    wsum = sum(weights.values())
+    exact = {k: total * w / wsum for k, w in weights.items()}
+    out = {k: int(v) for k, v in exact.items()}
+    left = total - sum(out.values())
+    order = sorted(weights, key=lambda k: (-(exact[k] - out[k]), list(weights).index(k)))
+    for k in order[:left]:
+        out[k] += 1
+    return out
+
+
+def phase_quotas(phase: Phase, seq_len: int) -> dict[str, int]:
+    """Sequences of `seq_len` tokens each source contributes to `phase` (seq_len=1: tokens)."""
+    return largest_remainder(phase.tokens // seq_len, phase.weights)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    tokens: np.ndarray
+    """(seq_len,) int64 token ids."""
+    doc_starts: np.ndarray
+    """Positions in `tokens` where a document begins (int64, ascending)."""
+    source: str
+    phase: str
+    index: int
+    """Position of this sequence in the global stream (over all ranks)."""
+
+
+class SourceStream:
+    """All documents of one source's shards as an endless, per-epoch permuted token stream."""
+
+    def __init__(self, name: str, shard_dir: Path, seed: int) -> None:
+        mpath = shard_dir / "manifest.json"
+        if not mpath.is_file():
+            raise RecipeError(
+                f"source {name}: no manifest.json in {shard_dir} (run `python -m curation tokenize` first)"
+            )
+        self.name = name
+        self.manifest = json.loads(mpath.read_text())
+        self.shards = [IndexedShard(shard_dir / f["bin"]) for f in self.manifest["files"]]
+        for f, s in zip(self.manifest["files"], self.shards, strict=True):
+            if len(s) != f["documents"] or s.num_tokens != f["tokens"]:
+                raise RecipeError(f"source {name}: {s.bin_path} does not match its manifest entry")
+        self.lengths = np.concatenate([s.lengths.astype(np.int64) for s in self.shards] or [np.zeros(0, int)])
+        self.shard_of = np.concatenate(
+            [np.full(len(s), i, dtype=np.int32) for i, s in enumerate(self.shards)] or [np.zeros(0, np.int32)]
+        )
+        self.local = np.concatenate([np.arange(len(s)) for s in self.shards] or [np.zeros(0, int)])
+        self.n_docs = len(self.lengths)
+        self.n_tokens = int(self.lengths.sum())
+        if self.n_tokens == 0:
+            raise RecipeError(f"source {name}: its shards hold no tokens")
+        self.seed = seed
+        self._perm_epoch = -1
+        self._perm = np.zeros(0, dtype=np.int64)
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        if epoch != self._perm_epoch:
+            ss = np.random.SeedSequence([self.seed, _name_key(self.name), epoch])
+            self._perm = np.random.Generator(np.random.PCG64(ss)).permutation(self.n_docs)
+            self._perm_epoch = epoch
+        return self._perm
+
+    def read(self, cursor: list[int], n: int, out: np.ndarray | None) -> tuple[list[int], list[int]]:
+        """Advance `cursor` [epoch, pos, offset] by n tokens; copy them into `out` unless None.
+
+        Returns the new cursor and the positions (0..n-1) where a document starts.
+        """
+        epoch, pos, offset = cursor
+        filled = 0
+        starts: list[int] = []
+        while filled < n:
+            perm = self.permutation(epoch)
+            doc = int(perm[pos])
+            length = int(self.lengths[doc])
+            take = min(n - filled, length - offset)
+            if out is not None:
+                if offset == 0:
+                    starts.append(filled)
+                sh = self.shards[self.shard_of[doc]]
+                out[filled : filled + take] = sh[int(self.local[doc])][offset : offset + take]
+            filled += take
+            offset += take
+            if offset == length:
+                offset, pos = 0, pos + 1
+                if pos == self.n_docs:
+                    epoch, pos = epoch + 1, 0
+        return [epoch, pos, offset], starts
+
+
+class MixtureSampler:
+    """Iterator of `Sample`s for one rank; see the module docstring for the exact semantics."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        seq_len: int,
+        rank: int = 0,
+        world_size: int = 1,
+        allow_over_cap: bool = False,
+    ) -> None:
+        if seq_len <= 0 or world_size <= 0 or not 0 <= rank < world_size:
+            raise ValueError(
+                f"need seq_len > 0 and 0 <= rank < world_size; got {seq_len}, {rank}, {world_size}"
+            )
+        self.recipe, self.seq_len, self.rank, self.world_size = recipe, seq_len, rank, world_size
+        used = [s for s in recipe.sources if any(s in ph.weights for ph in recipe.phases)]
+        self.streams: dict[str, SourceStream] = {}
+        tok_hashes = set()
+        for name in used:
+            src = recipe.sources[name]
+            if src.shards is None:
+                raise RecipeError(f"{recipe.path}: sources.{name} has no `shards` folder; tokenize it first")
+            st = SourceStream(name, src.shards, recipe.seed)
+            if src.select and st.manifest.get("select") != src.select_spec():
+                raise RecipeError(
+                    f"{recipe.path}: sources.{name}.select is {src.select_spec()} but {src.shards} was "
+                    f"tokenized with {st.manifest.get('select')}; re-tokenize or fix the recipe"
+                )
+            tok_hashes.add(st.manifest["tokenizer"]["sha256"])
+            self.streams[name] = st
+        if len(tok_hashes) > 1:
+            raise RecipeError(f"{recipe.path}: sources were tokenized with different tokenizers")
+        self.quotas = [phase_quotas(ph, seq_len) for ph in recipe.phases]
+        self.phase_sequences = [sum(q.values()) for q in self.quotas]
+        self.total_sequences = sum(self.phase_sequences)
+        self.steps = self.total_sequences // world_size
+        """Samples each rank yields (the final incomplete round is dropped)."""
+        drawn = {n: sum(q.get(n, 0) for q in self.quotas) * seq_len for n in self.streams}
+        over = [
+            f"{n}: {drawn[n] / self.streams[n].n_tokens:.2f} epochs > max_epochs {recipe.sources[n].max_epochs}"
+            for n in self.streams
+            if drawn[n] > recipe.sources[n].max_epochs * self.streams[n].n_tokens
+        ]
+        if over and not allow_over_cap:
+            raise RecipeError(f"{recipe.path}: repetition cap exceeded: {'; '.join(over)}")
+        self.tokens_drawn = drawn
+        self._reset()
+
+    # -- state ---------------------------------------------------------------------------------
+    def _reset(self) -> None:
+        self.global_index = 0
+        self.phase = 0
+        self.emitted = {n: 0 for n in self.quotas[0]} if self.quotas else {}
+        self.cursors = {n: [0, 0, 0] for n in self.streams}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "recipe": self.recipe.name,
+            "seed": self.recipe.seed,
+            "seq_len": self.seq_len,
+            "global_index": self.global_index,
+            "phase": self.phase,
+            "emitted": dict(self.emitted),
+            "cursors": {n: list(c) for n, c in self.cursors.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key, mine in (("version", STATE_VERSION), ("seed", self.recipe.seed), ("seq_len", self.seq_len)):
+            if state.get(key) != mine:
+                raise ValueError(f"sampler state has {key}={state.get(key)!r}, this sampler {mine!r}")
+        if state["global_index"] % self.world_size:
+            raise ValueError(
+                f"state at global index {state['global_index']} is not a round of {self.world_size}"
+            )
+        self.global_index = int(state["global_index"])
+        self.phase = int(state["phase"])
+        self.emitted = {k: int(v) for k, v in state["emitted"].items()}
+        self.cursors = {n: [int(x) for x in c] for n, c in state["cursors"].items()}
+
+    # -- stream --------------------------------------------------------------------------------
+    def _next_source(self) -> str | None:
+        """Source of the next global sequence (advancing the phase when one is complete)."""
+        while self.phase < len(self.quotas):
+            quota, n = self.quotas[self.phase], self.phase_sequences[self.phase]
+            k = sum(self.emitted.values())
+            if k < n:
+                best, best_def = None, None
+                for s, q in quota.items():
+                    if self.emitted[s] < q:
+                        deficit = (k + 1) * q - self.emitted[s] * n
+                        if best_def is None or deficit > best_def:
+                            best, best_def = s, deficit
+                return best
+            self.phase += 1
+            if self.phase < len(self.quotas):
+                self.emitted = {s: 0 for s in self.quotas[self.phase]}
+        return None
+
+    def _one(self, materialize: bool) -> Sample | None:
+        src = self._next_source()
+        if src is None:
+            return None
+        out = np.empty(self.seq_len, dtype=np.int64) if materialize else None
+        self.cursors[src], starts = self.streams[src].read(self.cursors[src], self.seq_len, out)
+        self.emitted[src] += 1
+        idx = self.global_index
+        self.global_index += 1
+        if out is None:
+            return None
+        phase = self.recipe.phases[self.phase].name
+        return Sample(out, np.asarray(starts, dtype=np.int64), src, phase, idx)
+
+    def __iter__(self) -> Iterator[Sample]:
+        return self
+
+    def __next__(self) -> Sample:
+        if self.global_index // self.world_size >= self.steps:
+            raise StopIteration
+        mine = None
+        for r in range(self.world_size):
+            s = self._one(materialize=(r == self.rank))
+            if r == self.rank:
+                mine = s
+        assert mine is not None
+        return mine

@@ -1,0 +1,146 @@
+"""Document selectors: `column: condition` pairs from a recipe, applied to Parquet document tables.
+
+Scores are columns and thresholds live in the recipe (dolma's "annotate, then mix"): a selector
+never runs a model, it compares a column that an earlier stage wrote. Forms (YAML value -> test):
+
+    lang: en                  equality (strings, numbers, booleans)
+    lang: [en, de]            membership
+    quality: ">= 0.6"         comparison: one of >=, <=, >, <, ==, != then a number or a word
+    dup_cluster_size: "<= 1"
+
+Any column works; a missing column is a `SelectorError` naming the column, the file and the
+columns it does have. Rows whose column is null are not selected and are counted per selector
+(`null:<column>`), never dropped silently.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+OPS = (">=", "<=", "==", "!=", ">", "<")
+_CMP = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*([^<>=!\s].*?)\s*$")
+
+
+class SelectorError(ValueError):
+    """A selector cannot be parsed or applied; the message names the column and what is allowed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    column: str
+    op: str
+    """One of OPS, or 'in' for membership."""
+    value: Any
+
+    def __str__(self) -> str:
+        if self.op == "in":
+            return f"{self.column} in {list(self.value)}"
+        return f"{self.column} {self.op} {self.value!r}"
+
+    def to_spec(self) -> Any:
+        """The canonical YAML/JSON form (what a manifest records)."""
+        if self.op == "in":
+            return list(self.value)
+        if self.op == "==":
+            return self.value
+        return f"{self.op} {self.value}"
+
+
+def parse_selector(column: str, spec: Any) -> Selector:
+    """One `column: spec` entry of a recipe's `select` mapping."""
+    if not isinstance(column, str) or not column:
+        raise SelectorError(f"selector column must be a non-empty string, got {column!r}")
+    if isinstance(spec, list):
+        if not spec or not all(isinstance(v, str | int | float | bool) for v in spec):
+            raise SelectorError(f"select.{column}: a list must hold strings or numbers, got {spec!r}")
+        return Selector(column, "in", tuple(spec))
+    if isinstance(spec, bool | int | float):
+        return Selector(column, "==", spec)
+    if isinstance(spec, str):
+        m = _CMP.match(spec)
+        if not m:
+            # A plain word is equality (`lang: en`).
+            if any(spec.lstrip().startswith(c) for c in "<>=!"):
+                raise SelectorError(
+                    f"select.{column}: cannot parse {spec!r}; allowed: a value, a list, or "
+                    f"'<op> <value>' with op one of {', '.join(OPS)}"
+                )
+            return Selector(column, "==", spec)
+        op, raw = m.groups()
+        return Selector(column, op, _scalar(raw))
+    raise SelectorError(
+        f"select.{column}: {spec!r} is not a value, a list or a comparison string like '>= 0.6'"
+    )
+
+
+def parse_selectors(spec: Any, where: str = "select") -> tuple[Selector, ...]:
+    if spec is None:
+        return ()
+    if not isinstance(spec, dict):
+        raise SelectorError(f"{where} must be a mapping of column: condition, got {spec!r}")
+    try:
+        return tuple(parse_selector(k, v) for k, v in spec.items())
+    except SelectorError as e:
+        raise SelectorError(f"{where}: {e}") from None
+
+
+def _scalar(raw: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(raw)
+        except ValueError:
+            pass
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    return raw.strip("'\"")
+
+
+def selection_mask(table: Any, selectors: tuple[Selector, ...], source: str = "<table>") -> tuple[Any, dict]:
+    """Boolean mask (pyarrow) of the rows every selector keeps, and drop counts per reason.
+
+    Reasons: `null:<column>` (the column is null on that row), `select:<selector>` (the test fails).
+    Rows are attributed to the first selector that drops them, so counts add up to the drops.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keep = pa.array([True] * table.num_rows, type=pa.bool_())
+    drops: dict[str, int] = {}
+    for sel in selectors:
+        if sel.column not in table.column_names:
+            raise SelectorError(
+                f"{source}: selector `{sel}` needs column {sel.column!r}, which is not there; "
+                f"columns: {', '.join(table.column_names)}"
+            )
+        col = table.column(sel.column)
+        try:
+            if sel.op == "in":
+                test = pc.is_in(col, value_set=pa.array(list(sel.value)))
+            else:
+                fn = {
+                    ">=": pc.greater_equal,
+                    "<=": pc.less_equal,
+                    ">": pc.greater,
+                    "<": pc.less,
+                    "==": pc.equal,
+                    "!=": pc.not_equal,
+                }[sel.op]
+                test = fn(col, pa.scalar(sel.value))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError) as e:
+            raise SelectorError(
+                f"{source}: selector `{sel}` cannot compare column {sel.column!r} of type {col.type}: {e}"
+            ) from None
+        is_null = pc.is_null(col)
+        null_now = pc.sum(pc.and_(keep, is_null)).as_py() or 0
+        passed = pc.fill_null(test, False)
+        fail_now = pc.sum(pc.and_(pc.and_(keep, pc.invert(is_null)), pc.invert(passed))).as_py() or 0
+        if null_now:
+            drops[f"null:{sel.column}"] = drops.get(f"null:{sel.column}", 0) + null_now
+        if fail_now:
+            drops[f"select:{sel}"] = drops.get(f"select:{sel}", 0) + fail_now
+        keep = pc.and_(keep, passed)
+        if isinstance(keep, pa.ChunkedArray):
+            keep = keep.combine_chunks()
+    return keep, drops

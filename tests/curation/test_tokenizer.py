@@ -1,0 +1,84 @@
+"""Byte-level BPE training: determinism, sample independence from file layout, config errors, EOD handling."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from curation.config import ConfigError
+from curation.tokenizer import TokenizerConfig, load_tokenizer, train_tokenizer
+from tests.mixtures.corpus import EDGE_TEXTS, build_corpus
+
+CFG = TokenizerConfig(vocab_size=512, sample_docs=10_000)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return build_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def test_deterministic_and_independent_of_file_layout(tmp_path, corpus):
+    a = train_tokenizer(corpus, tmp_path / "a", CFG)
+    b = train_tokenizer(corpus, tmp_path / "b", CFG)
+    assert a.read_bytes() == b.read_bytes()
+    # The same documents in one file instead of three: the sample (keyed by id) is the same.
+    merged = pa.concat_tables(
+        promote_options="permissive",
+        tables=[pq.read_table(p).select(["id", "text"]) for p in sorted((corpus / "docs").glob("*.parquet"))],
+    )
+    one = tmp_path / "one"
+    one.mkdir()
+    pq.write_table(merged, one / "all.parquet")
+    c = train_tokenizer(one, tmp_path / "c", CFG)
+    assert c.read_bytes() == a.read_bytes()
+    meta = json.loads((tmp_path / "a" / "tokenizer_meta.json").read_text())
+    tok = load_tokenizer(a)
+    assert tok.vocab_size == meta["vocab_size"] == 512
+    assert tok.eod_id == meta["eod_id"] and tok.tokenizer.id_to_token(tok.eod_id) == "<|endoftext|>"
+    assert meta["config_fingerprint"] == CFG.fingerprint() and meta["tokenizer_sha256"] == tok.sha256
+    # A different seed picks a different sample when the sample is smaller than the corpus.
+    small = TokenizerConfig(vocab_size=512, sample_docs=10, seed=0)
+    d = train_tokenizer(corpus, tmp_path / "d", small)
+    e = train_tokenizer(corpus, tmp_path / "e", TokenizerConfig(vocab_size=512, sample_docs=10, seed=1))
+    assert d.read_bytes() != e.read_bytes()
+
+
+def test_lossless_and_eod_string_is_text(tmp_path, corpus):
+    tok = load_tokenizer(train_tokenizer(corpus, tmp_path / "t", CFG))
+    for text in [t for t in EDGE_TEXTS if t] + ["数据 данные データ 데이터 \u0000 \ufeff"]:
+        ids = tok.tokenizer.encode(text, add_special_tokens=False).ids
+        assert tok.eod_id not in ids, text
+        assert tok.tokenizer.decode(ids, skip_special_tokens=False) == text
+
+
+def test_given_tokenizer_eod_lookup(tmp_path, corpus):
+    path = train_tokenizer(corpus, tmp_path / "t", CFG)
+    given = tmp_path / "given"
+    given.mkdir()
+    shutil.copy(path, given / "tokenizer.json")  # no tokenizer_meta.json beside it
+    assert load_tokenizer(given / "tokenizer.json").eod_token == "<|endoftext|>"  # a known name
+    assert load_tokenizer(given / "tokenizer.json", eod_token="<|pad|>").eod_id == 1
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        load_tokenizer(given / "tokenizer.json", eod_token="</nope>")
+    (given / "bad.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"not a Hugging Face tokenizer\.json"):
+        load_tokenizer(given / "bad.json")
+
+
+def test_config_errors_name_file_and_key(tmp_path):
+    p = tmp_path / "tok.yaml"
+    p.write_text("vocab_size: 100\n")
+    with pytest.raises(ConfigError, match=r"tok\.yaml: vocab_size must be >= 259"):
+        TokenizerConfig.load(p)
+    p.write_text("vocab: 1000\n")
+    with pytest.raises(ConfigError, match=r"unknown key vocab; allowed: .*vocab_size"):
+        TokenizerConfig.load(p)
+    p.write_text("special_tokens: ['<|endoftext|>']\n")
+    with pytest.raises(ConfigError, match="distinct"):
+        TokenizerConfig.load(p)
+    p.write_text("vocab_size: 4096\nsample_docs: 7\n")
+    assert TokenizerConfig.load(p) == TokenizerConfig(vocab_size=4096, sample_docs=7)
