@@ -1,0 +1,40 @@
+"""Small helpers shared by the Triton launchers: launch sizes and the interpreter check.
+
+Kept free of Triton imports so the backend switch can ask "is the interpreter on?" on a CPU-only box without
+loading Triton.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1), as CI does."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def num_programs_cap(device: torch.device) -> int:
+    """How many persistent programs a reduction over rows should launch.
+
+    On a GPU: a few per SM so every SM is busy and the per-program partial sums stay few. In the interpreter
+    each program is a Python loop iteration, so fewer, larger programs are simply faster.
+    """
+    if device.type == "cuda":
+        return 4 * torch.cuda.get_device_properties(device).multi_processor_count
+    return 8
+
+
+def rows_per_block(n_cols_block: int) -> int:
+    """Rows handled by one program tile: enough that a tile holds ~4K elements (1 row at hidden ≥ 4096)."""
+    return max(1, min(64, 4096 // n_cols_block))
