@@ -27,6 +27,8 @@ def spark():
     from curation.job import get_spark
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = get_spark("local[2]", "refinery-tests", {"spark.ui.enabled": "false"})
+    # 4 shuffle partitions, not 200: test data is small, and each partition is a task to schedule.
+    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
+    session = get_spark("local[2]", "refinery-tests", conf)
     yield session
     session.stop()

@@ -1,0 +1,128 @@
+"""Typed, validated configuration of the `dedup` job (YAML file -> frozen dataclasses).
+
+Every key has a default (configs/dedup.yaml lists them all); unknown keys and bad values are errors
+that name the key. The fingerprint of the whole config is written next to the outputs, and a rerun
+into the same folder with a different config is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from curation.config import ConfigError, _build, _check_choice
+from dedup.minhash import MinHashConfig
+
+KEEP_ONE = ("best", "first", "last")
+"""best: highest `quality` (if that column exists), then longest text, then earliest fetch, then id.
+first / last: earliest / latest `fetch_time` (then `crawl`), ties by id."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExactConfig:
+    """Exact dedup on the hash of normalized text (dedup.normalize)."""
+
+    enabled: bool = True
+    keep: str = "best"
+
+    def __post_init__(self) -> None:
+        _check_choice("exact.keep", self.keep, KEEP_ONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UrlConfig:
+    """URL dedup on normalized URLs; documents without a URL are never URL duplicates."""
+
+    enabled: bool = True
+    keep: str = "last"  # the newest capture of a page
+
+    def __post_init__(self) -> None:
+        _check_choice("url.keep", self.keep, KEEP_ONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterConfig:
+    """What happens to a near-duplicate cluster (a connected component of MinHash edges)."""
+
+    enabled: bool = True
+    keep: str = "best"  # one of KEEP_ONE, or drop_cluster: remove every member of a cluster of 2+
+    max_iterations: int = 64  # large-star/small-star rounds; O(log n) are needed, this is a guard
+
+    def __post_init__(self) -> None:
+        _check_choice("cluster.keep", self.keep, (*KEEP_ONE, "drop_cluster"))
+        if self.max_iterations < 1:
+            raise ConfigError(f"cluster.max_iterations must be >= 1, got {self.max_iterations}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinesConfig:
+    """Line-level dedup: a line (normalized) found in more than `max_docs` documents is boilerplate."""
+
+    enabled: bool = True
+    max_docs: int = 10
+    min_words: int = 50  # a document left with fewer words (whitespace-separated) is dropped
+
+    def __post_init__(self) -> None:
+        if self.max_docs < 1:
+            raise ConfigError(f"lines.max_docs must be >= 1, got {self.max_docs}")
+        if self.min_words < 0:
+            raise ConfigError(f"lines.min_words must be >= 0, got {self.min_words}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputConfig:
+    removed_sample_per_reason: int = 1000  # removed documents kept with a text snippet, per reason
+    partitions: int = 0  # Spark shuffle partitions and output files; 0: 2 x the default parallelism
+
+    def __post_init__(self) -> None:
+        if self.removed_sample_per_reason < 0:
+            raise ConfigError("output.removed_sample_per_reason must be >= 0")
+        if self.partitions < 0:
+            raise ConfigError("output.partitions must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DedupJobConfig:
+    exact: ExactConfig = field(default_factory=ExactConfig)
+    url: UrlConfig = field(default_factory=UrlConfig)
+    minhash: MinHashConfig = field(default_factory=MinHashConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    lines: LinesConfig = field(default_factory=LinesConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["minhash"] = self.minhash.to_dict()  # bands x rows resolved: the folder name says them
+        return d
+
+    def fingerprint(self) -> str:
+        # Output partitions change file layout, not content: not part of the fingerprint.
+        d = self.to_dict()
+        d.pop("output")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> DedupJobConfig:
+        try:
+            return _build(cls, data or {}, prefix="")
+        except ConfigError as e:
+            raise ConfigError(f"{source}: {e}") from None
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> DedupJobConfig:
+        if path is None:
+            return cls()
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: not valid YAML: {e}") from None
+        return cls.from_dict(data or {}, source=str(p))

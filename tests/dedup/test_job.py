@@ -1,0 +1,284 @@
+"""The dedup job end to end on Spark, over a corpus of real documents with planted duplicates."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from curation.output import OutputConflict
+from dedup.config import DedupJobConfig
+from dedup.evaluation import edit, real_documents, vocabulary
+from dedup.job import InputError, resolve_input, run_dedup
+
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
+CFG = {"output": {"partitions": 2}, "lines": {"max_docs": 10, "min_words": 50}}
+
+
+def _row(i: int, text: str | None, url: str | None = None, quality: float = 0.5, day: int = 0, id_=None):
+    return {
+        "id": id_ or f"doc-{i:05d}",
+        "url": url or f"https://example.org/page/{i}",
+        "text": text,
+        "crawl": "CC-MAIN-2024-22",
+        "fetch_time": T0 + timedelta(days=day),
+        "lang": "en",
+        "quality": quality,
+    }
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, data_dir):
+    """Rows plus what the test planted in them (which ids should go, and why)."""
+    docs = real_documents(data_dir)
+    rng = random.Random(11)
+    vocab = vocabulary(docs)
+    base = [d for d in docs if 300 <= len(d.split()) <= 900][:40]
+    rows, plan = [], {"exact": [], "url": [], "near": [], "boiler": [], "too_short": None}
+    for i, t in enumerate(base):
+        rows.append(_row(i, t, quality=0.5))
+    n = len(rows)
+    # exact: same text up to case and punctuation; the copy has the higher quality and is kept.
+    for i in range(0, 4):
+        copy = base[i].upper().replace(".", " .").replace(",", ";")
+        rows.append(_row(n, copy, quality=0.9))
+        plan["exact"].append((f"doc-{i:05d}", f"doc-{n:05d}"))
+        n += 1
+    # url: the same page captured again later with different text; the later capture is kept.
+    for i in range(4, 7):
+        url = f"HTTP://www.Example.org/page/{i}/?utm_source=x#top"
+        rows.append(_row(n, edit(base[i], 0.5, rng, vocab), url=url, day=30))
+        plan["url"].append((f"doc-{i:05d}", f"doc-{n:05d}"))
+        n += 1
+    # near: 3 lightly edited copies each, the original has the highest quality.
+    for i in range(7, 12):
+        group = [f"doc-{i:05d}"]
+        for _ in range(3):
+            rows.append(_row(n, edit(base[i], 0.004, rng, vocab), quality=0.3))
+            group.append(f"doc-{n:05d}")
+            n += 1
+        rows[i]["quality"] = 0.95
+        plan["near"].append(group)
+    # boilerplate: two real lines appended to 15 distinct documents (> max_docs = 10).
+    boiler = [base[-1].split("\n")[0][:200], " ".join(base[-2].split()[:25])]
+    for i in range(12, 27):
+        rows[i]["text"] = rows[i]["text"] + "\n" + "\n".join(boiler)
+        plan["boiler"].append(f"doc-{i:05d}")
+    # a document that is mostly boilerplate: too short once those lines go.
+    rows.append(_row(n, " ".join(base[30].split()[:20]) + "\n" + "\n".join(boiler)))
+    plan["too_short"] = f"doc-{n:05d}"
+    n += 1
+    # bad rows: empty, null, punctuation only, shorter than one shingle, a duplicate id.
+    rows += [_row(n, ""), _row(n + 1, None), _row(n + 2, "!!! ... ???"), _row(n + 3, "four words only here")]
+    plan["empty"] = [f"doc-{n:05d}", f"doc-{n + 1:05d}"]
+    plan["no_words"] = f"doc-{n + 2:05d}"
+    plan["short"] = f"doc-{n + 3:05d}"
+    n += 4
+    rows.append(_row(n, base[35][:500], id_="doc-00035"))  # same id as base[35], shorter text
+    # scripts without spaces: real Chinese sentences and a copy with one sentence dropped.
+    tsv = (data_dir / "langid" / "tatoeba_long.tsv").read_text().splitlines()[1:]
+    zh = "".join(line.split("\t")[3] for line in tsv if line.split("\t")[0] in ("zh", "zh-Hant"))
+    zh_sents = zh.split("。")
+    rows.append(_row(n + 1, zh))
+    rows.append(_row(n + 2, "。".join(zh_sents[:-2] + zh_sents[-1:])))
+    plan["zh"] = (f"doc-{n + 1:05d}", f"doc-{n + 2:05d}")
+    folder = tmp_path_factory.mktemp("dedup-input")
+    table = pa.Table.from_pylist(rows)
+    pq.write_table(table.slice(0, len(rows) // 2), folder / "part-0.parquet")
+    pq.write_table(table.slice(len(rows) // 2), folder / "part-1.parquet")
+    return folder, rows, plan, boiler
+
+
+def _read(out: Path) -> list[dict]:
+    return sorted(pq.read_table(out / "docs").to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.fixture(scope="module")
+def first_run(spark, corpus, tmp_path_factory):
+    folder, *_ = corpus
+    out = tmp_path_factory.mktemp("dedup-out") / "run1"
+    result = run_dedup(str(folder), str(out), DedupJobConfig.from_dict(CFG), progress=False)
+    return out, result
+
+
+@pytest.mark.spark
+def test_every_document_is_accounted_for(first_run, corpus):
+    out, result = first_run
+    _, rows, _plan, _ = corpus
+    kept = _read(out)
+    removed = pq.read_table(out / "removed_ids").to_pylist()
+    assert result.docs_in == len(rows)
+    assert len(kept) + len(removed) == len(rows)
+    reasons = {}
+    for r in removed:
+        reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    assert reasons == {
+        "empty_text": 2,
+        "no_words": 1,
+        "duplicate_id": 1,
+        "exact_duplicate": 4,
+        "url_duplicate": 3,
+        "near_duplicate": 15 + 1,  # 5 groups of 4 keep 1 each, plus the Chinese pair
+        "lines_too_short": 1,
+    }
+    stats = json.loads((out / "stats.json").read_text())
+    funnel = {s["stage"]: s for s in stats["stages"]}
+    assert sum(sum(s["drops"].values()) for s in funnel.values()) == len(removed)
+    assert stats["counters"]["minhash_too_short"] >= 1
+    assert (out / "_SUCCESS").exists()
+
+
+@pytest.mark.spark
+def test_keep_policies_and_partners(first_run, corpus):
+    out, _ = first_run
+    _, _, plan, _ = corpus
+    kept = {r["id"]: r for r in _read(out)}
+    removed = {r["id"]: r for r in pq.read_table(out / "removed_ids").to_pylist()}
+    for orig, copy in plan["exact"]:  # higher quality wins
+        assert copy in kept and removed[orig]["partner_id"] == copy
+    for orig, later in plan["url"]:  # latest capture wins
+        assert later in kept and removed[orig]["reason"] == "url_duplicate"
+        assert removed[orig]["partner_id"] == later
+    for group in plan["near"]:
+        survivor = group[0]  # highest quality in its cluster
+        assert survivor in kept
+        assert kept[survivor]["dup_cluster_size"] == 4
+        for other in group[1:]:
+            assert removed[other]["reason"] == "near_duplicate"
+            assert removed[other]["partner_id"] == survivor
+    a, b = plan["zh"]
+    assert (a in kept) != (b in kept)
+    assert plan["short"] in kept  # too short to shingle: kept, only counted
+    assert kept[plan["short"]]["dup_cluster_size"] == 1
+
+
+@pytest.mark.spark
+def test_exact_duplicates_count_in_cluster_size(first_run, corpus):
+    out, _ = first_run
+    _, _, plan, _ = corpus
+    kept = {r["id"]: r for r in _read(out)}
+    for _, copy in plan["exact"]:
+        assert kept[copy]["dup_cluster_size"] == 2
+        assert kept[copy]["dup_cluster"] == copy  # not in a MinHash cluster: its own id
+
+
+@pytest.mark.spark
+def test_boilerplate_lines_removed(first_run, corpus):
+    out, _ = first_run
+    _, rows, plan, boiler = corpus
+    kept = {r["id"]: r for r in _read(out)}
+    original = {r["id"]: r["text"] for r in rows}
+    for doc_id in plan["boiler"]:
+        if doc_id in kept:
+            text = kept[doc_id]["text"]
+            assert boiler[0] not in text and boiler[1] not in text
+            assert text.split("\n")[0] == original[doc_id].split("\n")[0]
+    removed = {r["id"]: r for r in pq.read_table(out / "removed_ids").to_pylist()}
+    assert removed[plan["too_short"]]["reason"] == "lines_too_short"
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["counters"]["frequent_lines"] == 2
+
+
+@pytest.mark.spark
+def test_columns_added_and_input_columns_kept(first_run, corpus):
+    out, _ = first_run
+    folder, *_ = corpus
+    in_cols = pq.read_schema(folder / "part-0.parquet").names
+    out_cols = pq.read_schema(next((out / "docs").glob("*.parquet"))).names
+    assert out_cols == [*in_cols, "dup_cluster", "dup_cluster_size"]
+    sample = pq.read_table(out / "removed").to_pylist()
+    assert {"id", "reason", "partner_id", "snippet"} <= set(sample[0])
+
+
+@pytest.mark.spark
+def test_rerun_is_deterministic_and_resumes(first_run, corpus, tmp_path):
+    out1, _ = first_run
+    folder, *_ = corpus
+    out2 = tmp_path / "run2"
+    run_dedup(str(folder), str(out2), DedupJobConfig.from_dict(CFG), progress=False)
+    assert _read(out2) == _read(out1)
+    # A crash after minhash: later markers and outputs are gone. The rerun resumes there.
+    for name in ("cluster", "lines", "output"):
+        (out2 / "stages" / f"{name}.json").unlink()
+    shutil.rmtree(out2 / "docs")
+    again = run_dedup(str(folder), str(out2), DedupJobConfig.from_dict(CFG), progress=False)
+    assert again.resumed == ["prepare", "ids", "exact", "url", "minhash"]
+    assert _read(out2) == _read(out1)
+    with pytest.raises(OutputConflict, match="lines"):
+        run_dedup(str(folder), str(out2), DedupJobConfig.from_dict({**CFG, "lines": {"max_docs": 3}}))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_giant_cluster(spark, data_dir, tmp_path):
+    """10,000 near-copies of one page: one cluster, linear edges, nothing collected, no crash."""
+    docs = real_documents(data_dir)
+    page = next(d for d in docs if 400 <= len(d.split()) <= 600)
+    rng = random.Random(3)
+    vocab = vocabulary(docs)
+    words = page.split(" ")
+    rows = []
+    for i in range(10_000):
+        w = list(words)
+        w.insert(rng.randrange(len(w)), rng.choice(vocab))  # one real word inserted: J ~ 0.99
+        rows.append(_row(i, " ".join(w)))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "giant.parquet")
+    out = tmp_path / "out"
+    cfg = DedupJobConfig.from_dict({**CFG, "lines": {"enabled": False}})
+    result = run_dedup(str(tmp_path / "giant.parquet"), str(out), cfg, progress=False)
+    kept = _read(out)
+    assert len(kept) == 1
+    assert kept[0]["dup_cluster_size"] == 10_000  # exact copies folded in count too
+    info = json.loads((out / "stages" / "minhash.json").read_text())
+    # Star edges per bucket: at most one edge per (document, band), never 10,000^2 / 2 pairs.
+    assert info["edges"] <= info["bands"] * 10_000
+    # One inserted word changes ~1% of shingles, so a 13-row band survives in ~88% of copies
+    # (fewer after exact copies are gone): the largest bucket holds thousands of documents.
+    assert info["largest_bucket"] > 5_000
+    removed = pq.read_table(out / "removed_ids").to_pylist()
+    assert len(removed) == 9_999
+    assert result.docs_out == 1
+
+
+def test_bad_input_is_refused_before_spark(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        resolve_input(str(tmp_path / "nope"))
+    with pytest.raises(InputError, match="no Parquet"):
+        resolve_input(str(tmp_path))
+    pq.write_table(pa.table({"id": ["a"], "body": ["x"]}), tmp_path / "x.parquet")
+    with pytest.raises(InputError, match="no `text` column"):
+        resolve_input(str(tmp_path))
+    (tmp_path / "x.parquet").write_bytes(b"not parquet")
+    with pytest.raises(InputError, match="not a readable Parquet"):
+        resolve_input(str(tmp_path))
+
+
+def test_cli_exit_code_2_on_bad_input_and_config(tmp_path):
+    cmd = [
+        sys.executable,
+        "-m",
+        "dedup",
+        "run",
+        "--input",
+        str(tmp_path / "nope"),
+        "--output",
+        str(tmp_path / "o"),
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=Path(__file__).parents[2])
+    assert p.returncode == 2 and "input not found" in p.stderr
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("minhash:\n  threshold: 2\n")
+    pq.write_table(pa.table({"id": ["a"], "text": ["x"]}), tmp_path / "x.parquet")
+    cmd = [sys.executable, "-m", "dedup", "run", "--input", str(tmp_path), "--output", str(tmp_path / "o")]
+    p = subprocess.run(
+        [*cmd, "--config", str(cfg)], capture_output=True, text=True, cwd=Path(__file__).parents[2]
+    )
+    assert p.returncode == 2 and "minhash.threshold" in p.stderr
