@@ -137,16 +137,22 @@ def evaluate(records: Iterable[dict]) -> dict[str, TypeStats]:
     return stats
 
 
-def throughput(texts: Sequence[str], repeats: int = 5) -> float:
-    """MB/s of `scrub` over `texts`, one call per text, best of `repeats` passes."""
+def throughput(texts: Sequence[str], repeats: int = 5, fn=scrub) -> float:
+    """MB/s of `fn` (default `scrub`) over `texts`, one call per text, best of `repeats` passes."""
+    return throughput_docs(texts, repeats, fn)[0]
+
+
+def throughput_docs(texts: Sequence[str], repeats: int = 5, fn=scrub) -> tuple[float, float]:
+    """(MB/s, documents/s) of `fn` over `texts`, best of `repeats` passes. One Python thread, so
+    documents/s is per core: the Spark stage runs the same call, one task per core."""
     n_bytes = sum(len(t.encode("utf-8")) for t in texts)
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         for t in texts:
-            scrub(t)
+            fn(t)
         best = min(best, time.perf_counter() - t0)
-    return n_bytes / 1e6 / best
+    return n_bytes / 1e6 / best, len(texts) / best
 
 
 def _fmt(x: float | None) -> str:
@@ -217,6 +223,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--show", action="store_true", help="print misses, false positives and background hits"
     )
+    parser.add_argument(
+        "--extract",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent / "out" / "demo" / "extract",
+        help="an extract output whose documents time the PII stage (default out/demo/extract)",
+    )
     args = parser.parse_args(argv)
 
     path = args.data or default_data_path()
@@ -226,7 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     print(f"{path.name}: {len(records)} sentences, {mb:.2f} MB")
     print(format_table(stats))
-    print(f"scrub throughput (all types, per sentence): {throughput(texts, args.repeats):.1f} MB/s")
+    mbs, dps = throughput_docs(texts, args.repeats)
+    print(f"scrub throughput (all types, per sentence): {mbs:.1f} MB/s, {dps:,.0f} sentences/s per core")
     if args.show:
         for pii_type, st in stats.items():
             if st.misses or st.false_positives:
@@ -245,6 +258,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for t, values in hits.items():
                     if values:
                         print(f"    {t}: {values}")
+    if args.extract is not None and args.extract.is_dir():
+        # The extract stage's own call (curation.pipeline runs PiiScrubber per kept document):
+        # documents/s per core on real extracted web pages.
+        import pyarrow.parquet as pq
+
+        from curation.pii import PiiScrubber
+
+        docs = [
+            t
+            for p in sorted((args.extract / "docs").glob("*.parquet"))
+            for t in pq.read_table(p, columns=["text"]).column("text").to_pylist()
+        ]
+        if docs:
+            mbs, dps = throughput_docs(docs, args.repeats, PiiScrubber())
+            print(
+                f"\nPII stage (PiiScrubber, as in extract) on {len(docs)} documents of {args.extract}: "
+                f"{mbs:.1f} MB/s, {dps:,.0f} documents/s per core"
+            )
     return 0
 
 

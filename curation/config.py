@@ -4,6 +4,9 @@ Each stage owns one frozen dataclass; `ExtractJobConfig` nests them. Loading rej
 keys and bad values with a message that names the file, the key and what is allowed, before any
 Spark work starts. `fingerprint()` hashes every value that can change the output, so an output
 folder can say which config made it and refuse a rerun with a different one.
+
+`build_config` / `load_yaml_config` are the same typed loader for any config dataclass, so other
+packages (classifiers/) validate their YAML the same way.
 """
 
 from __future__ import annotations
@@ -121,6 +124,72 @@ class FiltersConfig:
         return {k: dict(getattr(self, k)) for k in DATATROVE_FILTERS if getattr(self, k) is not None}
 
 
+def _default_pii_types() -> tuple[str, ...]:
+    # Imported here, not at module top: curation.pii imports ConfigError from this module.
+    from curation.pii import PII_TYPES
+
+    return tuple(PII_TYPES)
+
+
+def _default_placeholders() -> dict[str, str]:
+    from curation.pii import PiiPlaceholders
+
+    return dataclasses.asdict(PiiPlaceholders())
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class PiiStageConfig:
+    """The PII stage of `extract` (curation/pii.py): runs after the filters, on kept documents only."""
+
+    enabled: bool = True
+    """Scrub kept documents and fill `pii_counts`; false leaves the text as is and `pii_counts` null."""
+    types: tuple[str, ...] = field(default_factory=_default_pii_types)
+    """PII types to find and replace; the others are left in the text and their count is null."""
+    placeholders: dict[str, str] = field(default_factory=_default_placeholders)
+    """Replacement text per type; types not named keep their default placeholder."""
+
+    def __post_init__(self) -> None:
+        self.scrub_config()  # validates types and placeholders, errors name pii.<key>
+
+    def scrub_config(self):
+        """The `curation.pii.PiiConfig` this section describes."""
+        from curation.pii import PII_TYPES, PiiConfig
+
+        types = list(self.types)
+        for t in types:
+            if t not in PII_TYPES:
+                raise ConfigError(f"pii.types: unknown PII type {t!r}; allowed: {', '.join(PII_TYPES)}")
+        return PiiConfig(enabled=tuple(types), placeholders=dict(self.placeholders))
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class QualityStageConfig:
+    """Optional quality scoring inside `extract` (classifiers/): adds the `quality` column.
+
+    Scores only: no document is dropped here; thresholds live in the mixture recipe.
+    """
+
+    model: str | None = None
+    """A model folder written by `python -m classifiers train-quality`; null: `quality` stays null."""
+
+    def __post_init__(self) -> None:
+        if self.model is not None:
+            from classifiers.model import ModelError, read_metadata
+
+            try:
+                read_metadata(self.model)
+            except ModelError as e:
+                raise ConfigError(f"quality.model: {e}") from None
+
+    def model_sha256(self) -> str | None:
+        """sha256 of model.bin as recorded at training: names the model in the fingerprint."""
+        if self.model is None:
+            return None
+        from classifiers.model import read_metadata
+
+        return read_metadata(self.model)["model_sha256"]
+
+
 @dataclass(kw_only=True, frozen=True, slots=True)
 class OutputConfig:
     rejected_per_reason: int = 20
@@ -143,6 +212,8 @@ class ExtractJobConfig:
     extract: ExtractConfig = field(default_factory=ExtractConfig)
     langid: LangIdConfig = field(default_factory=LangIdConfig)
     filters: FiltersConfig = field(default_factory=FiltersConfig)
+    pii: PiiStageConfig = field(default_factory=PiiStageConfig)
+    quality: QualityStageConfig = field(default_factory=QualityStageConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     cc_base_url: str = "https://data.commoncrawl.org/"
     """Prefix for the relative paths of a Common Crawl `warc.paths(.gz)` listing (or s3://commoncrawl/)."""
@@ -151,32 +222,52 @@ class ExtractJobConfig:
         return _jsonable(dataclasses.asdict(self))
 
     def fingerprint(self) -> str:
-        """12 hex chars naming every value that can change the output documents."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """12 hex chars naming every value that can change the output documents.
+
+        The quality model is named by the content hash recorded in its metadata, not only its path:
+        retraining into the same folder changes the scores, so it must change the fingerprint.
+        """
+        d = self.to_dict()
+        if self.quality.model is not None:
+            d["quality"]["model_sha256"] = self.quality.model_sha256()
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> ExtractJobConfig:
-        try:
-            return _build(cls, data, prefix="")
-        except ConfigError as e:
-            raise ConfigError(f"{source}: {e}") from None
+        return build_config(cls, data, source)
 
     @classmethod
     def load(cls, path: str | Path | None) -> ExtractJobConfig:
         """Defaults when `path` is None; else the YAML file, validated."""
-        if path is None:
-            return cls()
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
-        try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{p}: top level must be a mapping, got {type(data).__name__}")
-        return cls.from_dict(data, source=str(p))
+        return load_yaml_config(cls, path)
+
+
+T = typing.TypeVar("T")
+
+
+def build_config(cls: type[T], data: dict[str, Any], source: str = "<dict>") -> T:
+    """A (nested) frozen config dataclass from plain data; ConfigError names `source` and the key."""
+    try:
+        return _build(cls, data, prefix="")
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+
+
+def load_yaml_config(cls: type[T], path: str | Path | None) -> T:
+    """Defaults of `cls` when `path` is None; else the YAML file, validated."""
+    if path is None:
+        return cls()
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: top level must be a mapping, got {type(data).__name__}")
+    return build_config(cls, data, source=str(p))
 
 
 def _build(cls: type, data: Any, prefix: str) -> Any:

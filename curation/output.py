@@ -57,14 +57,17 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 class OutputDir:
-    def __init__(self, root: str | Path) -> None:
+    """`subdirs`: the per-unit folders this job writes (`score` has no rejected/)."""
+
+    def __init__(self, root: str | Path, subdirs: tuple[str, ...] = SUBDIRS) -> None:
         self.root = Path(root).expanduser().resolve()
+        self.subdirs = subdirs
 
     # -- driver side -------------------------------------------------------------------------
     def prepare(self, job: str, config: dict[str, Any], fingerprint: str) -> None:
         """Create the folder, or check that it was made by the same job and config."""
         self.root.mkdir(parents=True, exist_ok=True)
-        for sub in SUBDIRS:
+        for sub in self.subdirs:
             (self.root / sub).mkdir(exist_ok=True)
         cfg_path = self.root / "_config.json"
         if cfg_path.exists():
@@ -86,7 +89,7 @@ class OutputDir:
 
     def remove_stale_tmp(self) -> None:
         """Temporary files of a crashed run: never renamed into place, safe to delete."""
-        for sub in SUBDIRS:
+        for sub in self.subdirs:
             for p in (self.root / sub).glob(".*.tmp-*"):
                 with contextlib.suppress(OSError):
                     p.unlink()

@@ -1,4 +1,4 @@
-"""One input file through every curation stage: read -> extract -> langid -> filters -> write.
+"""One input file through every curation stage: read -> extract -> langid -> filters -> pii -> quality -> write.
 
 This is the whole per-task logic of the `extract` job, with no Spark in it: `process_file` is
 what a Spark task calls for its one WARC, and what the unit tests call directly. It never raises
@@ -10,7 +10,17 @@ Stages (the funnel rows, in order):
     extract              HTML -> main text + title (WET text passes through, counted)
     langid               lid.176 -> lang, lang_score; keep-list and threshold
     filter:<name>        each datatrove filter block, in FineWeb's order
+    pii                  curation/pii.py: typed placeholders, per-type counts -> `pii_counts`
+                         (on by default; `pii.enabled: false` removes the row)
+    quality              classifiers/: P(high quality) -> `quality` (only with `quality.model`)
     write                documents written to docs/
+
+PII runs after the filters so that only kept documents pay for it, and so that the filters judge
+the text as it was written (a placeholder is not a word). Quality runs after PII: it scores the
+text exactly as docs/ stores it, so `python -m classifiers score` over the output gives the same
+numbers. Neither drops documents for what they find; a document whose scrubbing raises is
+dropped (`pii_error`: never written unscrubbed), one whose scoring raises keeps a null score
+(counter `quality_error`), both logged.
 """
 
 from __future__ import annotations
@@ -32,7 +42,8 @@ from curation.filters import QualityFilters
 from curation.inputs import is_remote, local_copy
 from curation.langid import LanguageIdentifier
 from curation.output import OutputDir, unit_name
-from curation.schema import DOC_SCHEMA, REJECTED_SCHEMA, doc_id
+from curation.pii import PiiScrubber
+from curation.schema import DOC_SCHEMA, PII_COUNT_FIELDS, REJECTED_SCHEMA, doc_id
 from curation.stats import Stats
 from curation.warc import Page, Skip, crawl_from_name, iter_records
 
@@ -49,15 +60,27 @@ class Stages:
     extractor: Extractor
     langid: LanguageIdentifier
     filters: QualityFilters
+    pii: PiiScrubber | None = None
+    quality: Any = None
+    """classifiers.model.QualityModel, or None; imported only when configured (no cycle, no fastText
+    model load for users who do not score)."""
 
     @classmethod
     def build(cls, cfg: ExtractJobConfig) -> Stages:
         st = cls(Extractor(cfg.extract), LanguageIdentifier(cfg.langid), QualityFilters(cfg.filters))
+        if cfg.pii.enabled:
+            st.pii = PiiScrubber(cfg.pii.scrub_config())
+        if cfg.quality.model is not None:
+            from classifiers.model import load_model
+
+            st.quality = load_model(cfg.quality.model)
         # Warm-up: load the LID model and the filters' lazy resources (spaCy tokenizer, datatrove
         # imports) once per process, so per-stage seconds measure documents, not start-up.
         warm = "This is a short warm-up text. It loads the models once per worker process."
         st.langid(warm)
         st.filters(warm)
+        if st.quality is not None:
+            st.quality.predict_one(warm)
         return st
 
 
@@ -76,6 +99,9 @@ def stages_for(cfg: ExtractJobConfig) -> Stages:
 class _Rejected:
     cap: int
     snippet_chars: int
+    scrubber: PiiScrubber | None = None
+    """When the PII stage is on, snippets of dropped documents are scrubbed too: rejected/ is
+    for inspection and must not be the one place that keeps the raw personal data."""
     rows: list[dict[str, Any]] = field(default_factory=list)
     per_reason: dict[str, int] = field(default_factory=dict)
 
@@ -89,10 +115,17 @@ class _Rejected:
             {
                 "stage": stage,
                 "reason": reason,
-                "snippet": snippet[: self.snippet_chars] if snippet else None,
+                "snippet": self._snippet(snippet) if snippet else None,
                 **row,
             }
         )
+
+    def _snippet(self, text: str) -> str:
+        # Scrub a little more than is kept, so a match cut by the limit is still found whole.
+        text = text[: self.snippet_chars + 256]
+        if self.scrubber is not None:
+            text = self.scrubber(text)[0]
+        return text[: self.snippet_chars]
 
 
 class _DocWriter:
@@ -122,7 +155,15 @@ class _DocWriter:
 
 def stage_order(cfg: ExtractJobConfig) -> list[str]:
     """The funnel's rows in pipeline order."""
-    return ["read", "extract", "langid", *(f"filter:{n}" for n in cfg.filters.enabled()), "write"]
+    return [
+        "read",
+        "extract",
+        "langid",
+        *(f"filter:{n}" for n in cfg.filters.enabled()),
+        *(["pii"] if cfg.pii.enabled else []),
+        *(["quality"] if cfg.quality.model is not None else []),
+        "write",
+    ]
 
 
 def process_file(uri: str, cfg: ExtractJobConfig, out_root: str) -> dict[str, Any]:
@@ -149,7 +190,7 @@ def process_file(uri: str, cfg: ExtractJobConfig, out_root: str) -> dict[str, An
         stages = stages_for(cfg)
         stages.extractor.start_file()
         writer = _DocWriter(docs_tmp, meta, cfg.output.compression_level)
-        rejected = _Rejected(cfg.output.rejected_per_reason, cfg.output.snippet_chars)
+        rejected = _Rejected(cfg.output.rejected_per_reason, cfg.output.snippet_chars, stages.pii)
         try:
             with local_copy(uri, retries=cfg.reader.download_retries) as path:
                 _run(path, warc_name, cfg, stages, stats, writer, rejected)
@@ -281,6 +322,46 @@ def _run(path, warc_name, cfg, stages: Stages, stats: Stats, writer: _DocWriter,
         if dropped:
             continue
 
+        # pii: replace, count per type (fields of types not scanned stay null)
+        pii_counts = None
+        if stages.pii is not None:
+            with stats.timed("pii"):
+                stats.enter("pii", tbytes)
+                try:
+                    scrubbed, counts = stages.pii(text)
+                except Exception as e:  # never write a document we could not scrub
+                    log.warning("pii scrub failed on %s: %s", did, e)
+                    stats.drop("pii", "pii_error", tbytes)
+                    # No snippet: the text is exactly what could not be scrubbed.
+                    rejected.add(
+                        "pii", "pii_error", **base, lang=lr.lang, lang_score=lr.score, detail=str(e)[:300]
+                    )
+                    continue
+                pii_counts = {t: counts.get(t) for t in PII_COUNT_FIELDS}
+                found = 0
+                for t, n in counts.items():
+                    if n:
+                        stats.counters[f"pii_{t}"] += n
+                        stats.counters[f"pii_docs_{t}"] += 1
+                        found += n
+                if found:
+                    stats.counters["pii_docs"] += 1
+                text = scrubbed
+                tbytes = _utf8_len(text)
+                stats.keep("pii", tbytes)
+
+        # quality: a score, never a drop (thresholds live in the mixture recipe)
+        quality = None
+        if stages.quality is not None:
+            with stats.timed("quality"):
+                stats.enter("quality", tbytes)
+                try:
+                    quality = stages.quality.predict_one(text)
+                except Exception as e:
+                    log.warning("quality scoring failed on %s: %s", did, e)
+                    stats.counters["quality_error"] += 1
+                stats.keep("quality", tbytes)
+
         with stats.timed("write"):
             stats.enter("write", tbytes)
             writer.add(
@@ -294,6 +375,8 @@ def _run(path, warc_name, cfg, stages: Stages, stats: Stats, writer: _DocWriter,
                     "title": title,
                     "lang": lr.lang,
                     "lang_score": lr.score,
+                    "pii_counts": pii_counts,
+                    "quality": quality,
                 }
             )
             stats.keep("write", tbytes)

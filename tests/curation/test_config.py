@@ -59,3 +59,27 @@ def test_shipped_example_config_documents_the_defaults():
     from curation.shared_data import REPO_ROOT
 
     assert ExtractJobConfig.load(REPO_ROOT / "configs" / "extract.yaml") == ExtractJobConfig()
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("pii:\n  types: [email, name]\n", "pii.types: unknown PII type 'name'"),
+        ("pii:\n  placeholders: {mail: x}\n", "pii.placeholders: unknown PII type 'mail'"),
+        ("pii:\n  enabled: yes please\n", "pii.enabled must be true or false"),
+        ("quality:\n  model: /nonexistent/model\n", "quality.model: model folder not found"),
+        ("quality:\n  threshold: 0.5\n", "unknown key quality.threshold; allowed: model"),
+    ],
+)
+def test_pii_and_quality_errors_name_the_key(tmp_path, text, needle):
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, text)
+    assert needle in str(e.value)
+
+
+def test_schema_pii_fields_follow_the_scrubber():
+    from curation.pii import PII_TYPES
+    from curation.schema import PII_COUNT_FIELDS
+
+    assert PII_COUNT_FIELDS == PII_TYPES
+    assert ExtractJobConfig().pii.types == PII_TYPES

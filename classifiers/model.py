@@ -1,0 +1,115 @@
+"""A trained quality model folder: load it once per process, predict P(high quality) in batches.
+
+MODEL_DIR holds `model.bin` (fastText supervised, labels `__label__hq` / `__label__lq`) and
+`metadata.json` (written by `train.py`: parameters, training files with sha256 and counts, fastText
+version, held-out evaluation, and `model_sha256`, the hash of model.bin that names the model in
+output fingerprints). Loading checks both files exist and that model.bin still has that hash, so a
+folder whose model was replaced by hand is refused instead of silently mislabelled.
+
+Models are cached per Python process keyed by folder and hash: a Spark executor's Python worker
+is reused across tasks (spark.python.worker.reuse, on by default), so each worker loads the model
+once, however many files it scores. Prediction goes through fastText's `predict(list)`, which calls
+the C++ `multilinePredict` once per batch; with numpy 2 that path is safe in `fasttext-numpy2`
+(its single-line `predict` wraps results with `np.asarray`, the upstream 0.9 wheels' `copy=False`
+fails), and we only read the returned float32 arrays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from classifiers.text import LABEL_HIGH, fasttext_line
+
+MODEL_FILE = "model.bin"
+METADATA_FILE = "metadata.json"
+
+_MODELS: dict[tuple[str, str], QualityModel] = {}
+
+
+class ModelError(ValueError):
+    """A model folder is missing, incomplete or inconsistent; the message names the path."""
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_metadata(model_dir: str | Path) -> dict[str, Any]:
+    """metadata.json of a model folder, after checking the folder has what scoring needs."""
+    d = Path(model_dir)
+    if not d.is_dir():
+        raise ModelError(f"model folder not found: {d}")
+    for name in (MODEL_FILE, METADATA_FILE):
+        if not (d / name).is_file():
+            raise ModelError(f"{d} is not a model folder: {name} is missing (train one with train-quality)")
+    try:
+        meta = json.loads((d / METADATA_FILE).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelError(f"{d / METADATA_FILE}: not valid JSON: {e}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("model_sha256"), str):
+        raise ModelError(f"{d / METADATA_FILE}: no model_sha256 (not written by train-quality?)")
+    return meta
+
+
+def _ensure_fasttext():
+    try:
+        import fasttext
+    except ImportError as e:
+        raise ImportError("fastText is missing: pip install fasttext-numpy2==0.10.4") from e
+    return fasttext
+
+
+class QualityModel:
+    """`predict(texts) -> float32 array of P(high quality)`; build with `load_model`."""
+
+    def __init__(self, model_dir: str | Path, verify: bool = True) -> None:
+        self.dir = Path(model_dir).resolve()
+        self.metadata = read_metadata(self.dir)
+        self.sha256 = self.metadata["model_sha256"]
+        if verify and sha256_file(self.dir / MODEL_FILE) != self.sha256:
+            raise ModelError(f"{self.dir / MODEL_FILE} does not match the model_sha256 of its metadata.json")
+        fasttext = _ensure_fasttext()
+        self.ft = fasttext.load_model(str(self.dir / MODEL_FILE))
+        if LABEL_HIGH not in self.ft.labels:
+            raise ModelError(f"{self.dir / MODEL_FILE} has no {LABEL_HIGH} label: not a quality model")
+
+    def predict(self, texts: Sequence[str]) -> np.ndarray:
+        """P(high quality) per text, shape (len(texts),), float32. One C++ call for the batch."""
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        lines = [fasttext_line(t) for t in texts]
+        try:
+            labels, probs = self.ft.predict(lines, k=-1, threshold=0.0, on_unicode_error="replace")
+        except UnicodeEncodeError:
+            # Lone surrogates (from badly decoded pages) cannot cross into C++: replace them.
+            lines = [s.encode("utf-8", "replace").decode("utf-8") for s in lines]
+            labels, probs = self.ft.predict(lines, k=-1, threshold=0.0, on_unicode_error="replace")
+        out = np.empty(len(lines), dtype=np.float32)
+        for i, (lab, p) in enumerate(zip(labels, probs)):
+            # k=-1 returns every label, sorted by probability; softmax over 2 labels sums to 1.
+            out[i] = p[lab.index(LABEL_HIGH)] if LABEL_HIGH in lab else 0.0
+        # fastText's softmax can round a hair above 1.0; a probability column must stay in [0, 1].
+        return np.clip(out, 0.0, 1.0)
+
+    def predict_one(self, text: str) -> float:
+        return float(self.predict([text])[0])
+
+
+def load_model(model_dir: str | Path) -> QualityModel:
+    """The model of `model_dir`, loaded (and its hash checked) once per process."""
+    d = Path(model_dir).resolve()
+    key = (str(d), read_metadata(d)["model_sha256"])
+    model = _MODELS.get(key)
+    if model is None:
+        model = _MODELS[key] = QualityModel(d)
+    return model
