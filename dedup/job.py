@@ -30,7 +30,7 @@ from curation.output import OutputConflict, _diff_keys, atomic_write_json
 from curation.stats import Stats, funnel_table
 from dedup.config import DedupJobConfig
 from dedup.minhash import MinHashConfig, MinHasher, estimate_jaccard, exact_jaccard, shingle_hashes
-from dedup.normalize import hash64, line_hashes, normalize_text, normalize_url
+from dedup.normalize import hash64, line_hashes, normalize_bytes, normalize_text, normalize_url
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def _features_fn(mh_config: MinHashConfig, keep_sig: bool):
                     nbytes.append(len(text.encode("utf-8", "surrogatepass")) if text else 0)
                     continue
                 nbytes.append(len(text.encode("utf-8", "surrogatepass")))
-                norm = normalize_text(text)
+                norm = normalize_bytes(text)
                 if not norm:
                     reason.append("no_words")  # only punctuation/symbols: nothing to compare
                     thash.append(None), nsh.append(0), bands.append(None), sigs.append(None)

@@ -152,9 +152,10 @@ def _range_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.
     return _fmix64(raw ^ (ends - starts).astype(np.uint64) * _FMIX_C2)
 
 
-def token_bounds(norm_text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def token_bounds(norm_text: str | bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(utf8 bytes, token starts, token ends) of normalized text (tokens separated by one space)."""
-    data = np.frombuffer(norm_text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    raw = norm_text if isinstance(norm_text, bytes) else norm_text.encode("utf-8", "surrogatepass")
+    data = np.frombuffer(raw, dtype=np.uint8)
     if data.size == 0:
         empty = np.zeros(0, dtype=np.int64)
         return data, empty, empty
@@ -164,7 +165,7 @@ def token_bounds(norm_text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return data, starts, ends
 
 
-def shingle_hashes(norm_text: str, ngram: int) -> np.ndarray:
+def shingle_hashes(norm_text: str | bytes, ngram: int) -> np.ndarray:
     """uint64 hash of every `ngram`-token shingle of normalized text (empty if fewer tokens)."""
     data, starts, ends = token_bounds(norm_text)
     k = starts.size - ngram + 1
@@ -217,7 +218,7 @@ class MinHasher:
         # x -> x >> 32 is monotonic, so the shift commutes with the minimum: shift once, at the end.
         return (best >> np.uint64(32)).astype(np.uint32)
 
-    def text_signature(self, norm_text: str) -> np.ndarray | None:
+    def text_signature(self, norm_text: str | bytes) -> np.ndarray | None:
         """Signature of normalized text, or None when it has fewer tokens than one shingle."""
         hashes = shingle_hashes(norm_text, self.config.ngram)
         return self.signature(hashes) if hashes.size else None

@@ -149,3 +149,20 @@ def test_config_string_names_the_parameters():
     s = str(MinHashConfig(ngram=5, num_perm=112, bands=14, rows=8, seed=1))
     assert s.startswith("5ng_112p_14x8_")
     assert str(MinHashConfig()) != str(MinHashConfig(seed=2))
+
+
+def test_fast_normalization_equals_the_plain_one(docs, data_dir):
+    from dedup.normalize import normalize_text_reference
+
+    tatoeba = [
+        line.split("\t")[3]
+        for line in (data_dir / "langid" / "tatoeba_long.tsv").read_text().splitlines()[1:]
+    ]
+    tricky = [
+        "a\u2028b\x1fc\u00a0d\u3000e",
+        "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ １２３",
+        "İstanbul ǅ ß ﬁ",
+        "\ud800 lone surrogate",
+    ]
+    for text in [*docs[:300], *tatoeba, *tricky]:
+        assert normalize_text(text) == normalize_text_reference(text), text[:80]
