@@ -1,0 +1,181 @@
+"""Trainer pieces without DeepSpeed: config loading/overrides/errors, the generated DeepSpeed JSON, LR
+schedules and ramp-up against hand computation, the spike guard's decisions, checkpoint verification and
+fallback, and the MFU FLOPs formula.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from trainer import checkpoint as ckpt
+from trainer.config import ConfigError, deepspeed_config, load_config
+from trainer.metrics import device_peak, flops_per_token, mfu
+from trainer.model import model_config
+from trainer.schedule import batch_at, lr_at
+from trainer.spike import ACCEPT, ROLLBACK, SKIP, SpikeGuard
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_config_file_plus_dotted_overrides(tmp_path):
+    p = _write(tmp_path, "data: {recipe: r.yaml, seq_len: 128}\noptimizer: {lr: 1.0e-3}\n")
+    cfg = load_config(p, ["optimizer.lr=2e-3", "schedule.rampup=[{tokens: 0, batch: 4}]", "model.size=124m"])
+    assert cfg.optimizer.lr == 2e-3 and cfg.data.seq_len == 128 and cfg.model.size == "124m"
+    assert cfg.schedule.rampup[0].batch == 4
+    assert cfg.optimizer.beta2 == 0.95  # default
+
+
+@pytest.mark.parametrize(
+    ("text", "override", "key"),
+    [
+        ("data: {recipe: r.yaml}\n", "optimizer.lrr=1", "optimizer.lrr"),
+        ("data: {recipe: r.yaml}\n", "optimizer.lr=fast", "optimizer.lr"),
+        ("data: {recipe: r.yaml}\n", "model.size=7b", "model.size"),
+        ("data: {recipe: r.yaml}\n", "schedule.warmup_steps=500", "schedule.warmup_steps"),
+        ("data: {}\n", "seed=1", "data.recipe"),
+        ("data: {recipe: r.yaml}\n", "checkpoint.verify=md5", "checkpoint.verify"),
+        ("data: {recipe: r.yaml}\n", "schedule.rampup=[{tokens: 5, batch: 4}]", "schedule.rampup[0].tokens"),
+    ],
+)
+def test_bad_config_names_file_and_key(tmp_path, text, override, key):
+    p = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_config(p, [override])
+    assert str(p) in str(e.value) and key in str(e.value)
+
+
+def test_batch_must_divide_into_micro_batches_times_ranks(tmp_path):
+    cfg = load_config(
+        _write(tmp_path, "data: {recipe: r.yaml}\nschedule: {global_batch: 6, micro_batch: 2}\n")
+    )
+    cfg.schedule.check_divisible(3)  # 6 = 2 × 3
+    with pytest.raises(ConfigError, match=r"schedule\.global_batch"):
+        cfg.schedule.check_divisible(2)
+
+
+def test_generated_deepspeed_json(tmp_path):
+    cfg = load_config(_write(tmp_path, "data: {recipe: r.yaml}\nschedule: {micro_batch: 3}\n"))
+    cpu = deepspeed_config(cfg, world_size=2, on_cuda=False)
+    assert cpu["zero_optimization"]["stage"] == 3
+    assert cpu["train_batch_size"] == 6 and cpu["gradient_accumulation_steps"] == 1
+    assert cpu["managed_gradient_accumulation"] is False and cpu["gradient_clipping"] == 1.0
+    assert "bf16" not in cpu and "fp16" not in cpu  # fp32 on CPU
+    gpu = deepspeed_config(cfg, world_size=8, on_cuda=True)
+    assert gpu["bf16"] == {"enabled": True} and gpu["data_types"]["grad_accum_dtype"] == "fp32"
+    with pytest.raises(ConfigError, match=r"deepspeed\.precision"):
+        cfg.deepspeed.precision = "bf16"
+        deepspeed_config(cfg, world_size=2, on_cuda=False)
+
+
+def _sched(tmp_path, kind, **kw):
+    extra = ", ".join(f"{k}: {v}" for k, v in kw.items())
+    return load_config(
+        _write(
+            tmp_path,
+            f"data: {{recipe: r.yaml}}\noptimizer: {{lr: 1.0, min_lr: 0.1}}\n"
+            f"schedule: {{kind: {kind}, steps: 10, warmup_steps: 2{', ' + extra if extra else ''}}}\n",
+        )
+    )
+
+
+def test_cosine_schedule_by_hand(tmp_path):
+    cfg = _sched(tmp_path, "cosine")
+    got = [lr_at(s, cfg.schedule, cfg.optimizer) for s in range(10)]
+    # warmup: 1·1/2, 1·2/2; then p = (s−2)/8 for s = 2..9, lr = 0.1 + 0.45·(1 + cos(πp))
+    assert got[0] == pytest.approx(0.5) and got[1] == pytest.approx(1.0)
+    assert got[2] == pytest.approx(1.0)  # p = 0
+    assert got[6] == pytest.approx(0.55)  # p = 1/2: 0.1 + 0.45
+    assert got[4] == pytest.approx(0.1 + 0.45 * (1 + math.sqrt(0.5)))  # p = 1/4
+    assert got[9] == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi * 7 / 8)))
+
+
+def test_wsd_schedule_by_hand(tmp_path):
+    cfg = _sched(tmp_path, "wsd", decay_fraction=0.4)
+    got = [lr_at(s, cfg.schedule, cfg.optimizer) for s in range(10)]
+    # 10 steps, decay over the last 4 (s = 6..9): 1 − 0.9·k/4 for k = 1..4
+    assert got[:6] == pytest.approx([0.5, 1.0, 1.0, 1.0, 1.0, 1.0])
+    assert got[6:] == pytest.approx([0.775, 0.55, 0.325, 0.1])
+
+
+def test_rampup_by_consumed_tokens(tmp_path):
+    cfg = load_config(
+        _write(
+            tmp_path,
+            "data: {recipe: r.yaml}\nschedule: {global_batch: 16, rampup: "
+            "[{tokens: 0, batch: 4}, {tokens: 1000, batch: 8}]}\n",
+        )
+    )
+    assert [batch_at(t, cfg.schedule) for t in (0, 999, 1000, 10**9)] == [4, 4, 8, 8]
+    cfg.schedule.rampup = []
+    assert batch_at(0, cfg.schedule) == 16
+
+
+def test_spike_guard_skip_then_rollback(tmp_path):
+    cfg = load_config(
+        _write(
+            tmp_path,
+            "data: {recipe: r.yaml}\nspike: {window: 4, min_history: 4, sigmas: 3, max_consecutive: 2}\n",
+        )
+    )
+    g = SpikeGuard(cfg.spike)
+    for v in (1.0, 2.0, 1.0, 2.0):  # mean 1.5, sample std sqrt(1/3) ≈ 0.577 → limit 1.5 + 1.732 = 3.232
+        assert g.observe(v, 1.0)[0] == ACCEPT
+    assert g.observe(3.2, 1.0) == (ACCEPT, "")  # below the limit; window now 2, 1, 2, 3.2
+    # window (2, 1, 2, 3.2): mean 2.05, var (0.0025+1.1025+0.0025+1.3225)/3 = 0.81, std 0.9 → limit 4.75
+    assert g.observe(4.8, 1.0) == (SKIP, "loss")
+    assert list(g.losses) == [2.0, 1.0, 2.0, 3.2]  # a skipped step does not enter the window
+    assert g.observe(2.0, 1e6) == (ROLLBACK, "grad_norm")  # second in a row
+    assert g.observe(float("nan"), 1.0)[1] == "non-finite"
+    st = g.state_dict()
+    g2 = SpikeGuard(cfg.spike)
+    g2.load_state_dict(json.loads(json.dumps(st)))
+    assert g2.state_dict() == st
+
+
+def _fake_ckpt(root, step, complete=True):
+    d = root / ckpt.tag_for(step)
+    d.mkdir(parents=True)
+    (d / "a.pt").write_bytes(bytes(range(200)))
+    if complete:
+        files = {"a.pt": [200, ckpt.sha256_file(d / "a.pt")]}
+        (d / ckpt.MARKER).write_text(json.dumps({"step": step, "files": files}))
+    return d
+
+
+def test_newest_good_falls_back_past_incomplete_and_corrupt(tmp_path):
+    _fake_ckpt(tmp_path, 10)
+    bad = _fake_ckpt(tmp_path, 20)
+    _fake_ckpt(tmp_path, 30, complete=False)
+    raw = bytearray((bad / "a.pt").read_bytes())
+    raw[5] ^= 0xFF  # same size, different content
+    (bad / "a.pt").write_bytes(bytes(raw))
+    lines = []
+    assert ckpt.newest_good(tmp_path, "sha256", log=lines.append) == ckpt.tag_for(10)
+    assert "incomplete" in lines[0] and "step_00000030" in lines[0]
+    assert "sha256 mismatch" in lines[1] and "step_00000020" in lines[1]
+    # with size-only verification the flipped byte goes unnoticed: that is why sha256 is the default
+    assert ckpt.newest_good(tmp_path, "size", log=lines.append) == ckpt.tag_for(20)
+    (bad / "a.pt").write_bytes(b"short")
+    assert "size" in ckpt.verify(bad, "size")
+
+
+def test_flops_formula_by_hand():
+    cfg = model_config("124m")  # d 768, 12 layers, MHA, ffn 2048, vocab 50304
+    d, layers, ffn, vocab, t = 768, 12, 2048, 50304, 1024
+    n_matmul = layers * (4 * d * d + 3 * d * ffn) + vocab * d
+    assert flops_per_token(cfg, t) == 6 * n_matmul + 6 * layers * t * d
+    # 1 GPU at 100k tok/s on an H100 SXM: F·1e5 / 989.4e12
+    peak = device_peak("NVIDIA H100 80GB HBM3")
+    assert mfu(flops_per_token(cfg, t), 1e5, 1, peak) == pytest.approx(
+        flops_per_token(cfg, t) * 1e5 / 989.4e12
+    )
+    assert device_peak("NVIDIA A100-SXM4-80GB") == 312e12
+    assert device_peak(None) is None and device_peak("NVIDIA GeForce GTX 1080") is None
+    assert mfu(1.0, 1e5, 1, None) is None

@@ -1,0 +1,59 @@
+"""The trainer's view of the mixture sampler: micro-batches of one rank, quarantined windows, token counts.
+
+`mixtures.sampler.MixtureSampler` already gives each rank its own slice of one global stream (rank r takes
+global sequences r, r+W, …) with exact per-source quotas and a resumable cursor; this adapter only stacks
+its samples into (micro_batch, seq_len + 1) arrays and skips data windows the spike guard quarantined.
+Every rank calls it the same number of times, so the samplers stay in lockstep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mixtures.sampler import MixtureSampler
+
+
+@dataclass(slots=True)
+class MicroBatch:
+    tokens: np.ndarray  # (B, seq_len + 1) int64: inputs are [:, :-1], targets [:, 1:]
+    sources: list[str]  # source of each row
+    indices: list[int]  # global stream index of each row
+    phase: str
+
+
+class Batches:
+    def __init__(self, sampler: MixtureSampler):
+        self.sampler = sampler
+        self.quarantine: list[tuple[int, int]] = []  # [start, end) global indices never trained on
+
+    @property
+    def global_index(self) -> int:
+        return self.sampler.global_index
+
+    def rows_left(self) -> int:
+        """Rows this rank can still draw (the sampler's own count of remaining rounds)."""
+        return self.sampler.steps - self.sampler.global_index // self.sampler.world_size
+
+    def skip_quarantined(self) -> int:
+        """Advance past any quarantined window the cursor is in; returns global sequences skipped."""
+        skipped = 0
+        moved = True
+        while moved:
+            moved = False
+            for a, b in self.quarantine:
+                while a <= self.sampler.global_index < b and self.rows_left() > 0:
+                    next(self.sampler)  # one round of W sequences (the other ranks skip theirs alike)
+                    skipped += self.sampler.world_size
+                    moved = True
+        return skipped
+
+    def next(self, n: int) -> MicroBatch:
+        rows = [next(self.sampler) for _ in range(n)]
+        return MicroBatch(
+            tokens=np.stack([r.tokens for r in rows]),
+            sources=[r.source for r in rows],
+            indices=[r.index for r in rows],
+            phase=rows[-1].phase,
+        )

@@ -1,0 +1,459 @@
+"""Training entry point, started by the DeepSpeed launcher:
+
+    deepspeed --num_gpus 8 trainer/train.py --config configs/train-124m.yaml [dotted.key=value ...]
+    deepspeed --num_gpus 2 trainer/train.py --config configs/train-debug.yaml      # CPU: 2 processes
+    deepspeed --hostfile hosts --num_nodes 2 --num_gpus 8 trainer/train.py --config ...
+
+One optimizer step:
+  1. global batch from the ramp-up (by consumed tokens) → accumulation = batch / (micro_batch × world);
+  2. each rank pulls its micro-batches from the mixture sampler (its own slice of one global stream);
+  3. forward/backward per micro-batch; the loss of each is its token-loss sum / (step tokens / world), so
+     DeepSpeed's mean over ranks of the accumulated gradients is the gradient of the step's token mean;
+  4. loss and the pre-update gradient norm are all-reduced; the spike guard accepts, skips (gradients
+     dropped, no update) or rolls back to the last good checkpoint with the offending data quarantined;
+  5. engine.step(): clipping at optimizer.grad_clip and AdamW (LR set by the trainer from the schedule);
+  6. metrics line; checkpoint every N steps.
+
+Gradient accumulation is the trainer's (DeepSpeed's `managed_gradient_accumulation: false`), because the
+number of micro-batches per step changes with the ramp-up. Exit codes: 0 done, 2 bad config, 3 the spike
+guard gave up (too many rollbacks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # started as a script by the launcher: make the repo root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import torch
+
+from trainer import checkpoint as ckpt
+from trainer.config import ConfigError, TrainConfig, deepspeed_config, load_config
+from trainer.data import Batches
+from trainer.metrics import MetricsWriter, device_peak, flops_per_token, mfu
+from trainer.schedule import batch_at, lr_at
+from trainer.spike import ACCEPT, ROLLBACK, SpikeGuard
+
+
+def _log(rank: int, msg: str) -> None:
+    if rank == 0:
+        print(msg, flush=True)
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Decay matrices (embeddings, linears); not norms or other vectors (nanoGPT, Llama)."""
+    decay, no_decay = [], []
+    for _, p in model.named_parameters():
+        (decay if p.ndim >= 2 else no_decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig):
+        import deepspeed
+        import torch.distributed as dist
+        from deepspeed.accelerator import get_accelerator
+
+        from mixtures.recipe import Recipe
+        from mixtures.sampler import MixtureSampler
+        from trainer.model import Transformer, model_config
+
+        self.cfg = cfg
+        deepspeed.init_distributed()
+        self.dist = dist
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.on_cuda = torch.cuda.is_available()
+        self.device = torch.device(get_accelerator().device_name(local_rank))
+        if self.on_cuda:
+            torch.cuda.set_device(self.device)
+        elif "OMP_NUM_THREADS" not in os.environ:
+            # processes of one host share its cores; oversubscribing them slows every rank down
+            local = int(os.environ.get("LOCAL_SIZE", os.environ.get("LOCAL_WORLD_SIZE", 1)))
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local, 1)))
+        cfg.schedule.check_divisible(self.world)
+
+        # same seed on every rank: every rank builds identical initial weights before ZeRO-3 shards them
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+
+        recipe = Recipe.load(cfg.data.recipe)
+        self.seq_len = cfg.data.seq_len
+        sampler = MixtureSampler(
+            recipe, self.seq_len + 1, self.rank, self.world, allow_over_cap=cfg.data.allow_over_cap
+        )
+        self.batches = Batches(sampler)
+        tok = next(iter(sampler.streams.values())).manifest["tokenizer"]
+        self.eod_id, self.tokenizer_path = int(tok["eod_id"]), tok.get("path")
+        self.sources = sorted(sampler.streams)
+
+        mcfg = model_config(
+            cfg.model.size,
+            vocab_size=int(tok["vocab_size"]),
+            max_seq_len=self.seq_len,
+            kernels=cfg.model.kernels,
+            attention=cfg.model.attention,
+            **cfg.model.overrides,
+        )
+        self.mcfg = mcfg
+        model = Transformer(mcfg)
+        opt = torch.optim.AdamW(
+            param_groups(model, cfg.optimizer.weight_decay),
+            lr=cfg.optimizer.lr,
+            betas=(cfg.optimizer.beta1, cfg.optimizer.beta2),
+            eps=cfg.optimizer.eps,
+            foreach=False,
+            fused=self.on_cuda,
+        )
+        self.ds_config = deepspeed_config(cfg, self.world, self.on_cuda)
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(
+            model=model, optimizer=opt, config=self.ds_config
+        )
+        self.zero3 = self.ds_config.get("zero_optimization", {}).get("stage") == 3
+
+        self.guard = SpikeGuard(cfg.spike)
+        self.step = 0
+        self.tokens_consumed = 0  # sampler tokens (rows × (seq_len+1)), the unit of the recipe and ramp-up
+        self.tokens_trained = 0  # predicted tokens (rows × seq_len)
+        self.per_source = {s: 0 for s in self.sources}
+        self.rollbacks = 0
+        self.spike_run_start: int | None = None
+        self.ckpt_root = Path(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
+        self.metrics = MetricsWriter(cfg.logging.dir, self.rank == 0, cfg.logging.tensorboard)
+        self.flops_tok = flops_per_token(mcfg, self.seq_len)
+        name = torch.cuda.get_device_name(self.device) if self.on_cuda else None
+        self.peak = device_peak(name)
+        self.device_name = name or "cpu"
+        self.last_saved = -1
+
+    # ------------------------------------------------------------------ state
+    def trainer_state(self) -> dict:
+        return {
+            "step": self.step,
+            "tokens_consumed": self.tokens_consumed,
+            "tokens_trained": self.tokens_trained,
+            "per_source": dict(self.per_source),
+            "sampler": self.batches.sampler.state_dict(),
+            "spike": self.guard.state_dict(),
+            "spike_run_start": self.spike_run_start,
+            "quarantine": [list(w) for w in self.batches.quarantine],
+            "rollbacks": self.rollbacks,
+            "config": self.cfg.to_dict(),
+            "model_config": dataclasses.asdict(self.mcfg),
+        }
+
+    def _choose_checkpoint(self) -> str | None:
+        choice = [None]
+        if self.rank == 0:
+            choice[0] = ckpt.newest_good(self.ckpt_root, self.cfg.checkpoint.verify, log=print)
+        self.dist.broadcast_object_list(choice, src=0)
+        return choice[0]
+
+    def load(self, tag: str, keep_quarantine: bool = False) -> None:
+        path = self.ckpt_root / tag
+        load_path, _ = self.engine.load_checkpoint(
+            str(self.ckpt_root), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=False
+        )
+        if load_path is None:
+            raise RuntimeError(f"DeepSpeed could not load {path}")
+        st = ckpt.load_trainer_state(path, self.rank, self.world)
+        quarantine = list(self.batches.quarantine)
+        self.step = st["step"]
+        self.tokens_consumed = st["tokens_consumed"]
+        self.tokens_trained = st["tokens_trained"]
+        self.per_source = dict(st["per_source"])
+        self.batches.sampler.load_state_dict(st["sampler"])
+        self.guard.load_state_dict(st["spike"])
+        self.spike_run_start = st["spike_run_start"]
+        self.batches.quarantine = [tuple(w) for w in st["quarantine"]]
+        if keep_quarantine:  # a rollback adds the window it just found to what the checkpoint knew
+            for w in quarantine:
+                if w not in self.batches.quarantine:
+                    self.batches.quarantine.append(w)
+        self.rollbacks = max(self.rollbacks, st["rollbacks"])
+        ckpt.set_rng_state(st["rng"])
+        self.last_saved = self.step
+
+    def save(self) -> float:
+        t0 = time.perf_counter()
+        ckpt.save(
+            self.engine,
+            self.ckpt_root,
+            self.step,
+            self.trainer_state(),
+            self.cfg.checkpoint.keep,
+            log=lambda m: _log(self.rank, m),
+        )
+        self.last_saved = self.step
+        return time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ one step
+    def _grad_norm(self) -> float:
+        """Global L2 norm of the accumulated (not yet clipped) gradients, before the update."""
+        from deepspeed.utils import safe_get_local_grad
+
+        sq = torch.zeros((), dtype=torch.float64, device=self.device)
+        for p in self.engine.module.parameters():
+            g = safe_get_local_grad(p)
+            if g is not None:
+                sq += g.double().pow(2).sum()
+        self.dist.all_reduce(sq)
+        return float(sq.sqrt())
+
+    def _drop_gradients(self) -> None:
+        # ZeRO-3's zero_grad also resets its micro-step counter, so the next step's first backward
+        # overwrites (not accumulates into) the gradient partitions
+        self.optimizer.zero_grad()
+        if hasattr(self.engine, "_unmanaged_backward_count"):
+            self.engine._unmanaged_backward_count = 0
+
+    def train_step(self) -> dict | None:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        self.batches.skip_quarantined()
+        batch = batch_at(self.tokens_consumed, cfg.schedule)
+        micro = cfg.schedule.micro_batch
+        accum = batch // (micro * self.world)
+        if self.batches.rows_left() < accum * micro:
+            return None  # the recipe's data is used up: no partial step
+        start_index = self.batches.global_index
+        lr = lr_at(self.step, cfg.schedule, cfg.optimizer)
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        normalizer = batch * self.seq_len / self.world  # see module docstring, item 3
+        poison = set(cfg.test_hooks.poison_indices)
+
+        from trainer.model import document_ids_from_eod
+
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        counts = torch.zeros(len(self.sources), dtype=torch.float64, device=self.device)
+        indices: list[int] = []
+        phase = ""
+        t_data = t_fb = 0.0
+        for _ in range(accum):
+            td = time.perf_counter()
+            mb = self.batches.next(micro)
+            x = torch.from_numpy(mb.tokens).to(self.device, non_blocking=True)
+            inp, tgt = x[:, :-1], x[:, 1:]
+            doc_ids = document_ids_from_eod(inp, self.eod_id) if cfg.model.document_mask else None
+            t_data += time.perf_counter() - td
+            tf = time.perf_counter()
+            loss = self.engine(inp, tgt, doc_ids=doc_ids, loss_normalizer=normalizer)
+            if poison and poison.intersection(mb.indices):
+                loss = loss * cfg.test_hooks.poison_factor  # test hook: a deterministic "bad batch"
+            self.engine.backward(loss, scale_wrt_gas=False)
+            loss_sum += loss.detach().double()
+            t_fb += time.perf_counter() - tf
+            for s in mb.sources:
+                counts[self.sources.index(s)] += self.seq_len + 1
+            indices.extend(mb.indices)
+            phase = mb.phase
+        tf = time.perf_counter()
+        self.dist.all_reduce(loss_sum)
+        self.dist.all_reduce(counts)
+        loss_val = float(loss_sum) / self.world
+        gnorm = self._grad_norm() if self.zero3 else float("nan")
+        t_fb += time.perf_counter() - tf
+
+        to = time.perf_counter()
+        decision, reason = (
+            self.guard.observe(loss_val, gnorm if self.zero3 else 0.0) if cfg.spike.enabled else (ACCEPT, "")
+        )
+        if decision == ACCEPT:
+            self.engine.step()
+            self.spike_run_start = None
+            if not self.zero3:
+                gnorm = float(self.engine.get_global_grad_norm() or float("nan"))
+        else:
+            self._drop_gradients()
+            if self.spike_run_start is None:
+                self.spike_run_start = start_index
+        t_opt = time.perf_counter() - to
+
+        self.step += 1
+        self.tokens_consumed += batch * (self.seq_len + 1)
+        self.tokens_trained += batch * self.seq_len
+        for s, c in zip(self.sources, counts.tolist(), strict=True):
+            self.per_source[s] += int(c)
+        step_time = time.perf_counter() - t0
+        tps = batch * self.seq_len / step_time
+        rec = {
+            "step": self.step,
+            "loss": loss_val,
+            "grad_norm": gnorm,
+            "lr": lr,
+            "batch": batch,
+            "accum": accum,
+            "phase": phase,
+            "tokens": self.tokens_trained,
+            "tokens_per_s": tps,
+            "mfu": mfu(self.flops_tok, tps, self.world, self.peak),
+            "per_source_tokens": dict(self.per_source),
+            "time": {"data": t_data, "fwd_bwd": t_fb, "optimizer": t_opt, "step": step_time},
+            "update": decision == ACCEPT,
+        }
+        if cfg.logging.log_sample_indices:
+            gathered: list[list[int]] = [None] * self.world  # type: ignore[list-item]
+            self.dist.all_gather_object(gathered, indices)
+            rec["indices"] = sorted(i for part in gathered for i in part)
+        if decision != ACCEPT:
+            rec["spike"] = reason
+            self.metrics.write({"event": "spike_skip", "step": self.step, "reason": reason, "loss": loss_val})
+            _log(self.rank, f"[spike] step {self.step}: {reason} spike (loss {loss_val:.4f}, grad norm "
+                 f"{gnorm:.3g}): update skipped ({self.guard.consecutive} in a row)")  # fmt: skip
+        if decision == ROLLBACK:
+            rec["rollback"] = self._rollback()
+        return rec
+
+    def _rollback(self) -> str:
+        window = (int(self.spike_run_start), int(self.batches.global_index))
+        self.batches.quarantine.append(window)
+        if self.ckpt_root is None:
+            _log(self.rank, "[spike] rollback wanted but checkpoints are off: continuing past the window")
+            return "no-checkpoint"
+        if self.rollbacks >= self.cfg.spike.max_rollbacks:
+            _log(self.rank, f"[spike] {self.rollbacks} rollbacks already: giving up, the run needs a human")
+            self.metrics.write({"event": "give_up", "step": self.step, "rollbacks": self.rollbacks})
+            self.finish()
+            sys.exit(3)
+        tag = self._choose_checkpoint()
+        if tag is None:
+            _log(self.rank, "[spike] rollback wanted but no good checkpoint: continuing past the window")
+            return "no-checkpoint"
+        at = self.step
+        self.load(tag, keep_quarantine=True)
+        self.rollbacks += 1
+        self.guard.consecutive = 0
+        self.spike_run_start = None
+        _log(self.rank, f"[spike] step {at}: rolled back to {tag}; data window [{window[0]}, {window[1]}) "
+             "of the global stream quarantined")  # fmt: skip
+        self.metrics.write(
+            {
+                "event": "rollback",
+                "step": at,
+                "to": tag,
+                "quarantine": list(window),
+                "rollbacks": self.rollbacks,
+            }
+        )
+        return tag
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> None:
+        cfg = self.cfg
+        if self.ckpt_root is not None and cfg.checkpoint.resume:
+            tag = self._choose_checkpoint()
+            if tag is not None:
+                self.load(tag)
+                _log(self.rank, f"[trainer] resumed from {self.ckpt_root / tag} at step {self.step}")
+                self.metrics.write({"event": "resume", "step": self.step, "from": tag})
+        _log(self.rank, f"[trainer] {self.mcfg.num_params() / 1e6:.2f}M params, world {self.world}, "
+             f"device {self.device_name}, ZeRO stage {self.ds_config['zero_optimization']['stage']}, "
+             f"FLOPs/token {self.flops_tok:.4g}")  # fmt: skip
+        t_run = time.perf_counter()
+        t_ckpt = t_steps = 0.0
+        tokens_at_start = self.tokens_trained
+        while self.step < cfg.schedule.steps:
+            rec = self.train_step()
+            if rec is None:
+                _log(self.rank, f"[trainer] data exhausted at step {self.step}: stopping")
+                break
+            t_steps += rec["time"]["step"]
+            due = cfg.checkpoint.every and self.step % cfg.checkpoint.every == 0
+            # not right after a rollback: the step counter was just set back to an existing checkpoint
+            if self.ckpt_root is not None and due and "rollback" not in rec:
+                dt = self.save()
+                rec["time"]["checkpoint"] = dt
+                t_ckpt += dt
+            if self.step % cfg.logging.every == 0 or "rollback" in rec or not rec["update"]:
+                self.metrics.write(rec)
+                if self.rank == 0 and (self.step % max(cfg.logging.every, 10) == 0 or self.step == 1):
+                    mf = f" mfu {rec['mfu']:.1%}" if rec["mfu"] is not None else ""
+                    print(f"step {self.step:5d} loss {rec['loss']:.4f} gnorm {rec['grad_norm']:.3f} "
+                          f"lr {rec['lr']:.2e} batch {rec['batch']} {rec['tokens_per_s']:.0f} tok/s{mf}",
+                          flush=True)  # fmt: skip
+            if cfg.test_hooks.kill_at_step and self.step == cfg.test_hooks.kill_at_step and self.rank == 0:
+                os.kill(os.getpid(), signal.SIGKILL)  # test hook: a crash with no cleanup at all
+        if self.ckpt_root is not None and cfg.checkpoint.save_final and self.last_saved != self.step:
+            t_ckpt += self.save()
+        wall = time.perf_counter() - t_run
+        summary = {
+            "event": "end",
+            "step": self.step,
+            "wall_s": wall,
+            "tokens_per_s": (self.tokens_trained - tokens_at_start) / max(wall, 1e-9),
+            "goodput": t_steps / max(wall, 1e-9),
+            "checkpoint_s": t_ckpt,
+            "per_source_tokens": dict(self.per_source),
+            "rollbacks": self.rollbacks,
+            "skipped_steps": self.guard.skipped_total,
+        }
+        if cfg.logging.sample_tokens > 0:
+            summary["sample"] = self.generate(cfg.logging.sample_prompt, cfg.logging.sample_tokens)
+        self.metrics.write(summary)
+        _log(
+            self.rank,
+            "[trainer] " + json.dumps({k: v for k, v in summary.items() if k != "per_source_tokens"}),
+        )
+
+    @torch.no_grad()
+    def generate(self, prompt: str, n: int) -> str:
+        """Greedy continuation; every rank runs the same forwards (ZeRO-3 gathers weights collectively)."""
+        try:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(self.tokenizer_path)
+        except Exception as e:  # the sample is a courtesy; a missing tokenizer file must not fail the run
+            return f"<no sample: {e}>"
+        ids = tok.encode(prompt).ids or [self.eod_id]
+        self.engine.eval()
+        for _ in range(n):
+            x = torch.tensor([ids[-self.seq_len :]], device=self.device)
+            logits = self.engine(x)
+            ids.append(int(logits[0, -1].float().argmax()))
+        self.engine.train()
+        return tok.decode(ids)
+
+    def finish(self) -> None:
+        self.metrics.close()
+        if self.dist.is_initialized():
+            self.dist.barrier()
+            # without this, DeepSpeed's CPU accelerator (gloo) aborts at interpreter exit (exit -6)
+            self.dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", required=False, help="training config YAML (configs/train-*.yaml)")
+    ap.add_argument("--local_rank", type=int, default=None, help="set by the deepspeed launcher")
+    ap.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. optimizer.lr=1e-3")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    trainer = Trainer(cfg)
+    try:
+        trainer.run()
+    finally:
+        trainer.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
