@@ -48,17 +48,17 @@ def _labels(n: int, rng: random.Random) -> list[int]:
 
 def test_graphs_with_known_components(spark, tmp_path):
     rng = random.Random(3)
-    ids = _labels(2000, rng)
+    ids = _labels(1000, rng)
     edges: list[tuple[int, int]] = []
-    # a long path (the worst case for label propagation: 400 hops end to end)
-    path = ids[:400]
+    # a long path (the worst case for label propagation: 250 hops end to end)
+    path = ids[:250]
     edges += list(itertools.pairwise(path))
-    # a star of 300 leaves around one centre, with edges in both orientations
-    centre, leaves = ids[400], ids[401:701]
+    # a star of 150 leaves around one centre, with edges in both orientations
+    centre, leaves = ids[250], ids[251:401]
     edges += [(centre, x) if i % 2 else (x, centre) for i, x in enumerate(leaves)]
-    # 200 small components: chains of 2..5 nodes
-    pos = 701
-    for k in range(200):
+    # 100 small components: chains of 2..5 nodes
+    pos = 401
+    for k in range(100):
         size = 2 + k % 4
         chunk = ids[pos : pos + size]
         pos += size
@@ -70,13 +70,13 @@ def test_graphs_with_known_components(spark, tmp_path):
     got, rounds = _run(spark, tmp_path, edges)
     want = _reference([(a, b) for a, b in edges if a != b])
     assert got == want
-    assert len(set(want.values())) == 1 + 1 + 200 + 1
-    assert rounds <= 30  # O(log^2 n) rounds; 400-node path needs far fewer than 30
+    assert len(set(want.values())) == 1 + 1 + 100 + 1
+    assert rounds <= 30  # O(log^2 n) rounds; a 250-node path needs far fewer than 30
 
 
 def test_resume_reuses_finished_rounds(spark, tmp_path):
     rng = random.Random(5)
-    ids = _labels(300, rng)
+    ids = _labels(100, rng)
     edges = list(itertools.pairwise(ids))
     got, _rounds = _run(spark, tmp_path, edges)
     assert got == _reference(edges)
