@@ -20,6 +20,15 @@ final incomplete round is dropped (all ranks take the same number of steps).
 State. `state_dict()` is a small JSON-able dict: phase, per-source emitted counts in the phase,
 per-source cursors (epoch, position in the permutation, token offset in the document), the
 global index. `load_state_dict` continues the stream exactly, also with another world size.
+
+Held-out split (`heldout_sequences=n`, the trainer's `eval.sequences_per_source`). Each source sets
+aside whole documents, taken in a permutation seeded by (recipe seed, source name, a fixed "heldout"
+key) until they hold n·seq_len tokens; `heldout()` cuts their concatenation into n sequences. These
+documents are removed from the source's training stream (its epochs permute only the rest), so no
+held-out token is ever trained on, and the split is the same on every rank, world size and run.
+Quotas and per-source counts are untouched (they count sequences of the stream, not documents); the
+cost is that the source's pool shrinks by the held-out documents — n·seq_len tokens plus the tail of
+the last one — which the repetition cap accounts for. n = 0 gives exactly the stream without a split.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from curation.shards import IndexedShard
 from mixtures.recipe import Phase, Recipe, RecipeError
 
 STATE_VERSION = 1
+_HELDOUT_KEY = int.from_bytes(hashlib.sha256(b"heldout").digest()[:8], "little")  # never an epoch number
 
 
 def _name_key(name: str) -> int:
@@ -78,7 +88,7 @@ class Sample:
 class SourceStream:
     """All documents of one source's shards as an endless, per-epoch permuted token stream."""
 
-    def __init__(self, name: str, shard_dir: Path, seed: int) -> None:
+    def __init__(self, name: str, shard_dir: Path, seed: int, heldout_tokens: int = 0) -> None:
         mpath = shard_dir / "manifest.json"
         if not mpath.is_file():
             raise RecipeError(
@@ -100,13 +110,43 @@ class SourceStream:
         if self.n_tokens == 0:
             raise RecipeError(f"source {name}: its shards hold no tokens")
         self.seed = seed
+        self.heldout_docs = self._choose_heldout(heldout_tokens)
+        """Document ids held out, in the order their tokens form the held-out sequences."""
+        # training documents ascending: with nothing held out, train_docs[perm] is perm itself, so the
+        # stream is bit-identical to a sampler without a split
+        self.train_docs = np.setdiff1d(np.arange(self.n_docs), self.heldout_docs)
+        if len(self.train_docs) == 0:
+            raise RecipeError(
+                f"source {name}: holding out {heldout_tokens} tokens takes all of its {self.n_docs} documents"
+            )
+        self.n_train_tokens = int(self.lengths[self.train_docs].sum())
         self._perm_epoch = -1
         self._perm = np.zeros(0, dtype=np.int64)
 
+    def _choose_heldout(self, tokens: int) -> np.ndarray:
+        """Fewest documents, in a seeded order, whose tokens reach `tokens` (whole documents: none leaks)."""
+        if tokens <= 0:
+            return np.zeros(0, dtype=np.int64)
+        ss = np.random.SeedSequence([self.seed, _name_key(self.name), _HELDOUT_KEY])
+        order = np.random.Generator(np.random.PCG64(ss)).permutation(self.n_docs)
+        k = int(np.searchsorted(np.cumsum(self.lengths[order]), tokens)) + 1  # first prefix with >= tokens
+        if k > self.n_docs:
+            raise RecipeError(
+                f"source {self.name}: holds {self.n_tokens} tokens, fewer than the {tokens} held out"
+            )
+        return order[:k].astype(np.int64)
+
+    def heldout_tokens(self, n: int) -> np.ndarray:
+        """The first n tokens of the held-out documents, concatenated (each document ends in EOD)."""
+        parts = [self.shards[self.shard_of[d]][int(self.local[d])] for d in self.heldout_docs]
+        return np.concatenate([np.zeros(0, np.int64), *parts]).astype(np.int64)[:n]
+
     def permutation(self, epoch: int) -> np.ndarray:
+        """Training document ids of `epoch`, in their seeded order."""
         if epoch != self._perm_epoch:
             ss = np.random.SeedSequence([self.seed, _name_key(self.name), epoch])
-            self._perm = np.random.Generator(np.random.PCG64(ss)).permutation(self.n_docs)
+            order = np.random.Generator(np.random.PCG64(ss)).permutation(len(self.train_docs))
+            self._perm = self.train_docs[order]
             self._perm_epoch = epoch
         return self._perm
 
@@ -132,7 +172,7 @@ class SourceStream:
             offset += take
             if offset == length:
                 offset, pos = 0, pos + 1
-                if pos == self.n_docs:
+                if pos == len(self.train_docs):
                     epoch, pos = epoch + 1, 0
         return [epoch, pos, offset], starts
 
@@ -147,12 +187,15 @@ class MixtureSampler:
         rank: int = 0,
         world_size: int = 1,
         allow_over_cap: bool = False,
+        heldout_sequences: int = 0,
     ) -> None:
-        if seq_len <= 0 or world_size <= 0 or not 0 <= rank < world_size:
+        if seq_len <= 0 or world_size <= 0 or not 0 <= rank < world_size or heldout_sequences < 0:
             raise ValueError(
-                f"need seq_len > 0 and 0 <= rank < world_size; got {seq_len}, {rank}, {world_size}"
+                "need seq_len > 0, 0 <= rank < world_size, heldout_sequences >= 0; "
+                f"got {seq_len}, {rank}, {world_size}, {heldout_sequences}"
             )
         self.recipe, self.seq_len, self.rank, self.world_size = recipe, seq_len, rank, world_size
+        self.heldout_sequences = heldout_sequences
         used = [s for s in recipe.sources if any(s in ph.weights for ph in recipe.phases)]
         self.streams: dict[str, SourceStream] = {}
         tok_hashes = set()
@@ -160,7 +203,7 @@ class MixtureSampler:
             src = recipe.sources[name]
             if src.shards is None:
                 raise RecipeError(f"{recipe.path}: sources.{name} has no `shards` folder; tokenize it first")
-            st = SourceStream(name, src.shards, recipe.seed)
+            st = SourceStream(name, src.shards, recipe.seed, heldout_sequences * seq_len)
             if src.select and st.manifest.get("select") != src.select_spec():
                 raise RecipeError(
                     f"{recipe.path}: sources.{name}.select is {src.select_spec()} but {src.shards} was "
@@ -176,10 +219,12 @@ class MixtureSampler:
         self.steps = self.total_sequences // world_size
         """Samples each rank yields (the final incomplete round is dropped)."""
         drawn = {n: sum(q.get(n, 0) for q in self.quotas) * seq_len for n in self.streams}
+        # epochs over the training pool: held-out documents are not there to repeat
+        pool = {n: st.n_train_tokens for n, st in self.streams.items()}
         over = [
-            f"{n}: {drawn[n] / self.streams[n].n_tokens:.2f} epochs > max_epochs {recipe.sources[n].max_epochs}"
+            f"{n}: {drawn[n] / pool[n]:.2f} epochs > max_epochs {recipe.sources[n].max_epochs}"
             for n in self.streams
-            if drawn[n] > recipe.sources[n].max_epochs * self.streams[n].n_tokens
+            if drawn[n] > recipe.sources[n].max_epochs * pool[n]
         ]
         if over and not allow_over_cap:
             raise RecipeError(f"{recipe.path}: repetition cap exceeded: {'; '.join(over)}")
@@ -199,6 +244,7 @@ class MixtureSampler:
             "recipe": self.recipe.name,
             "seed": self.recipe.seed,
             "seq_len": self.seq_len,
+            "heldout_sequences": self.heldout_sequences,
             "global_index": self.global_index,
             "phase": self.phase,
             "emitted": dict(self.emitted),
@@ -206,8 +252,14 @@ class MixtureSampler:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key, mine in (("version", STATE_VERSION), ("seed", self.recipe.seed), ("seq_len", self.seq_len)):
-            if state.get(key) != mine:
+        checks = (
+            ("version", STATE_VERSION),
+            ("seed", self.recipe.seed),
+            ("seq_len", self.seq_len),
+            ("heldout_sequences", self.heldout_sequences),  # another split is another training stream
+        )
+        for key, mine in checks:
+            if state.get(key, 0 if key == "heldout_sequences" else None) != mine:
                 raise ValueError(f"sampler state has {key}={state.get(key)!r}, this sampler {mine!r}")
         if state["global_index"] % self.world_size:
             raise ValueError(
@@ -217,6 +269,11 @@ class MixtureSampler:
         self.phase = int(state["phase"])
         self.emitted = {k: int(v) for k, v in state["emitted"].items()}
         self.cursors = {n: [int(x) for x in c] for n, c in state["cursors"].items()}
+
+    def heldout(self) -> dict[str, np.ndarray]:
+        """Held-out sequences per source, (heldout_sequences, seq_len) int64; identical on every rank."""
+        n, L = self.heldout_sequences, self.seq_len
+        return {name: st.heldout_tokens(n * L).reshape(n, L) for name, st in self.streams.items()}
 
     # -- stream --------------------------------------------------------------------------------
     def _next_source(self) -> str | None:

@@ -136,6 +136,26 @@ class DataSection:
 
 
 @dataclass(kw_only=True, slots=True)
+class EvalSection:
+    """Held-out loss per source (mixtures/sampler.py, "Held-out split").
+
+    Each source sets aside whole documents worth `sequences_per_source` rows of seq_len + 1 tokens; they
+    leave its training stream, so the split is part of the run's data identity (recorded in the sampler
+    state: a checkpoint resumes only under the same value). Cost: about that many tokens per source never
+    trained on — sequences_per_source × (seq_len + 1) plus the rest of the last held-out document.
+    """
+
+    sequences_per_source: int = 16  # held-out rows per source; 0: no split and no eval
+    every: int = 50  # mean held-out loss per source every N optimizer steps (and at the end); 0: end only
+
+    def validate(self) -> None:
+        if self.sequences_per_source < 0:
+            raise _err("eval.sequences_per_source", f"must be >= 0, got {self.sequences_per_source}")
+        if self.every < 0:
+            raise _err("eval.every", f"must be >= 0, got {self.every}")
+
+
+@dataclass(kw_only=True, slots=True)
 class CheckpointSection:
     dir: str = ""  # checkpoint root; empty disables checkpoints (and resume)
     every: int = 0  # save every N optimizer steps (0: only at the end)
@@ -169,12 +189,25 @@ class SpikeSection:
 
 @dataclass(kw_only=True, slots=True)
 class LoggingSection:
-    dir: str = "out/train"  # metrics.jsonl (+ TensorBoard events when tensorboard is installed)
+    dir: str = "out/train"  # metrics.jsonl, and TensorBoard events under dir/tensorboard/
     every: int = 1  # metrics line every N steps
-    tensorboard: bool = True
+    tensorboard: bool = True  # the same scalars as metrics.jsonl, written by rank 0
     sample_tokens: int = 32  # tokens generated greedily at the end (0: none)
     sample_prompt: str = "The"
     log_sample_indices: bool = False  # record global sequence indices per step (tests of ramp-up/no-skip)
+
+    def validate(self) -> None:
+        if self.every < 1:
+            raise _err("logging.every", f"must be >= 1, got {self.every}")
+        if self.sample_tokens < 0:
+            raise _err("logging.sample_tokens", f"must be >= 0, got {self.sample_tokens}")
+        # checked here, on every rank alike, rather than when rank 0 opens the writer: a rank failing alone
+        # after deepspeed.initialize would leave the others waiting in their next collective forever
+        import importlib.util
+
+        if self.tensorboard and importlib.util.find_spec("tensorboard") is None:
+            raise _err("logging.tensorboard", "tensorboard is not installed: `pip install tensorboard`, "
+                       "or set logging.tensorboard=false")  # fmt: skip
 
 
 @dataclass(kw_only=True, slots=True)
@@ -207,6 +240,7 @@ class TrainConfig:
     optimizer: OptimizerSection = field(default_factory=OptimizerSection)
     schedule: ScheduleSection = field(default_factory=ScheduleSection)
     data: DataSection = field(default_factory=DataSection)
+    eval: EvalSection = field(default_factory=EvalSection)
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     spike: SpikeSection = field(default_factory=SpikeSection)
     logging: LoggingSection = field(default_factory=LoggingSection)

@@ -1,4 +1,4 @@
-"""Metrics: the FLOPs formula behind MFU, the device peak table, and the JSONL (+ TensorBoard) writer.
+"""Metrics: the FLOPs formula behind MFU, the device peak table, and the JSONL + TensorBoard writer.
 
 FLOPs per trained token (fwd + bwd, no recomputation counted; PaLM appendix B / Chinchilla, with the
 attention term halved for causal masking):
@@ -16,12 +16,18 @@ attention term halved for causal masking):
 MFU = F · tokens/s / (world_size · peak). Peak = dense bf16 tensor-core FLOP/s of the device as its
 vendor datasheet states it (not the 2:4 sparse figure, Megatron-LM#1565). A device not in the table (CPU
 included) gets no MFU rather than a wrong one (llm.c#796's −100%).
+
+TensorBoard (`<logging.dir>/tensorboard/`, rank 0) gets every number of metrics.jsonl under its JSON path
+joined by "/": a step record gives `loss`, `grad_norm`, `lr`, `tokens_per_s`, `mfu` (only when known),
+`per_source_tokens/<source>`, `time/{data,fwd_bwd,optimizer,checkpoint}`; an event record's numbers go under
+the event's name (`eval/<source>/loss`, `end/goodput`, `spike_skip/loss`), and the end sample is text.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,24 +69,49 @@ def mfu(flops_tok: float, tokens_per_s: float, world_size: int, peak: float | No
     return flops_tok * tokens_per_s / (world_size * peak)
 
 
+def scalar_tags(record: dict[str, Any]) -> Iterator[tuple[str, float]]:
+    """(TensorBoard tag, value) of every number in a metrics record; see the module docstring."""
+    event = record.get("event")
+
+    def leaves(d: dict[str, Any], prefix: str) -> Iterator[tuple[str, float]]:
+        for k, v in d.items():
+            path = f"{prefix}{k}"
+            if isinstance(v, dict):
+                yield from leaves(v, path + "/")
+            elif isinstance(v, int | float) and not isinstance(v, bool) and path not in ("step", "time"):
+                yield path, v  # top-level "time" is the wall clock; a step's "time/..." split is kept
+
+    for path, v in leaves(record, ""):
+        yield (path if event is None or path.split("/")[0] == event else f"{event}/{path}"), v
+
+
 class MetricsWriter:
-    """One JSON object per line in `dir/metrics.jsonl` (appended, so a resumed run continues the file)."""
+    """One JSON object per line in `dir/metrics.jsonl` (appended, so a resumed run continues the file), and
+    the same numbers as TensorBoard scalars in `dir/tensorboard/` once `start` opened the event writer."""
 
     def __init__(self, out_dir: str | Path, enabled: bool, tensorboard: bool):
         self.enabled = enabled
+        self.tensorboard = enabled and tensorboard
         self.tb = None
+        self.tb_dir = Path(out_dir) / "tensorboard"
         self.path = Path(out_dir) / "metrics.jsonl"
         if not enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fh = self.path.open("a", encoding="utf-8")
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
 
-                self.tb = SummaryWriter(str(Path(out_dir) / "tb"))
-            except ImportError:
-                print("[trainer] tensorboard not installed: metrics go to metrics.jsonl only", flush=True)
+    def start(self, step: int) -> None:
+        """Open the TensorBoard writer for a run (re)starting after `step`.
+
+        A resumed run purges what an earlier attempt logged past its checkpoint (TensorBoard's purge_step:
+        readers drop events at steps >= step + 1 written before), so each step shows once, as in the JSONL's
+        "last record of a step wins".
+        """
+        if not self.tensorboard:
+            return
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.tb = SummaryWriter(str(self.tb_dir), purge_step=step + 1 if step > 0 else None)
 
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
@@ -89,13 +120,12 @@ class MetricsWriter:
         self.fh.write(json.dumps(record) + "\n")
         self.fh.flush()
         if self.tb is not None and "step" in record:
-            for k, v in record.items():
-                if isinstance(v, int | float) and not isinstance(v, bool) and k not in ("step", "time"):
-                    self.tb.add_scalar(k, v, record["step"])
-                elif isinstance(v, dict):
-                    for k2, v2 in v.items():
-                        if isinstance(v2, int | float):
-                            self.tb.add_scalar(f"{k}/{k2}", v2, record["step"])
+            for tag, v in scalar_tags(record):
+                self.tb.add_scalar(tag, v, record["step"])
+            if isinstance(record.get("sample"), str):
+                self.tb.add_text(f"{record.get('event', 'step')}/sample", record["sample"], record["step"])
+            # flushed like the JSONL: a crashed run keeps its curves up to the last step it logged
+            self.tb.flush()
 
     def close(self) -> None:
         if self.enabled:

@@ -12,7 +12,8 @@ One optimizer step:
   4. loss and the pre-update gradient norm are all-reduced; the spike guard accepts, skips (gradients
      dropped, no update) or rolls back to the last good checkpoint with the offending data quarantined;
   5. engine.step(): clipping at optimizer.grad_clip and AdamW (LR set by the trainer from the schedule);
-  6. metrics line; checkpoint every N steps.
+  6. metrics line; checkpoint every N steps; every eval.every steps (and at the end) the mean loss per
+     source on the held-out documents (mixtures/sampler.py, "Held-out split"), no gradient.
 
 Gradient accumulation is the trainer's (DeepSpeed's `managed_gradient_accumulation: false`), because the
 number of micro-batches per step changes with the ramp-up. Exit codes: 0 done, 2 bad config, 3 the spike
@@ -94,9 +95,16 @@ class Trainer:
         recipe = Recipe.load(cfg.data.recipe)
         self.seq_len = cfg.data.seq_len
         sampler = MixtureSampler(
-            recipe, self.seq_len + 1, self.rank, self.world, allow_over_cap=cfg.data.allow_over_cap
+            recipe,
+            self.seq_len + 1,
+            self.rank,
+            self.world,
+            allow_over_cap=cfg.data.allow_over_cap,
+            heldout_sequences=cfg.eval.sequences_per_source,
         )
         self.batches = Batches(sampler)
+        # (sequences_per_source, seq_len + 1) per source, the same on every rank; never in the training stream
+        self.heldout = sampler.heldout() if cfg.eval.sequences_per_source else {}
         tok = next(iter(sampler.streams.values())).manifest["tokenizer"]
         self.eod_id, self.tokenizer_path = int(tok["eod_id"]), tok.get("path")
         self.sources = sorted(sampler.streams)
@@ -139,6 +147,7 @@ class Trainer:
         self.peak = device_peak(name)
         self.device_name = name or "cpu"
         self.last_saved = -1
+        self.last_eval = -1
 
     # ------------------------------------------------------------------ state
     def trainer_state(self) -> dict:
@@ -319,6 +328,55 @@ class Trainer:
             rec["rollback"] = self._rollback()
         return rec
 
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Mean loss per target token on each source's held-out rows. Collective: call it on every rank.
+
+        Rank r takes rows r, r+W, ... of each source, micro_batch rows per forward. Every rank runs the same
+        number of forwards, because each ZeRO-3 forward gathers the sharded weights from all ranks: a rank
+        out of rows runs a stand-in row and drops its loss. Sums are float64 and all-reduced, so the result
+        depends only on the weights (bit-identical between an uninterrupted and a resumed run).
+        """
+        from trainer.model import document_ids_from_eod
+
+        micro = self.cfg.schedule.micro_batch
+        # (sources, 2): summed token loss and target count of each source
+        sums = torch.zeros(len(self.sources), 2, dtype=torch.float64, device=self.device)
+        self.engine.eval()
+        for i, src in enumerate(self.sources):
+            rows = self.heldout[src]
+            mine = rows[self.rank :: self.world]
+            for j in range(0, -(-len(rows) // self.world), micro):
+                chunk = mine[j : j + micro]
+                x = torch.from_numpy(chunk if len(chunk) else rows[:1]).to(self.device)
+                inp, tgt = x[:, :-1], x[:, 1:]  # (B, seq_len) each
+                doc_ids = document_ids_from_eod(inp, self.eod_id) if self.cfg.model.document_mask else None
+                loss_sum = self.engine(inp, tgt, doc_ids=doc_ids, loss_normalizer=1.0)  # sum over tokens
+                if len(chunk):
+                    sums[i, 0] += loss_sum.double()
+                    sums[i, 1] += tgt.numel()
+        self.engine.train()
+        self.dist.all_reduce(sums)
+        return {src: float(sums[i, 0] / sums[i, 1]) for i, src in enumerate(self.sources)}
+
+    def run_eval(self) -> float:
+        """Evaluate, log `eval/<source>/loss` at the current step; returns the seconds it took."""
+        t0 = time.perf_counter()
+        losses = self.evaluate()
+        dt = time.perf_counter() - t0
+        self.last_eval = self.step
+        self.metrics.write(
+            {
+                "event": "eval",
+                "step": self.step,
+                "eval": {s: {"loss": v} for s, v in losses.items()},
+                "sequences_per_source": self.cfg.eval.sequences_per_source,
+                "seconds": dt,
+            }
+        )
+        _log(self.rank, f"eval  {self.step:5d} " + " ".join(f"{s} {v:.4f}" for s, v in losses.items()))
+        return dt
+
     def _rollback(self) -> str:
         window = (int(self.spike_run_start), int(self.batches.global_index))
         self.batches.quarantine.append(window)
@@ -361,11 +419,12 @@ class Trainer:
                 self.load(tag)
                 _log(self.rank, f"[trainer] resumed from {self.ckpt_root / tag} at step {self.step}")
                 self.metrics.write({"event": "resume", "step": self.step, "from": tag})
+        self.metrics.start(self.step)
         _log(self.rank, f"[trainer] {self.mcfg.num_params() / 1e6:.2f}M params, world {self.world}, "
              f"device {self.device_name}, ZeRO stage {self.ds_config['zero_optimization']['stage']}, "
              f"FLOPs/token {self.flops_tok:.4g}")  # fmt: skip
         t_run = time.perf_counter()
-        t_ckpt = t_steps = 0.0
+        t_ckpt = t_steps = t_eval = 0.0
         tokens_at_start = self.tokens_trained
         while self.step < cfg.schedule.steps:
             rec = self.train_step()
@@ -386,8 +445,13 @@ class Trainer:
                     print(f"step {self.step:5d} loss {rec['loss']:.4f} gnorm {rec['grad_norm']:.3f} "
                           f"lr {rec['lr']:.2e} batch {rec['batch']} {rec['tokens_per_s']:.0f} tok/s{mf}",
                           flush=True)  # fmt: skip
+            # not right after a rollback either: that step's weights are the checkpoint's, evaluated before
+            if self.heldout and cfg.eval.every and self.step % cfg.eval.every == 0 and "rollback" not in rec:
+                t_eval += self.run_eval()
             if cfg.test_hooks.kill_at_step and self.step == cfg.test_hooks.kill_at_step and self.rank == 0:
                 os.kill(os.getpid(), signal.SIGKILL)  # test hook: a crash with no cleanup at all
+        if self.heldout and self.last_eval != self.step:
+            t_eval += self.run_eval()  # the final weights' held-out loss, whatever eval.every is
         if self.ckpt_root is not None and cfg.checkpoint.save_final and self.last_saved != self.step:
             t_ckpt += self.save()
         wall = time.perf_counter() - t_run
@@ -398,6 +462,7 @@ class Trainer:
             "tokens_per_s": (self.tokens_trained - tokens_at_start) / max(wall, 1e-9),
             "goodput": t_steps / max(wall, 1e-9),
             "checkpoint_s": t_ckpt,
+            "eval_s": t_eval,
             "per_source_tokens": dict(self.per_source),
             "rollbacks": self.rollbacks,
             "skipped_steps": self.guard.skipped_total,

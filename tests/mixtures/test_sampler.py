@@ -179,3 +179,77 @@ def test_largest_remainder_hand_cases():
     assert largest_remainder(100, {"g": 50, "m": 25, "c": 17, "x": 8}) == {"g": 50, "m": 25, "c": 17, "x": 8}
     # 3.5 / 1.75 / 1.75 -> floors 3, 1, 1; the 2 units left go to the largest fractions (.75, .75).
     assert largest_remainder(7, {"a": 0.5, "b": 0.25, "c": 0.25}) == {"a": 3, "b": 2, "c": 2}
+
+
+def _docs_of(tokens: np.ndarray, eod: int) -> list[tuple[int, ...]]:
+    """Split a token stream after each EOD; the pieces that end in EOD are whole documents."""
+    ends = np.flatnonzero(tokens == eod)
+    return [
+        tuple(tokens[a + 1 if i else 0 : b + 1].tolist()) for i, (a, b) in enumerate(zip([-1, *ends], ends))
+    ]
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_heldout_documents_never_reach_the_training_stream(sources, world):
+    root, srcs = sources
+    k = 3
+    # 160,000 tokens: web draws 90,000 of its 32,778 and multi 70,000 of its 47,195, so each training
+    # stream runs through every training document at least once
+    r = _recipe(root, srcs, total=160_000, cap=50)
+    ranks = [MixtureSampler(r, SEQ, rank=i, world_size=world, heldout_sequences=k) for i in range(world)]
+    held = ranks[0].heldout()
+    for other in ranks[1:]:  # the same split on every rank
+        assert all(np.array_equal(held[s], other.heldout()[s]) for s in held)
+    train = sorted((x for s in ranks for x in s), key=lambda x: x.index)
+    assert [x.index for x in train] == list(range(len(train)))
+    # quotas do not depend on the split: the stream without one has the same sources at the same indices
+    plain = list(MixtureSampler(r, SEQ))
+    assert [x.source for x in train] == [x.source for x in plain[: len(train)]]
+    for name, path in srcs.items():
+        eod = json.loads((path / "manifest.json").read_text())["tokenizer"]["eod_id"]
+        shards = [IndexedShard(p.with_suffix("")) for p in sorted(path.glob("part-*.bin"))]
+        all_docs = [tuple(sh[i].tolist()) for sh in shards for i in range(len(sh))]
+        assert len(set(all_docs)) == len(
+            all_docs
+        )  # distinct contents, so documents are told apart by content
+        assert held[name].shape == (k, SEQ)
+        # the held-out rows are whole documents, each ending in EOD, and the start of one more (cut)
+        pieces = _docs_of(held[name].reshape(-1), eod)
+        tail = held[name].reshape(-1)[sum(map(len, pieces)) :].tolist()
+        held_docs = set(pieces) | {d for d in all_docs if tail and list(d[: len(tail)]) == tail}
+        assert len(held_docs) == len(pieces) + (1 if tail else 0) and held_docs <= set(all_docs)
+        stream = np.concatenate([x.tokens for x in train if x.source == name])
+        trained = set(_docs_of(stream, eod))  # the stream starts at a document; its cut end is left out
+        assert trained <= set(all_docs)
+        assert not held_docs & trained
+        # every other document is trained on: the split removes the held-out ones and nothing else
+        assert trained | held_docs == set(all_docs)
+        # no held-out row's 32-token window appears anywhere in the training rows of this source
+        windows = {stream[i : i + 32].tobytes() for i in range(len(stream) - 31)}
+        assert not any(row[j : j + 32].tobytes() in windows for row in held[name] for j in range(0, SEQ - 31))
+
+
+def test_heldout_split_resume_and_checks(sources):
+    root, srcs = sources
+    r = _recipe(root, srcs)
+    full = _stream(MixtureSampler(r, SEQ, heldout_sequences=2))
+    assert full != _stream(MixtureSampler(r, SEQ))  # the held-out documents left the stream
+    assert {k: v.shape for k, v in MixtureSampler(r, SEQ).heldout().items()} == {
+        "web": (0, SEQ),
+        "multi": (0, SEQ),
+    }
+    s1 = MixtureSampler(r, SEQ, heldout_sequences=2)
+    head = [next(s1) for _ in range(77)]
+    s2 = MixtureSampler(r, SEQ, heldout_sequences=2)
+    s2.load_state_dict(json.loads(json.dumps(s1.state_dict())))
+    assert _stream(iter(head)) + _stream(s2) == full
+    # a state from another split is another stream: refused, naming the key
+    with pytest.raises(ValueError, match="heldout_sequences"):
+        MixtureSampler(r, SEQ).load_state_dict(s1.state_dict())
+    # a split larger than a source fails at construction, naming the source
+    web = json.loads((srcs["web"] / "manifest.json").read_text())
+    n = sum(f["tokens"] for f in web["files"]) // SEQ + 1  # one sequence more than web holds
+    with pytest.raises(
+        RecipeError, match=rf"source web: holds \d+ tokens, fewer than the {n * SEQ} held out"
+    ):
+        MixtureSampler(r, SEQ, heldout_sequences=n)

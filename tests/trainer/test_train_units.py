@@ -179,3 +179,62 @@ def test_flops_formula_by_hand():
     assert device_peak("NVIDIA A100-SXM4-80GB") == 312e12
     assert device_peak(None) is None and device_peak("NVIDIA GeForce GTX 1080") is None
     assert mfu(1.0, 1e5, 1, None) is None
+
+
+def test_eval_config_and_tensorboard_switch(tmp_path):
+    cfg = load_config(_write(tmp_path, "data: {recipe: r.yaml}\n"), ["eval.every=7"])
+    assert cfg.eval.every == 7 and cfg.eval.sequences_per_source == 16 and cfg.logging.tensorboard
+    for override, key in [
+        ("eval.sequences_per_source=-1", "eval.sequences_per_source"),
+        ("eval.every=-2", "eval.every"),
+    ]:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            load_config(_write(tmp_path, "data: {recipe: r.yaml}\n"), [override])
+
+
+def test_tensorboard_gets_the_jsonl_numbers_under_their_paths(tmp_path):
+    """Records as the trainer writes them; read back with TensorBoard's own reader. A relaunch after step 2
+    (`start(2)`) purges what the first attempt logged past step 2."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from trainer.metrics import MetricsWriter
+
+    step = {"loss": 5.5, "grad_norm": 0.75, "lr": 1e-3, "mfu": None, "update": True, "phase": "main",
+            "per_source_tokens": {"web": 130, "multi": 65}, "time": {"data": 0.25, "fwd_bwd": 1.5},
+            "indices": [0, 1]}  # fmt: skip
+    w = MetricsWriter(tmp_path, enabled=True, tensorboard=True)
+    w.start(0)
+    for s in (1, 2, 3):
+        w.write({"step": s, **step, "loss": 6.0 - s})
+    w.write({"event": "eval", "step": 3, "eval": {"web": {"loss": 4.25}}, "seconds": 0.5})
+    w.close()
+    w = MetricsWriter(tmp_path, enabled=True, tensorboard=True)  # the relaunch, resumed at step 2
+    w.start(2)
+    w.write({"step": 3, **step, "loss": 2.5})
+    w.write(
+        {"event": "end", "step": 3, "goodput": 0.875, "sample": "The end", "per_source_tokens": {"web": 9}}
+    )
+    w.close()
+    acc = EventAccumulator(str(tmp_path / "tensorboard"))
+    acc.Reload()
+    scalars = {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+    # the purged eval of the first attempt leaves its tags with no points
+    assert scalars.pop("eval/web/loss") == [] and scalars.pop("eval/seconds") == []
+    assert set(scalars) == {
+        "loss", "grad_norm", "lr", "per_source_tokens/web", "per_source_tokens/multi", "time/data",
+        "time/fwd_bwd", "end/goodput", "end/per_source_tokens/web",
+    }  # fmt: skip
+    # steps 1, 2 of the first attempt, step 3 of the relaunch; its first step 3 and its eval are purged
+    assert scalars["loss"] == [(1, 5.0), (2, 4.0), (3, 2.5)]
+    assert scalars["end/goodput"] == [(3, 0.875)]
+    (text,) = acc.Tensors("end/sample/text_summary")  # add_text's tag suffix
+    assert text.step == 3 and text.tensor_proto.string_val == [b"The end"]
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [1, 2, 3, 3, 3, 3]  # the JSONL keeps every attempt
+
+
+def test_eval_scalars_tag_per_source():
+    from trainer.metrics import scalar_tags
+
+    rec = {"event": "eval", "step": 5, "eval": {"web": {"loss": 4.0}, "multi": {"loss": 4.5}}, "seconds": 0.1}
+    assert dict(scalar_tags(rec)) == {"eval/web/loss": 4.0, "eval/multi/loss": 4.5, "eval/seconds": 0.1}
