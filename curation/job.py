@@ -184,6 +184,8 @@ class TokenizeResult:
     failed: list[dict[str, Any]] = field(default_factory=list)
     stats: Stats = field(default_factory=Stats)
     manifest: dict[str, Any] | None = None
+    encoder: str = ""
+    """Encoder the driver chose ("tiktoken" or "hf (reason)"); each part's marker records its own."""
 
     @property
     def ok(self) -> bool:
@@ -209,17 +211,20 @@ def run_tokenize(
     eod_token: str | None = None,
     master: str | None = None,
     spark_conf: dict[str, str] | None = None,
+    encoder: str = "auto",
 ) -> TokenizeResult:
     """Tokenize every Parquet file of `input_dir` into `output/shards/<source>/` on Spark.
 
     Bad input (no documents, a missing `text` or selector column, a tokenizer without an EOD token,
     an output folder made by another tokenizer/selection/input list) raises before Spark starts.
+    `encoder` (curation.tokenizer.ENCODERS) is not part of the output's config: every encoder gives
+    the same bytes, so a rerun with another one resumes the same folder.
     """
     import pyarrow.parquet as pq
 
     from curation.output import OutputConflict, _diff_keys
     from curation.tokenize import STAGES, TokenizeTask, part_name
-    from curation.tokenizer import doc_parquet_files, load_tokenizer
+    from curation.tokenizer import build_encoder, doc_parquet_files, load_tokenizer
     from mixtures.selectors import SelectorError, parse_selectors
 
     if not source or "/" in source or source.startswith("."):
@@ -241,8 +246,14 @@ def run_tokenize(
                 )
     try:
         tok = load_tokenizer(tokenizer, eod_token)
+        tokenizer_json = Path(tok.path).read_text(encoding="utf-8")
+        # Chosen here once so the log says which encoder and why, and encoder=tiktoken on a
+        # tokenizer it cannot express fails before Spark starts; workers repeat the same choice.
+        enc = build_encoder(tokenizer_json, encoder)
     except (FileNotFoundError, ValueError) as e:
         raise InputError(str(e)) from None
+    encoder_used = enc.backend + (f" ({enc.reason})" if enc.reason else "")
+    log.info("tokenize: encoder %s", encoder_used)
     out = Path(output).expanduser().resolve() / "shards" / source
     (out / "done").mkdir(parents=True, exist_ok=True)
     config = {
@@ -281,10 +292,11 @@ def run_tokenize(
         task = TokenizeTask(
             source=source,
             out_dir=str(out),
-            tokenizer_json=Path(tok.path).read_text(encoding="utf-8"),
+            tokenizer_json=tokenizer_json,
             tokenizer_sha256=tok.sha256,
             eod_token=tok.eod_token,
             selectors=selectors,
+            encoder=encoder,
         )
         spark = get_spark(master, "refinery-tokenize", spark_conf)
         sc = spark.sparkContext
@@ -304,7 +316,7 @@ def run_tokenize(
     if len(done) == len(parts):
         manifest = build_manifest(source, config, fingerprint, tok, done)
         atomic_write_json(manifest_path, manifest)
-    return TokenizeResult(str(out), len(parts), skipped, len(todo), failed, merged, manifest)
+    return TokenizeResult(str(out), len(parts), skipped, len(todo), failed, merged, manifest, encoder_used)
 
 
 def build_manifest(

@@ -11,6 +11,17 @@ the initial alphabet, so any text encodes and decodes losslessly) and writes:
 The same input and config give a byte-identical tokenizer.json (tested). A given tokenizer.json
 (e.g. a released model's) is used as is; its EOD token comes from `tokenizer_meta.json` beside it,
 or `--eod-token`, or the first known end-of-text token it defines.
+
+Encoding documents (`build_encoder`): HF `tokenizers` encodes byte-level BPE at ~0.4-0.8 M tokens/s
+on one core; `tiktoken` runs the same algorithm (GPT-2 regex split, then rank-ordered byte-pair
+merges) ~4x faster. `build_encoder` builds a `tiktoken.Encoding` from the tokenizer.json when that
+gives the HF token ids exactly, and otherwise falls back to HF with the reason logged. "Exactly" is
+checked, not assumed (see `_tiktoken_encoding`): the tokenizer.json must be the plain GPT-2 shape
+(no normalizer, ByteLevel pre-tokenizer with its regex and no prefix space, plain BPE, only special
+added tokens, which documents never produce), merge order must equal id order (tiktoken ranks a
+merge by the id of its result, HF by the merge's position), every token must be what HF's own
+merges give for its bytes (tiktoken looks a whole piece up first), and a probe of tricky strings
+must encode identically. tests/curation/test_tokenizer_fast.py compares both paths on real data.
 """
 
 from __future__ import annotations
@@ -18,7 +29,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import heapq
+import itertools
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +41,8 @@ import yaml
 from curation.config import ConfigError, _build
 from curation.output import atomic_write_bytes, atomic_write_json
 from curation.shards import sha256_file
+
+log = logging.getLogger(__name__)
 
 # End-of-text tokens of common released tokenizers (GPT-2/Qwen, Llama 3, Llama 2/Mistral, Gemma).
 KNOWN_EOD_TOKENS = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
@@ -228,3 +243,140 @@ def load_tokenizer(path: str | Path, eod_token: str | None = None) -> LoadedToke
         path=str(p.resolve()),
         meta=meta,
     )
+
+
+# -- fast encoding ------------------------------------------------------------------------------
+
+ENCODERS = ("auto", "tiktoken", "hf")
+"""`auto`: tiktoken when exact for the tokenizer.json, else HF; `tiktoken`: that or an error; `hf`: HF."""
+
+# tiktoken's r50k/GPT-2 pattern: HF ByteLevel's `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
+# ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+` rewritten with possessive quantifiers (same matches, faster). Both
+# engines (HF's Oniguruma, tiktoken's fancy-regex) gave identical ids for every code point in
+# letter/number/space contexts (checked once over all 1.1M; the test checks a sample of every block).
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+
+# Strings where a regex or merge-order difference would show; checked at build time as a guard
+# against a future `tokenizers`/`tiktoken` changing behaviour (the tests cover real data).
+PROBE_TEXTS = (
+    "Hello, world! It's 2024: don't we'll they've I'm you'd 3.14159 1,000,000",
+    "Windows line\r\nends\tand\ttabs   \n\n\n  trailing   ",
+    "emoji \U0001f600\U0001f44d\U0001f3fd\u200d\U0001f9d1 flags \U0001f1fa\U0001f1f8 keycap 1\ufe0f\u20e3",
+    "combining e\u0301 n\u0303 \u0915\u094d\u0937 \u00a0nbsp\u2003em\u3000ideographic\u0085nel",
+    "数据 данные データ 데이터 البيانات δεδομένα डेटा <|endoftext|> <|pad|> \x00 \ufeff",
+    " " * 40 + "x" + "\t" * 9 + "\n",
+)
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character map, which ByteLevel vocabularies are written in."""
+    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    cs = list(bs)
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs), strict=True))
+
+
+def _tiktoken_encoding(spec: dict[str, Any], hf: Any) -> tuple[Any | None, str]:
+    """(tiktoken.Encoding, "") giving exactly `hf`'s ids on any text, or (None, why it would not)."""
+    pre = spec.get("pre_tokenizer") or {}
+    model = spec.get("model") or {}
+    post = (spec.get("post_processor") or {}).get("type")
+    checks = [
+        (spec.get("normalizer") is None, f"normalizer {spec.get('normalizer')!r}"),
+        (
+            pre.get("type") == "ByteLevel" and pre.get("use_regex", True),
+            f"pre-tokenizer {pre.get('type')!r} (only ByteLevel with its GPT-2 regex)",
+        ),
+        (not pre.get("add_prefix_space", False), "ByteLevel add_prefix_space=true"),
+        (model.get("type") == "BPE", f"model {model.get('type')!r}"),
+        (model.get("dropout") in (None, 0.0), "BPE dropout (random merges)"),
+        (
+            not model.get("continuing_subword_prefix") and not model.get("end_of_word_suffix"),
+            "BPE subword prefix/suffix",
+        ),
+        (post in (None, "ByteLevel"), f"post-processor {post!r}"),
+        (spec.get("truncation") is None and spec.get("padding") is None, "truncation/padding set"),
+    ]
+    nonspecial = [t["content"] for t in spec.get("added_tokens", []) if not t.get("special")]
+    # encode_special_tokens=True keeps special tokens out of document text; non-special added
+    # tokens are still cut out of the text by HF, which tiktoken's ordinary encoding cannot do.
+    checks.append((not nonspecial, f"non-special added tokens {nonspecial[:3]}"))
+    for ok, why in checks:
+        if not ok:
+            return None, f"not expressible in tiktoken: {why}"
+    try:
+        import tiktoken
+    except ImportError:
+        return None, "tiktoken is not installed (pip install tiktoken)"
+
+    vocab: dict[str, int] = model["vocab"]
+    merges = [m.split(" ", 1) if isinstance(m, str) else m for m in model.get("merges", [])]
+    results = [vocab.get(a + b) for a, b in merges]
+    # HF applies the earliest merge first, tiktoken the pair whose result has the smallest id.
+    if None in results:
+        return None, f"merge {merges[results.index(None)]} makes a token that is not in the vocabulary"
+    if any(x >= y for x, y in itertools.pairwise(results)):
+        return None, "merge order is not id order (tiktoken ranks merges by result id)"
+    u2b = {c: b for b, c in _bytes_to_unicode().items()}
+    added = {t["id"] for t in spec.get("added_tokens", [])}
+    ranks: dict[bytes, int] = {}
+    for tok, i in vocab.items():
+        if i in added:
+            continue  # special: never produced from text (encode_special_tokens)
+        if any(c not in u2b for c in tok):
+            return None, f"vocabulary token {tok!r} is not byte-level"
+        # tiktoken encodes a piece that is a whole token as that token; HF's merges must agree.
+        got = [t.id for t in hf.model.tokenize(tok)]
+        if got != [i]:
+            return None, f"token {tok!r} ({i}) is not what HF's merges give for its bytes ({got[:4]})"
+        ranks[bytes(u2b[c] for c in tok)] = i
+    if missing := [b for b in range(256) if bytes([b]) not in ranks]:
+        return None, f"{len(missing)} of the 256 byte tokens are missing"
+    enc = tiktoken.Encoding("refinery", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    for text in PROBE_TEXTS:
+        if enc.encode_ordinary(text) != hf.encode(text, add_special_tokens=False).ids:
+            return None, f"probe text encodes differently: {text[:40]!r}"
+    return enc, ""
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentEncoder:
+    """Document texts -> token ids (no EOD), with tiktoken or HF; `hf` is always there for lookups."""
+
+    backend: str
+    """"tiktoken" or "hf"."""
+    reason: str
+    """Why HF is used ("" with tiktoken)."""
+    hf: Any
+    tt: Any = None
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        if self.tt is not None:
+            # One thread: Spark already runs one task per core.
+            return [self.tt.encode_ordinary(t) for t in texts]
+        return [e.ids for e in self.hf.encode_batch_fast(texts, add_special_tokens=False)]
+
+
+def build_encoder(tokenizer_json: str, mode: str = "auto") -> DocumentEncoder:
+    """The fastest exact encoder for this tokenizer.json (see the module docstring)."""
+    from tokenizers import Tokenizer
+
+    if mode not in ENCODERS:
+        raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {mode!r}")
+    hf = Tokenizer.from_str(tokenizer_json)
+    # Literal special-token strings inside documents are text, not control tokens.
+    hf.encode_special_tokens = True
+    if mode == "hf":
+        return DocumentEncoder("hf", "encoder=hf requested", hf)
+    tt, reason = _tiktoken_encoding(json.loads(tokenizer_json), hf)
+    if tt is None:
+        if mode == "tiktoken":
+            raise ValueError(f"encoder=tiktoken: {reason}")
+        log.warning("tokenize: using the Hugging Face encoder (slower): %s", reason)
+        return DocumentEncoder("hf", reason, hf)
+    return DocumentEncoder("tiktoken", "", hf, tt)

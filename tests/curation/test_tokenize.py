@@ -54,7 +54,7 @@ def test_round_trip_every_document_without_spark(tmp_path, corpus, tok_path):
     files = sorted((corpus / "docs").glob("*.parquet"))
     for i, f in enumerate(files):
         res = tokenize_file(i, str(f), _task(tmp_path, tok))
-        assert res["status"] == "done", res
+        assert res["status"] == "done" and res["encoder"] == "tiktoken", res  # the fast path is exact here
         texts = pq.read_table(f, columns=["text"]).column("text").to_pylist()
         kept = [t for t in texts if t]  # null and empty rows are skipped, and counted below
         shard = IndexedShard(tmp_path / res["bin"])
@@ -97,7 +97,7 @@ def test_selectors_and_missing_column(tmp_path, corpus, tok_path):
 def test_spark_job_manifest_rerun_and_conflict(spark, tmp_path, corpus, tok_path):
     out = tmp_path / "tokens"
     r1 = run_tokenize(str(corpus), str(tok_path), str(out), source="all")
-    assert r1.ok and r1.processed == 3 and r1.manifest is not None
+    assert r1.ok and r1.processed == 3 and r1.manifest is not None and r1.encoder == "tiktoken"
     src = out / "shards" / "all"
     m = json.loads((src / "manifest.json").read_text())
     tok = load_tokenizer(tok_path)
@@ -114,14 +114,19 @@ def test_spark_job_manifest_rerun_and_conflict(spark, tmp_path, corpus, tok_path
     assert m["files"][0]["input_metadata"]["config_fingerprint"]  # provenance from extract's Parquet
     before = {p.name: _sha(p) for p in src.glob("part-*")}
     manifest_bytes = (src / "manifest.json").read_bytes()
-    # Rerun: nothing to do, same manifest bytes.
-    r2 = run_tokenize(str(corpus), str(tok_path), str(out), source="all")
+    # Rerun: nothing to do, same manifest bytes (the encoder is not part of the output's config).
+    r2 = run_tokenize(str(corpus), str(tok_path), str(out), source="all", encoder="hf")
     assert (r2.processed, r2.skipped) == (0, 3) and (src / "manifest.json").read_bytes() == manifest_bytes
-    # A lost marker (crash before it was written) redoes that part to identical bytes.
+    # A lost marker (crash before it was written) redoes that part to identical bytes, here with
+    # the HF encoder: the two encoders are interchangeable mid-source.
     (src / "done" / "part-00001.json").unlink()
     (src / "part-00001.bin").write_bytes(b"garbage")
-    r3 = run_tokenize(str(corpus), str(tok_path), str(out), source="all")
-    assert r3.processed == 1 and {p.name: _sha(p) for p in src.glob("part-*")} == before
+    r3 = run_tokenize(str(corpus), str(tok_path), str(out), source="all", encoder="hf")
+    assert (
+        r3.processed == 1
+        and r3.encoder.startswith("hf")
+        and {p.name: _sha(p) for p in src.glob("part-*")} == before
+    )
     assert (src / "manifest.json").read_bytes() == manifest_bytes
     # Another tokenizer into the same folder is refused; a selector on a missing column fails early.
     other = train_tokenizer(corpus, tmp_path / "tok2", TokenizerConfig(vocab_size=600))
