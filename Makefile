@@ -21,10 +21,12 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# WARCs -> extract -> dedup -> quality -> tokenizer -> shards (mixtures/demo.yaml) -> plan -> training
+# -> $(DEMO_OUT)/report.html. Reruns skip finished stages. Options go in DEMO_ARGS, e.g.
+# DEMO_ARGS='--quality-model out/my-model --steps 100' (see `.venv/bin/python scripts/demo.py --help`).
+DEMO_ARGS ?=
 demo: install
-	$(BIN)/python -m curation extract \
-		--input '$(SHARED_DATA)/warc/*.warc.gz' '$(SHARED_DATA)/warc/quirks/*' '$(SHARED_DATA)/warc/wet-cc-main-2016-50/*' \
-		--output $(DEMO_OUT)/extract
+	$(BIN)/python scripts/demo.py --out $(DEMO_OUT) --shared-data $(SHARED_DATA) $(DEMO_ARGS)
 
 test: install
 	$(BIN)/ruff check .

@@ -293,6 +293,8 @@ def _run(path, warc_name, cfg, stages: Stages, stats: Stats, writer: _DocWriter,
                 stats.drop("langid", "langid_error", tbytes)
                 rejected.add("langid", "langid_error", **base, detail=str(e)[:300], snippet=text)
                 continue
+            # Every identified language is counted, kept or not: the report's language chart.
+            stats.counters[f"lang:{lr.lang}"] += 1
             if lr.reason is not None:
                 stats.drop("langid", lr.reason, tbytes)
                 rejected.add(

@@ -1,0 +1,242 @@
+"""Read a run's stats files into one JSON-able dict: the numbers behind every chart of the report.
+
+Layout read (what scripts/demo.py writes; any part may be missing, its section is then empty):
+
+    DIR/extract/stats.json      funnel stages read → … → write, drops per reason, counters
+    DIR/dedup/stats.json        exact / url / minhash / cluster / lines stages; cluster counters
+    DIR/dedup/docs/*.parquet    dup_cluster_size of the kept documents (one kept per cluster)
+    DIR/scored/stats.json       counters quality_bin_0 … quality_bin_9 (tenths of P(high quality))
+    DIR/tokens/shards/*/manifest.json   tokens and documents per source
+    DIR/recipe.yaml or mixtures/demo.yaml   the recipe: its plan gives tokens per source and phase
+    DIR/train/metrics.jsonl     per-step loss, tokens/s, phase; the `end` event
+    DIR/timings.json            seconds per demo stage
+
+Nothing is recomputed from documents except the duplicate-cluster size histogram and the languages of
+kept documents (counted from the Parquet columns because the stats do not hold them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+class ReportError(ValueError):
+    """The folder is not a run (no stage output at all); the message names it."""
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def funnel(stats: dict[str, Any] | None, job: str) -> list[dict[str, Any]]:
+    """Stages of one job's stats.json, in order, each with its drop reasons (docs and bytes)."""
+    if not stats:
+        return []
+    stages = stats["stages"]
+    # extract writes a list of stages; dedup writes Stats.to_dict() (also a list) — accept a mapping too.
+    items = stages if isinstance(stages, list) else [{"stage": k, **v} for k, v in stages.items()]
+    keys = ("docs_in", "docs_out", "bytes_in", "bytes_out", "seconds")
+    return [
+        {"job": job, "stage": s["stage"], **{k: s[k] for k in keys}, "drops": dict(s.get("drops", {}))}
+        for s in items
+    ]
+
+
+def _parquet_column_counts(folder: Path, column: str) -> Counter:
+    import pyarrow.parquet as pq
+
+    counts: Counter = Counter()
+    for f in sorted(folder.glob("*.parquet")):
+        if column in pq.read_schema(f).names:
+            counts.update(
+                v for v in pq.read_table(f, columns=[column]).column(column).to_pylist() if v is not None
+            )
+    return counts
+
+
+def languages(run: Path) -> dict[str, Any]:
+    """Languages of kept documents, and of the rejected sample's language drops (a sample, said so)."""
+    ex = run / "extract"
+    kept = _parquet_column_counts(ex / "docs", "lang") if (ex / "docs").is_dir() else Counter()
+    rejected = Counter()
+    if (ex / "rejected").is_dir():
+        import pyarrow.parquet as pq
+
+        for f in sorted((ex / "rejected").glob("*.parquet")):
+            names = pq.read_schema(f).names
+            if "lang" in names and "stage" in names:
+                t = pq.read_table(f, columns=["stage", "lang"]).to_pylist()
+                rejected.update(r["lang"] for r in t if r["stage"] == "langid" and r["lang"])
+    # Exact counts of every document langid saw, when extract's stats carry them (counters `lang:<code>`).
+    stats = _json(ex / "stats.json") or {}
+    seen = {k.removeprefix("lang:"): v for k, v in stats.get("counters", {}).items() if k.startswith("lang:")}
+    return {
+        "kept": dict(kept.most_common()),
+        "seen": dict(sorted(seen.items(), key=lambda kv: -kv[1])),
+        "rejected_sample": dict(rejected.most_common()),
+        "note": "rejected_sample counts the rejected/ sample (at most N per reason and file), not every drop",
+    }
+
+
+def quality(stats: dict[str, Any] | None, run: Path | None = None) -> dict[str, Any]:
+    """The score job's histogram (tenths), plus a log-scale one from the `quality` column.
+
+    The tenths are what the stats hold; but a classifier whose negatives are these very pages scores
+    most of them under 0.1, so the log-scale histogram (20 bins over 1e-4 … 1) is what shows where a
+    recipe threshold cuts.
+    """
+    if not stats:
+        return {}
+    bins = {
+        k.removeprefix("quality_bin_"): v
+        for k, v in stats.get("counters", {}).items()
+        if k.startswith("quality_bin_")
+    }
+    # Keys are the score job's own labels ("0.0-0.1"), kept as they are; ordered by their lower edge.
+    out: dict[str, Any] = {"bins": dict(sorted(bins.items(), key=lambda kv: float(kv[0].split("-")[0])))}
+    docs = run / "scored" / "docs" if run is not None else None
+    if docs is not None and docs.is_dir():
+        import numpy as np
+        import pyarrow.parquet as pq
+
+        vals = [
+            v
+            for f in sorted(docs.glob("*.parquet"))
+            for v in pq.read_table(f, columns=["quality"]).column(0).to_pylist()
+        ]
+        q = np.array([v for v in vals if v is not None], dtype=np.float64)
+        counts, edges = np.histogram(np.log10(np.clip(q, 1e-4, 1.0)), bins=20, range=(-4.0, 0.0))
+        out["log_bins"] = {"edges": [float(10**e) for e in edges], "counts": [int(c) for c in counts]}
+        out["quantiles"] = (
+            {str(p): float(np.quantile(q, p)) for p in (0.1, 0.25, 0.5, 0.75, 0.9)} if q.size else {}
+        )
+    return out
+
+
+def dup_clusters(run: Path, stats: dict[str, Any] | None) -> dict[str, Any]:
+    """Size histogram of near-duplicate clusters: one kept document per cluster carries its size."""
+    docs = run / "dedup" / "docs"
+    sizes = _parquet_column_counts(docs, "dup_cluster_size") if docs.is_dir() else Counter()
+    counters = {k: v for k, v in (stats or {}).get("counters", {}).items()}
+    return {"kept_docs_by_cluster_size": {str(k): sizes[k] for k in sorted(sizes)}, "counters": counters}
+
+
+def recipe_path(run: Path) -> Path | None:
+    """`run/recipe.yaml` (the demo driver writes it for a non-default --out); mixtures/demo.yaml for out/demo."""
+    own = run / "recipe.yaml"
+    if own.exists():
+        return own
+    root = Path(__file__).resolve().parents[2]
+    if run.resolve() == (root / "out" / "demo").resolve():
+        return root / "mixtures" / "demo.yaml"
+    return None
+
+
+def tokens(run: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {"manifests": {}, "plan": {}}
+    rp = recipe_path(run)
+    names = None
+    if rp is not None:
+        from mixtures.recipe import Recipe
+
+        names = set(Recipe.load(rp).sources)  # shards of sources the recipe no longer has are not shown
+    for m in sorted((run / "tokens" / "shards").glob("*/manifest.json")):
+        man = json.loads(m.read_text())
+        if names is not None and man["source"] not in names:
+            continue
+        out["manifests"][man["source"]] = {
+            "tokens": man["tokens"],
+            "documents": man["documents"],
+            "select": man.get("select", {}),
+        }
+    if rp is not None and out["manifests"]:
+        from mixtures.plan import make_plan
+        from mixtures.recipe import Recipe
+
+        plan = make_plan(Recipe.load(rp))
+        out["recipe"] = str(rp)
+        out["plan"] = {name: dict(sp.drawn) for name, sp in plan.sources.items()}
+        out["plan_warnings"] = list(plan.warnings)
+    return out
+
+
+def quality_thresholds(run: Path) -> list[float]:
+    """Lower bounds the recipe puts on `quality` (drawn as lines on the histogram)."""
+    rp = recipe_path(run)
+    if rp is None:
+        return []
+    from mixtures.recipe import Recipe
+
+    found = set()
+    for src in Recipe.load(rp).sources.values():
+        for sel in src.select:
+            if sel.column == "quality" and sel.op in (">=", ">"):
+                found.add(float(sel.value))
+    return sorted(found)
+
+
+def training(run: Path) -> dict[str, Any]:
+    path = run / "train" / "metrics.jsonl"
+    if not path.exists():
+        return {}
+    steps: dict[int, dict[str, Any]] = {}
+    end = None
+    evals: dict[int, dict[str, float]] = {}
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("event") == "end":
+            end = rec
+        elif rec.get("event") == "eval":  # held-out loss per source
+            evals[rec["step"]] = {src: v["loss"] for src, v in rec["eval"].items()}
+        elif "event" not in rec and "loss" in rec:
+            steps[rec["step"]] = rec  # a resumed run rewrites steps after its checkpoint: keep the last
+    ordered = [steps[k] for k in sorted(steps)]
+    # Tokens actually trained per phase and source: the trainer's cumulative per-source counts at the
+    # last step of each phase, minus those at the end of the phase before.
+    by_phase: dict[str, dict[str, int]] = {}
+    prev: dict[str, int] = {}
+    for i, r in enumerate(ordered):
+        last_of_phase = i + 1 == len(ordered) or ordered[i + 1].get("phase") != r.get("phase")
+        if last_of_phase and "per_source_tokens" in r:
+            cur = r["per_source_tokens"]
+            by_phase[str(r.get("phase"))] = {
+                k: v - prev.get(k, 0) for k, v in cur.items() if v - prev.get(k, 0)
+            }
+            prev = cur
+    return {
+        "trained_tokens_by_phase": by_phase,
+        "eval": {
+            src: {"step": sorted(evals), "loss": [evals[k].get(src) for k in sorted(evals)]}
+            for src in dict.fromkeys(s for e in evals.values() for s in e)
+        },
+        "step": [r["step"] for r in ordered],
+        "loss": [r["loss"] for r in ordered],
+        "tokens_per_s": [r["tokens_per_s"] for r in ordered],
+        "phase": [r.get("phase") for r in ordered],
+        "tokens": [r.get("tokens") for r in ordered],
+        "end": end,
+    }
+
+
+def collect(run: str | Path) -> dict[str, Any]:
+    run = Path(run)
+    if not run.is_dir():
+        raise ReportError(f"{run}: not a folder")
+    ex, dd, sc = (_json(run / n / "stats.json") for n in ("extract", "dedup", "scored"))
+    if ex is None and dd is None and sc is None:
+        raise ReportError(f"{run}: no extract/, dedup/ or scored/ stats.json — is this a demo output folder?")
+    return {
+        "run": str(run),
+        "funnel": funnel(ex, "extract") + funnel(dd, "dedup"),
+        "extract_counters": (ex or {}).get("counters", {}),
+        "languages": languages(run),
+        "quality": quality(sc, run),
+        "quality_thresholds": quality_thresholds(run),
+        "dup_clusters": dup_clusters(run, dd),
+        "tokens": tokens(run),
+        "training": training(run),
+        "timings": _json(run / "timings.json") or {},
+    }

@@ -1,0 +1,336 @@
+"""Charts (PNG, matplotlib's Agg backend: no display needed) and report.html, drawn from report.json only.
+
+One function per chart; each returns the PNG file name or None when its section has no data (a run
+stopped early still gets a report of what it has). The HTML puts the numbers in a table under each
+chart, so a reader can quote them without opening the JSON.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+CHARTS = ("funnel", "languages", "quality", "dup_clusters", "tokens", "loss", "throughput")
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: CI and servers have no display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, out: Path, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(out / f"{name}.png", dpi=110)
+    _plt().close(fig)
+    return f"{name}.png"
+
+
+def chart_funnel(r: dict[str, Any], out: Path) -> str | None:
+    rows = r["funnel"]
+    if not rows:
+        return None
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 1.3]})
+    # The first bar is what went in (WARC records), then what each stage left.
+    labels = ["records read", *(f"{x['job']}:{x['stage']}" for x in rows)]
+    a1.barh(labels, [rows[0]["docs_in"], *(x["docs_out"] for x in rows)], color="#4c72b0")
+    a1.invert_yaxis()
+    a1.set_xlabel("documents out")
+    a1.set_title("Funnel: documents left after each stage")
+    reasons: dict[str, int] = {}
+    for x in rows:
+        for k, v in x["drops"].items():
+            # Filter reasons already name their block ("gopher_quality:gopher_short_doc").
+            label = k if ":" in k else f"{x['stage']}: {k}"
+            reasons[label] = reasons.get(label, 0) + v
+    top = sorted(reasons.items(), key=lambda kv: -kv[1])[:20]
+    a2.barh([k for k, _ in top], [v for _, v in top], color="#c44e52")
+    a2.invert_yaxis()
+    a2.set_xlabel("documents dropped")
+    a2.set_title("Drop reasons (top 20)")
+    return _save(fig, out, "funnel")
+
+
+def chart_languages(r: dict[str, Any], out: Path) -> str | None:
+    lang = r["languages"]
+    # Dropped: exact when extract counted every language (`seen`), else the rejected/ sample's count.
+    if lang.get("seen"):
+        dropped = {k: v - lang["kept"].get(k, 0) for k, v in lang["seen"].items()}
+        label = "dropped by langid"
+    else:
+        dropped = dict(lang["rejected_sample"])
+        label = "dropped by langid (rejected sample only)"
+    merged = {k: lang["kept"].get(k, 0) + dropped.get(k, 0) for k in set(lang["kept"]) | set(dropped)}
+    if not merged:
+        return None
+    top = sorted(merged.items(), key=lambda kv: -kv[1])[:20]
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    names = [k for k, _ in top]
+    ax.bar(names, [lang["kept"].get(k, 0) for k in names], label="kept", color="#55a868")
+    ax.bar(names, [dropped.get(k, 0) for k in names], bottom=[lang["kept"].get(k, 0) for k in names],
+           label=label, color="#c44e52")  # fmt: skip
+    ax.legend()
+    ax.set_ylabel("documents")
+    ax.set_title("Languages (lid.176)")
+    return _save(fig, out, "languages")
+
+
+def chart_quality(r: dict[str, Any], out: Path) -> str | None:
+    q = r["quality"]
+    if not q.get("bins"):
+        return None
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
+    edges = [tuple(float(x) for x in k.split("-")) for k in q["bins"]]  # "0.0-0.1" -> (0.0, 0.1)
+    a1.bar([lo for lo, _ in edges], list(q["bins"].values()), width=[hi - lo for lo, hi in edges], align="edge",
+           color="#8172b2", edgecolor="white")  # fmt: skip
+    a1.set_xlabel("quality score P(high quality)")
+    a1.set_ylabel("documents")
+    a1.set_title("Quality scores (score job's stats, tenths)")
+    lb = q.get("log_bins")
+    if lb:
+        e = lb["edges"]
+        a2.bar(e[:-1], lb["counts"], width=[hi - lo for lo, hi in itertools.pairwise(e)], align="edge",
+               color="#8172b2", edgecolor="white")  # fmt: skip
+        a2.set_xscale("log")
+        a2.set_xlabel("quality score (log scale; below 1e-4 counted in the first bin)")
+        a2.set_title("Quality scores, log scale, with the recipe's thresholds")
+        for t in r.get("quality_thresholds", []):
+            a2.axvline(t, color="black", ls="--", lw=1)
+            a2.text(t, max(lb["counts"]) * 0.95, f" recipe ≥ {t}", va="top")
+    return _save(fig, out, "quality")
+
+
+def chart_dup_clusters(r: dict[str, Any], out: Path) -> str | None:
+    sizes = r["dup_clusters"]["kept_docs_by_cluster_size"]
+    if not sizes:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.bar([str(k) for k in sizes], list(sizes.values()), color="#dd8452")
+    ax.set_yscale("log")
+    ax.set_xlabel("near-duplicate cluster size (documents)")
+    ax.set_ylabel("clusters (log)")
+    ax.set_title("Duplicate-cluster sizes (MinHash LSH)")
+    return _save(fig, out, "dup_clusters")
+
+
+def chart_tokens(r: dict[str, Any], out: Path) -> str | None:
+    plan = r["tokens"]["plan"]
+    mans = r["tokens"]["manifests"]
+    if not mans:
+        return None
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.2))
+    names = list(mans)
+    a1.bar(names, [mans[n]["tokens"] for n in names], color="#4c72b0")
+    a1.set_ylabel("tokens")
+    a1.set_title("Tokens available per source (manifests)")
+    trained = r["training"].get("trained_tokens_by_phase", {})
+    phases = list(dict.fromkeys(p for d in plan.values() for p in d))  # recipe order
+    # Bars: each phase as planned, and (after training) as the trainer actually drew it.
+    cols = [(f"{p}\nplan", {n: plan[n].get(p, 0) for n in plan}) for p in phases]
+    cols += [(f"{p}\ntrained", trained[p]) for p in phases if p in trained]
+    bottom = [0] * len(cols)
+    for n in names:
+        vals = [c.get(n, 0) for _, c in cols]
+        a2.bar([label for label, _ in cols], vals, bottom=bottom, label=n)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    a2.set_ylabel("tokens")
+    a2.set_title("Tokens per source and phase: recipe plan and trained")
+    a2.legend()
+    return _save(fig, out, "tokens")
+
+
+def chart_loss(r: dict[str, Any], out: Path) -> str | None:
+    t = r["training"]
+    if not t.get("step"):
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(t["step"], t["loss"], lw=1, color="#4c72b0")
+    # Shade phases so the anneal's effect on the loss is visible.
+    prev, start = None, None
+    for s, p in zip(t["step"], t["phase"]):
+        if p != prev:
+            if prev is not None:
+                ax.axvline(s, color="grey", ls=":", lw=1)
+                ax.text(s, max(t["loss"]), f" {p}", va="top", color="grey")
+            prev, start = p, s
+    del start
+    for src, ev in t.get("eval", {}).items():
+        ax.plot(ev["step"], ev["loss"], "o--", ms=4, lw=1, label=f"held-out {src}")
+    if t.get("eval"):
+        ax.legend()
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats/token)")
+    ax.set_title("Loss curve")
+    return _save(fig, out, "loss")
+
+
+def chart_throughput(r: dict[str, Any], out: Path) -> str | None:
+    t = r["training"]
+    if not t.get("step"):
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(t["step"], t["tokens_per_s"], lw=1, color="#55a868")
+    ax.set_xlabel("step")
+    ax.set_ylabel("tokens / s (all ranks)")
+    ax.set_title("Training throughput")
+    return _save(fig, out, "throughput")
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:,.3f}"
+        if isinstance(v, int):
+            return f"{v:,}"
+        return html.escape(str(v))
+
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _section_tables(r: dict[str, Any]) -> dict[str, str]:
+    t: dict[str, str] = {}
+    t["funnel"] = _table(
+        ["job", "stage", "docs in", "docs out", "bytes in", "bytes out", "seconds", "drops"],
+        [
+            [
+                x["job"],
+                x["stage"],
+                x["docs_in"],
+                x["docs_out"],
+                x["bytes_in"],
+                x["bytes_out"],
+                x["seconds"],
+                ", ".join(f"{k}: {v}" for k, v in sorted(x["drops"].items())),
+            ]
+            for x in r["funnel"]
+        ],
+    )
+    lang = r["languages"]
+    seen = lang.get("seen", {})
+    t["languages"] = (
+        _table(
+            ["language", "kept", "seen by langid (stats)", "dropped (rejected sample)"],
+            [
+                [k, lang["kept"].get(k, 0), seen.get(k, "—"), lang["rejected_sample"].get(k, 0)]
+                for k in sorted(set(lang["kept"]) | set(lang["rejected_sample"]) | set(seen))
+            ],
+        )
+        + f"<p class=note>{html.escape(lang['note'])}</p>"
+    )
+    q = r["quality"].get("bins", {})
+    t["quality"] = _table(["score bin", "documents"], [[k, v] for k, v in q.items()])
+    qa = r["quality"].get("quantiles", {})
+    if qa:
+        t["quality"] += _table(["quantile", "score"], [[k, v] for k, v in qa.items()])
+    dc = r["dup_clusters"]
+    t["dup_clusters"] = _table(
+        ["cluster size", "clusters"], [[k, v] for k, v in dc["kept_docs_by_cluster_size"].items()]
+    ) + _table(["dedup counter", "value"], [[k, v] for k, v in sorted(dc["counters"].items())])
+    tok = r["tokens"]
+    t["tokens"] = _table(
+        ["source", "tokens", "documents", "select"],
+        [[n, m["tokens"], m["documents"], json.dumps(m["select"])] for n, m in tok["manifests"].items()],
+    ) + _table(
+        ["source", "phase", "tokens drawn (plan)", "tokens trained"],
+        [
+            [n, p, v, r["training"].get("trained_tokens_by_phase", {}).get(p, {}).get(n, "—")]
+            for n, d in tok["plan"].items()
+            for p, v in d.items()
+        ],
+    )
+    tr = r["training"]
+    end = tr.get("end") or {}
+    if tr.get("step"):
+        t["loss"] = _table(
+            ["first step", "last step", "first loss", "last loss", "min loss"],
+            [[tr["step"][0], tr["step"][-1], tr["loss"][0], tr["loss"][-1], min(tr["loss"])]],
+        )
+        if tr.get("eval"):
+            t["loss"] += _table(
+                ["held-out source", "step", "loss"],
+                [[src, st, v] for src, ev in tr["eval"].items() for st, v in zip(ev["step"], ev["loss"])],
+            )
+        t["throughput"] = _table(
+            ["mean tokens/s (steps)", "tokens/s (end event)", "wall s", "tokens trained", "sample"],
+            [
+                [
+                    sum(tr["tokens_per_s"]) / len(tr["tokens_per_s"]),
+                    end.get("tokens_per_s", ""),
+                    end.get("wall_s", ""),
+                    tr["tokens"][-1],
+                    end.get("sample", ""),
+                ]
+            ],
+        )
+    return t
+
+
+TITLES = {
+    "funnel": "Funnel and drop reasons",
+    "languages": "Languages",
+    "quality": "Quality scores",
+    "dup_clusters": "Duplicate clusters",
+    "tokens": "Tokens per source and phase",
+    "loss": "Loss curve",
+    "throughput": "Tokens per second",
+}
+
+
+def render(r: dict[str, Any], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    draw = {
+        "funnel": chart_funnel,
+        "languages": chart_languages,
+        "quality": chart_quality,
+        "dup_clusters": chart_dup_clusters,
+        "tokens": chart_tokens,
+        "loss": chart_loss,
+        "throughput": chart_throughput,
+    }
+    tables = _section_tables(r)
+    parts = []
+    for name in CHARTS:
+        png = draw[name](r, out)
+        img = f'<img src="{png}" alt="{name}">' if png else "<p class=note>no data for this section</p>"
+        parts.append(f"<h2 id={name}>{TITLES[name]}</h2>{img}{tables.get(name, '')}")
+    timings = r.get("timings", {})
+    if timings:
+        parts.insert(
+            0,
+            "<h2 id=timings>Wall time per stage</h2>"
+            + _table(
+                ["stage", "seconds (last run that did the work)"],
+                [[k, v.get("seconds") if v.get("seconds") is not None else "—"] for k, v in timings.items()],
+            ),
+        )
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
+        "td:first-child{text-align:left}img{max-width:100%}.note{color:#777;font-size:13px}"
+    )
+    page = (
+        f"<!doctype html><html><head><meta charset=utf-8><title>Refinery run report</title>"
+        f"<style>{style}</style></head><body><h1>Refinery run report</h1>"
+        f"<p>Run folder: <code>{html.escape(r['run'])}</code>. Numbers: <a href=report.json>report.json</a>.</p>"
+        + "".join(parts)
+        + "</body></html>"
+    )
+    path = out / "report.html"
+    path.write_text(page, encoding="utf-8")
+    return path

@@ -1,0 +1,172 @@
+"""The curation pipeline's commands, defined once: for `make demo`, the cluster tests and docker-compose.
+
+Each stage is a `Step`: a package whose `__main__.py` is the entry point plus its arguments. The same
+step renders as a local command (`python -m dedup run ...`, the embedded `local[*]` master) or as a
+`spark-submit --master spark://... dedup/__main__.py run ...` command, so what the demo runs locally,
+what `tests/cluster/` submits to a real standalone cluster, and what the compose `curate` service
+submits are provably the same arguments (tests/cluster/test_compose.py compares them).
+
+Only what differs between deployments is a parameter: where the WARCs are, where outputs go, the
+recipe, and whether a quality model is given (else one is trained: positives from Wikipedia/WikiText,
+negatives from the extracted documents, as DCLM's fastText classifier does with its own data).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Stages that run as Spark jobs (under spark-submit on a cluster); the others are single-process.
+SPARK_MODULES = frozenset({"curation", "dedup", "classifiers"})
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One pipeline command: `python -m <module> <args>`, or its spark-submit form."""
+
+    name: str
+    """Stage name shown in progress lines and timings (e.g. `tokenize:web`)."""
+    module: str
+    """Package with a `__main__.py` (curation, dedup, classifiers, mixtures)."""
+    args: tuple[str, ...]
+    spark: bool = True
+    """True: a Spark job (spark-submit can run it); False: plain Python (tokenizer training, plan)."""
+    output: str = ""
+    """Folder the step writes (its completion marker tells the demo driver the step is done)."""
+    done_marker: str = "_SUCCESS"
+    """File under `output` that exists only once the step finished."""
+
+    def local(self, python: str = "python") -> list[str]:
+        return [python, "-m", self.module, *self.args]
+
+    def submit(
+        self, master: str, spark_submit: str = "spark-submit", conf: dict[str, str] | None = None
+    ) -> list[str]:
+        """The spark-submit command; the entry point is the package's `__main__.py` (a file path)."""
+        if not self.spark:
+            raise ValueError(f"step {self.name!r} is not a Spark job; run it with .local()")
+        cmd = [spark_submit, "--master", master]
+        for k, v in sorted((conf or {}).items()):
+            cmd += ["--conf", f"{k}={v}"]
+        return [*cmd, f"{self.module}/__main__.py", *self.args]
+
+    def done(self, root: Path = Path(".")) -> bool:
+        return bool(self.output) and (root / self.output / self.done_marker).exists()
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where one pipeline run reads and writes (all paths as the commands will see them)."""
+
+    warcs: tuple[str, ...]
+    """WARC paths or globs (quoted for the shell by `shell()`; the job expands globs itself)."""
+    out: str
+    """Output root: extract/, dedup/, quality-model/, scored/, tokenizer/, tokens/."""
+    shared_data: str
+    """The shared data folder (quality positives for the classifier)."""
+    quality_model: str | None = None
+    """A trained quality model folder; None: train one into <out>/quality-model first."""
+    tokenizer_config: str = "configs/tokenizer.yaml"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def path(self, name: str) -> str:
+        return f"{self.out.rstrip('/')}/{name}"
+
+
+def quality_positives(shared_data: str) -> list[str]:
+    """High-quality reference text: Wikipedia articles and WikiText paragraphs (one doc per line)."""
+    q = f"{shared_data.rstrip('/')}/quality"
+    return [f"{q}/enwiki_sample_articles.jsonl", f"{q}/wikitext-2-valid.txt"]
+
+
+def curation_steps(lay: Layout) -> list[Step]:
+    """extract → dedup → (train-quality) → score: the Spark part the cluster runs."""
+    extract, dedup, scored = lay.path("extract"), lay.path("dedup"), lay.path("scored")
+    model = lay.quality_model or lay.path("quality-model")
+    steps = [
+        Step("extract", "curation", ("extract", "--input", *lay.warcs, "--output", extract), output=extract),
+        Step("dedup", "dedup", ("run", "--input", extract, "--output", dedup), output=dedup),
+    ]
+    if lay.quality_model is None:
+        steps.append(
+            Step(
+                "train-quality",
+                "classifiers",
+                (
+                    "train-quality",
+                    "--positive",
+                    *quality_positives(lay.shared_data),
+                    "--negative",
+                    extract,
+                    "--output",
+                    model,
+                ),
+                spark=False,
+                output=model,
+                done_marker="metadata.json",
+            )
+        )
+    steps.append(
+        Step(
+            "score",
+            "classifiers",
+            ("score", "--input", dedup, "--output", scored, "--model", model),
+            output=scored,
+        )
+    )
+    return steps
+
+
+def tokenize_steps(lay: Layout, recipe_path: str | Path) -> list[Step]:
+    """train-tokenizer, then one `tokenize` per recipe source, with that source's own `select`.
+
+    The selections come from the recipe itself (mixtures.recipe), so the shards are made with exactly
+    what the recipe says its sources hold.
+    """
+    from mixtures.recipe import Recipe
+
+    scored, tok_dir, tokens = lay.path("scored"), lay.path("tokenizer"), lay.path("tokens")
+    steps = [
+        Step(
+            "train-tokenizer",
+            "curation",
+            ("train-tokenizer", "--input", scored, "--output", tok_dir, "--config", lay.tokenizer_config),
+            spark=False,
+            output=tok_dir,
+            done_marker="tokenizer.json",
+        )
+    ]
+    for src in Recipe.load(recipe_path).sources.values():
+        args = ["tokenize", "--input", scored, "--tokenizer", f"{tok_dir}/tokenizer.json"]
+        args += ["--output", tokens, "--source", src.name]
+        for column, spec in src.select_spec().items():
+            # Strings as they are ("en", ">= 0.6"); lists and numbers in JSON, which the CLI reads as YAML.
+            args += ["--select", f"{column}={spec if isinstance(spec, str) else json.dumps(spec)}"]
+        steps.append(
+            Step(
+                f"tokenize:{src.name}",
+                "curation",
+                tuple(args),
+                output=f"{tokens}/shards/{src.name}",
+                done_marker="manifest.json",
+            )
+        )
+    return steps
+
+
+def plan_step(recipe_path: str | Path, out: str) -> Step:
+    return Step(
+        "plan", "mixtures", ("plan", str(recipe_path), "--model-params", "3M"), spark=False, output=out
+    )
+
+
+def pipeline(lay: Layout, recipe_path: str | Path) -> list[Step]:
+    """Every curation command, WARCs to the token shards of the recipe's sources."""
+    return [*curation_steps(lay), *tokenize_steps(lay, recipe_path)]
+
+
+def shell(cmd: list[str]) -> str:
+    return shlex.join(cmd)

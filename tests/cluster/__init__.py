@@ -1,0 +1,1 @@
+"""The `cluster` tier: the curation jobs on a real Spark standalone cluster (tests/cluster/conftest.py)."""

@@ -1,0 +1,106 @@
+"""The run report shows exactly the numbers of the stats files it was made from.
+
+Real outputs are made here: `extract` over two real WARCs, `dedup`, a small quality model and `score`,
+all on the shared local Spark session (the `spark` tier). The report's JSON must carry the stats files'
+numbers unchanged, its HTML must print them, and each chart must exist as a PNG. The training part of
+the report (loss, tokens/s) is checked by the reduced demo, tests/scripts/test_demo.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from curation.report.__main__ import main as report_main
+from curation.report.collect import ReportError, collect
+
+WARCS = ("crawl-2024-sample-0000.warc.gz", "BL-20140325121225068-00000-32090~opera~8443.warc.gz")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_empty_folder_is_refused(tmp_path, capsys):
+    with pytest.raises(ReportError, match="no extract/"):
+        collect(tmp_path)
+    assert report_main(["--demo-dir", str(tmp_path / "missing")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def run_dir(spark, tmp_path_factory, warc_dir, data_dir) -> Path:
+    from classifiers.config import QualityTrainConfig
+    from classifiers.score import run_score
+    from classifiers.train import train_quality
+    from curation.config import ExtractJobConfig
+    from curation.job import run_extract
+    from dedup.config import DedupJobConfig
+    from dedup.job import run_dedup
+
+    run = tmp_path_factory.mktemp("report-run")
+    master = spark.sparkContext.master
+    res = run_extract([str(warc_dir / w) for w in WARCS], str(run / "extract"), ExtractJobConfig(), master=master,
+                      progress=False)  # fmt: skip
+    assert not res.failed
+    run_dedup(str(run / "extract"), str(run / "dedup"), DedupJobConfig(), master=master, progress=False)
+    small = QualityTrainConfig.from_dict({"fasttext": {"dim": 16, "bucket": 20_000}})
+    train_quality(
+        [data_dir / "quality" / "enwiki_sample_articles.jsonl"], [run / "extract"], run / "model", small
+    )
+    run_score(run / "dedup", run / "scored", run / "model", master=master)
+    assert report_main(["--demo-dir", str(run)]) == 0
+    return run
+
+
+@pytest.mark.spark
+def test_report_numbers_equal_stats_files(run_dir):
+    report = json.loads((run_dir / "report.json").read_text())
+    for job in ("extract", "dedup"):
+        stats = json.loads((run_dir / job / "stats.json").read_text())
+        rows = [r for r in report["funnel"] if r["job"] == job]
+        assert [r["stage"] for r in rows] == [s["stage"] for s in stats["stages"]]
+        for r, s in zip(rows, stats["stages"]):
+            for key in ("docs_in", "docs_out", "bytes_in", "bytes_out", "seconds", "drops"):
+                assert r[key] == s[key], (job, s["stage"], key)
+    extract = json.loads((run_dir / "extract" / "stats.json").read_text())
+    assert extract["stages"][0]["docs_in"] > 0 and extract["docs_written"] > 5
+
+    scored = json.loads((run_dir / "scored" / "stats.json").read_text())
+    bins = {
+        k.removeprefix("quality_bin_"): v
+        for k, v in scored["counters"].items()
+        if k.startswith("quality_bin_")
+    }
+    assert report["quality"]["bins"] == bins
+    dedup_out = report["funnel"][-1]["docs_out"]
+    # One kept document per duplicate cluster, each carrying its cluster's size.
+    assert sum(report["dup_clusters"]["kept_docs_by_cluster_size"].values()) == dedup_out
+    assert sum(bins.values()) == dedup_out
+    assert sum(report["languages"]["kept"].values()) == extract["docs_written"]
+
+
+@pytest.mark.spark
+def test_report_html_prints_the_numbers_and_charts(run_dir):
+    html = (run_dir / "report.html").read_text()
+    stats = json.loads((run_dir / "extract" / "stats.json").read_text())
+    for s in stats["stages"]:
+        row = f"<td>extract</td><td>{s['stage']}</td><td>{s['docs_in']:,}</td><td>{s['docs_out']:,}</td>"
+        assert row in html, s["stage"]
+    for chart in ("funnel", "languages", "quality", "dup_clusters"):
+        png = run_dir / f"{chart}.png"
+        assert png.read_bytes()[:8] == PNG_MAGIC, chart
+        assert f'src="{chart}.png"' in html
+    # No tokens or training yet: those sections say so instead of failing.
+    assert html.count("no data for this section") == 3
+
+
+def test_languages_use_extract_counters_when_present(tmp_path):
+    """Exact per-language counts come from `lang:<code>` counters of extract's stats, when it writes them."""
+    from curation.report.collect import languages
+
+    (tmp_path / "extract").mkdir()
+    stats = {"stages": [], "counters": {"lang:en": 7, "lang:de": 3, "charset_http": 10}}
+    (tmp_path / "extract" / "stats.json").write_text(json.dumps(stats))
+    got = languages(tmp_path)
+    assert got["seen"] == {"en": 7, "de": 3}
+    assert got["kept"] == {} and got["rejected_sample"] == {}

@@ -1,0 +1,1 @@
+"""Tests of scripts/: the pipeline definition, docker-compose.yml and the demo driver."""

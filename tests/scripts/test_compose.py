@@ -1,0 +1,112 @@
+"""docker-compose.yml: valid against the Compose spec, up to date, and running the cluster test's commands.
+
+No Docker engine runs here, so the file is checked statically: against the Compose specification's
+JSON schema (shared data, compose-spec @170098ba), against its generator scripts/compose.py (a stale
+file fails), and for the properties the deployment promises (auth on with the secret from the
+environment, only the master UI published and only on loopback, a GPU reservation for `train`).
+The `curate` commands are compared with the `Step`s of scripts/pipeline.py, the same steps
+tests/cluster/test_cluster.py submits to a real standalone cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scripts import compose as gen
+from scripts.pipeline import Layout, curation_steps, pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def spec(data_dir: Path) -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_validates_against_compose_schema(spec, data_dir):
+    import jsonschema
+
+    schema = json.loads((data_dir / "schemas" / "compose-spec.json").read_text())
+    jsonschema.validate(spec, schema, cls=jsonschema.Draft7Validator)
+
+
+def test_schema_rejects_a_broken_file(data_dir):
+    """The validation above can fail: a misspelt key is refused by the same schema."""
+    import jsonschema
+
+    schema = json.loads((data_dir / "schemas" / "compose-spec.json").read_text())
+    bad = gen.compose()
+    bad["services"]["curate"]["comand"] = bad["services"]["curate"].pop("command")
+    with pytest.raises(jsonschema.ValidationError, match="comand"):
+        jsonschema.validate(bad, schema, cls=jsonschema.Draft7Validator)
+
+
+def test_file_is_generated_from_the_pipeline_definition():
+    assert (ROOT / "docker-compose.yml").read_text() == gen.render(), (
+        "docker-compose.yml is stale: run `.venv/bin/python scripts/compose.py`"
+    )
+
+
+def test_curate_runs_the_pipeline_steps(spec):
+    """Each curate line is a pipeline Step: spark-submit for Spark steps, in pipeline order."""
+    cmd = spec["services"]["curate"]["command"]
+    assert cmd[:2] == ["bash", "-euxc"]
+    lines = [shlex.split(line) for line in cmd[2].splitlines()]
+    steps = pipeline(gen.compose_layout(), ROOT / gen.RECIPE)
+    assert len(lines) == len(steps) + 1  # + the mixtures plan
+    for line, step in zip(lines, steps):
+        if step.spark:
+            assert line[:3] == ["spark-submit", "--master", gen.MASTER], step.name
+            entry = line.index(f"{step.module}/__main__.py")
+            assert tuple(line[entry + 1 :]) == step.args, step.name
+        else:
+            assert line == ["python", "-m", step.module, *step.args], step.name
+    assert lines[-1][:4] == ["python", "-m", "mixtures", "plan"]
+    names = [s.name for s in steps]
+    assert names[:4] == ["extract", "dedup", "train-quality", "score"]
+    assert {"tokenize:web", "tokenize:web_hq"} <= set(names)
+
+
+def test_same_steps_as_the_cluster_test(tmp_path):
+    """The cluster test builds its steps with the same functions; only the paths differ."""
+    here = Layout(warcs=("/w/a.warc.gz",), out=str(tmp_path), shared_data="/s", quality_model="/m")
+    there = Layout(warcs=("/w/a.warc.gz",), out=gen.OUT, shared_data="/s", quality_model="/m")
+
+    def shape(steps, out):
+        return [(s.name, s.module, tuple(a.replace(out, "<OUT>") for a in s.args)) for s in steps]
+
+    assert shape(curation_steps(here), str(tmp_path)) == shape(curation_steps(there), gen.OUT)
+
+
+def test_deployment_properties(spec):
+    services = spec["services"]
+    assert {"spark-master", "spark-worker-1", "spark-worker-2", "curate", "train"} <= set(services)
+    published = {name: s["ports"] for name, s in services.items() if s.get("ports")}
+    assert published == {"spark-master": ["127.0.0.1:8080:8080"]}
+    for name, s in services.items():
+        assert s["networks"] == ["refinery"], name
+        env = " ".join(str(v) for v in s.get("environment", {}).values())
+        if name != "train":
+            # Auth on everywhere Spark runs; the secret only as a required variable, never a literal.
+            assert "-Dspark.authenticate=true" in env, name
+            assert re.search(r"spark\.authenticate\.secret=\$\{SPARK_AUTH_SECRET:\?", env), name
+    train = services["train"]
+    devices = train["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["capabilities"] == ["gpu"]
+    assert train["command"][:2] == ["deepspeed", "trainer/train.py"]
+    assert train["depends_on"]["curate"]["condition"] == "service_completed_successfully"
+
+
+def test_dockerfile_pins(tmp_path):
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11\.\d+-", text, re.M), "pin the Python patch release"
+    assert "openjdk-17-jre-headless" in text
+    assert "pip install '.[train]'" in text  # pyspark comes pinned from pyproject.toml
+    ignore = (ROOT / ".dockerignore").read_text().split()
+    assert {".venv", "out", ".git"} <= set(ignore)
