@@ -25,6 +25,7 @@ class SpikeGuard:
         self.norms: deque[float] = deque(maxlen=cfg.window)
         self.consecutive = 0
         self.skipped_total = 0
+        self.phase = ""
 
     @staticmethod
     def _limit(values: deque[float], sigmas: float) -> float:
@@ -45,8 +46,18 @@ class SpikeGuard:
             return True, "grad_norm"
         return False, ""
 
-    def observe(self, loss: float, grad_norm: float) -> tuple[str, str]:
-        """Decide ACCEPT / SKIP / ROLLBACK for a step and update the state accordingly."""
+    def observe(self, loss: float, grad_norm: float, phase: str = "") -> tuple[str, str]:
+        """Decide ACCEPT / SKIP / ROLLBACK for a step and update the state accordingly.
+
+        A new mixture phase (e.g. the anneal) is a new data distribution: its first steps are compared
+        with the old phase's window otherwise, and a legitimate jump in grad norm reads as a spike. The
+        window restarts at a phase switch (the guard waits for `min_history` steps again).
+        """
+        if phase != self.phase:
+            if self.phase:
+                self.losses.clear()
+                self.norms.clear()
+            self.phase = phase
         spike, reason = self.is_spike(loss, grad_norm)
         if not spike:
             self.losses.append(loss)
@@ -65,6 +76,7 @@ class SpikeGuard:
             "norms": list(self.norms),
             "consecutive": self.consecutive,
             "skipped_total": self.skipped_total,
+            "phase": self.phase,
         }
 
     def load_state_dict(self, st: dict[str, Any]) -> None:
@@ -72,3 +84,4 @@ class SpikeGuard:
         self.norms = deque(st["norms"], maxlen=self.cfg.window)
         self.consecutive = int(st["consecutive"])
         self.skipped_total = int(st["skipped_total"])
+        self.phase = str(st.get("phase", ""))

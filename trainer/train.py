@@ -280,7 +280,9 @@ class Trainer:
 
         to = time.perf_counter()
         decision, reason = (
-            self.guard.observe(loss_val, gnorm if self.zero3 else 0.0) if cfg.spike.enabled else (ACCEPT, "")
+            self.guard.observe(loss_val, gnorm if self.zero3 else 0.0, phase)
+            if cfg.spike.enabled
+            else (ACCEPT, "")
         )
         if decision == ACCEPT:
             self.engine.step()

@@ -139,6 +139,27 @@ def test_spike_guard_skip_then_rollback(tmp_path):
     assert g2.state_dict() == st
 
 
+def test_spike_guard_window_restarts_at_a_phase_switch(tmp_path):
+    """The anneal's first steps are judged against the anneal, not against the main phase."""
+    cfg = load_config(
+        _write(
+            tmp_path,
+            "data: {recipe: r.yaml}\nspike: {window: 4, min_history: 4, sigmas: 3, max_consecutive: 2}\n",
+        )
+    )
+    g = SpikeGuard(cfg.spike)
+    for v in (1.0, 1.1, 1.0, 1.1):
+        assert g.observe(2.0, v, "main")[0] == ACCEPT
+    assert g.is_spike(2.0, 3.0) == (True, "grad_norm")  # in the main phase this would be a spike
+    assert g.observe(2.0, 3.0, "anneal") == (ACCEPT, "")  # a new phase: the window restarted
+    assert list(g.norms) == [3.0]
+    st = g.state_dict()
+    assert st["phase"] == "anneal"
+    g2 = SpikeGuard(cfg.spike)
+    g2.load_state_dict(json.loads(json.dumps(st)))
+    assert g2.state_dict() == st
+
+
 def _fake_ckpt(root, step, complete=True):
     d = root / ckpt.tag_for(step)
     d.mkdir(parents=True)
