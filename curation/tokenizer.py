@@ -36,9 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from curation.config import ConfigError, _build
+from curation.config import ConfigError, load_yaml_config
 from curation.output import atomic_write_bytes, atomic_write_json
 from curation.shards import sha256_file
 
@@ -90,19 +88,7 @@ class TokenizerConfig:
     @classmethod
     def load(cls, path: str | Path | None) -> TokenizerConfig:
         """Defaults when `path` is None; else the YAML file, validated (errors name file and key)."""
-        if path is None:
-            return cls()
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
-        try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from None
-        try:
-            return _build(cls, data, prefix="")
-        except ConfigError as e:
-            raise ConfigError(f"{p}: {e}") from None
+        return load_yaml_config(cls, path)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from curation.config import ConfigError, _build, _check_choice
+from curation.config import ConfigError, _check_choice, build_config, load_yaml_config
 from dedup.minhash import MinHashConfig
 
 KEEP_ONE = ("best", "first", "last")
@@ -109,20 +107,8 @@ class DedupJobConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> DedupJobConfig:
-        try:
-            return _build(cls, data or {}, prefix="")
-        except ConfigError as e:
-            raise ConfigError(f"{source}: {e}") from None
+        return build_config(cls, data or {}, source=source)
 
     @classmethod
     def load(cls, path: str | Path | None) -> DedupJobConfig:
-        if path is None:
-            return cls()
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
-        try:
-            data = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from None
-        return cls.from_dict(data or {}, source=str(p))
+        return load_yaml_config(cls, path)

@@ -274,6 +274,20 @@ def _reason_counts(decisions) -> dict[str, dict[str, int]]:
     return {r["reason"]: {"docs": int(r["n"]), "bytes": int(r["b"] or 0)} for r in rows}
 
 
+def _decisions(df, stage: str, reason, partner=None):
+    """Decision rows (_DECISION_COLS) from `df`: `reason` and `partner` are Spark columns (or None)."""
+    from pyspark.sql import functions as F
+
+    return df.select(
+        "_row",
+        "id",
+        F.lit(stage).alias("stage"),
+        reason.alias("reason"),
+        (partner if partner is not None else F.lit(None).cast("string")).alias("partner_id"),
+        "_bytes",
+    )
+
+
 def _rank_groups(alive, key: str, policy: str, columns: set[str], stage: str, reason: str):
     """Within each group of equal `key`: the first row by policy is kept, the rest are decisions."""
     from pyspark.sql import Window
@@ -283,10 +297,7 @@ def _rank_groups(alive, key: str, policy: str, columns: set[str], stage: str, re
     ranked = alive.withColumn("_rn", F.row_number().over(w)).withColumn("_keep_id", F.first("id").over(w))
     # copies: how many input documents this kept row now stands for (earlier merges included).
     ranked = ranked.withColumn("_group_copies", F.sum("_copies").over(Window.partitionBy(key)))
-    removed = ranked.where(F.col("_rn") > 1).select(
-        "_row", "id", F.lit(stage).alias("stage"), F.lit(reason).alias("reason"),
-        F.col("_keep_id").alias("partner_id"), "_bytes",
-    )  # fmt: skip
+    removed = _decisions(ranked.where(F.col("_rn") > 1), stage, F.lit(reason), F.col("_keep_id"))
     copies = ranked.where((F.col("_rn") == 1) & (F.col("_group_copies") > 1)).select(
         "_row", F.col("_group_copies").alias("copies")
     )
@@ -383,29 +394,15 @@ def run_dedup(
     def do_ids():
         from pyspark.sql import Window
 
-        bad = prep.where(F.col("_reason").isNotNull()).select(
-            "_row",
-            "id",
-            F.lit("ids").alias("stage"),
-            F.col("_reason").alias("reason"),
-            F.lit(None).cast("string").alias("partner_id"),
-            "_bytes",
-        )
+        bad = _decisions(prep.where(F.col("_reason").isNotNull()), "ids", F.col("_reason"))
         w = Window.partitionBy("id").orderBy(F.col("_bytes").desc(), F.col("_text_hash"), F.col("_row"))
         dup = (
             prep.where(F.col("_reason").isNull())
             .select("_row", "id", "_bytes", "_text_hash")
             .withColumn("_rn", F.row_number().over(w))
             .where(F.col("_rn") > 1)
-            .select(
-                "_row",
-                "id",
-                F.lit("ids").alias("stage"),
-                F.lit("duplicate_id").alias("reason"),
-                F.col("id").alias("partner_id"),
-                "_bytes",
-            )
         )
+        dup = _decisions(dup, "ids", F.lit("duplicate_id"), F.col("id"))
         stages.write(bad.unionByName(dup), "ids/removed")
         return {"removed": _reason_counts(decisions(["ids"]))}
 
@@ -528,13 +525,8 @@ def run_dedup(
             )
             info_cols = ["_row", "dup_cluster", "dup_cluster_size"]
             if cfg.cluster.keep == "drop_cluster":
-                removed = members.select(
-                    "_row",
-                    "id",
-                    F.lit("cluster").alias("stage"),
-                    F.lit("near_duplicate_cluster").alias("reason"),
-                    F.col("dup_cluster").alias("partner_id"),
-                    "_bytes",
+                removed = _decisions(
+                    members, "cluster", F.lit("near_duplicate_cluster"), F.col("dup_cluster")
                 )
                 kept_info = members.where(F.lit(False)).select(*info_cols)
             else:
@@ -542,13 +534,8 @@ def run_dedup(
                 ranked = members.withColumn("_rn", F.row_number().over(w)).withColumn(
                     "_keep_id", F.first("id").over(w)
                 )
-                removed = ranked.where(F.col("_rn") > 1).select(
-                    "_row",
-                    "id",
-                    F.lit("cluster").alias("stage"),
-                    F.lit("near_duplicate").alias("reason"),
-                    F.col("_keep_id").alias("partner_id"),
-                    "_bytes",
+                removed = _decisions(
+                    ranked.where(F.col("_rn") > 1), "cluster", F.lit("near_duplicate"), F.col("_keep_id")
                 )
                 kept_info = ranked.where(F.col("_rn") == 1).select(*info_cols)
             stages.write(removed, "cluster/removed")
@@ -626,14 +613,7 @@ def run_dedup(
         final = base.mapInArrow(_apply_lines_fn(cfg.lines.min_words), schema)
         final = final.withColumn("_out_bytes", F.octet_length("text")).persist(StorageLevel.DISK_ONLY)
         try:
-            short = final.where(F.col("_reason").isNotNull()).select(
-                "_row",
-                "id",
-                F.lit("lines").alias("stage"),
-                F.col("_reason").alias("reason"),
-                F.lit(None).cast("string").alias("partner_id"),
-                "_bytes",
-            )
+            short = _decisions(final.where(F.col("_reason").isNotNull()), "lines", F.col("_reason"))
             stages.write(short, "output/removed")
             docs = (
                 final.where(F.col("_reason").isNull())
