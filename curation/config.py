@@ -254,10 +254,8 @@ def build_config(cls: type[T], data: dict[str, Any], source: str = "<dict>") -> 
         raise ConfigError(f"{source}: {e}") from None
 
 
-def load_yaml_config(cls: type[T], path: str | Path | None) -> T:
-    """Defaults of `cls` when `path` is None; else the YAML file, validated."""
-    if path is None:
-        return cls()
+def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
+    """The top-level mapping of a YAML config file (empty file: {}); ConfigError names the file."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file not found: {p}")
@@ -267,7 +265,14 @@ def load_yaml_config(cls: type[T], path: str | Path | None) -> T:
         raise ConfigError(f"{p}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: top level must be a mapping, got {type(data).__name__}")
-    return build_config(cls, data, source=str(p))
+    return data
+
+
+def load_yaml_config(cls: type[T], path: str | Path | None) -> T:
+    """Defaults of `cls` when `path` is None; else the YAML file, validated."""
+    if path is None:
+        return cls()
+    return build_config(cls, read_yaml_mapping(path), source=str(path))
 
 
 def _build(cls: type, data: Any, prefix: str) -> Any:

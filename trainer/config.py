@@ -23,6 +23,9 @@ from typing import Any
 
 import yaml
 
+from curation.config import ConfigError as CurationConfigError
+from curation.config import read_yaml_mapping
+
 
 class ConfigError(ValueError):
     """Bad training config; the message names the file and the dotted key."""
@@ -335,16 +338,11 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConf
     data: dict[str, Any] = {}
     where = "<defaults>"
     if path is not None:
-        p = Path(path)
-        where = str(p)
-        if not p.is_file():
-            raise ConfigError(f"{p}: config file not found")
+        where = str(path)
         try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{p}: the top level must be a mapping")
+            data = read_yaml_mapping(path)
+        except CurationConfigError as e:  # the trainer's callers catch its own ConfigError
+            raise ConfigError(str(e)) from None
     for ov in overrides:
         if "=" not in ov:
             raise ConfigError(f"override {ov!r}: expected dotted.key=value")
