@@ -101,31 +101,26 @@ def _features_fn(mh_config: MinHashConfig, keep_sig: bool):
         for batch in batches:
             texts = batch.column("text").to_pylist()
             urls = batch.column("url").to_pylist() if "url" in batch.schema.names else [None] * len(texts)
-            reason, thash, unorm, nsh, bands, sigs, nbytes = [], [], [], [], [], [], []
+            reason, thash, unorm, nbytes, norms = [], [], [], [], []
             for text, url in zip(texts, urls):
                 unorm.append(normalize_url(url))
-                if text is None or not text.strip():
+                nbytes.append(len(text.encode("utf-8", "surrogatepass")) if text else 0)
+                norm = normalize_bytes(text) if text and not text.isspace() else None
+                if norm is None:
                     reason.append("empty_text")
-                    thash.append(None), nsh.append(0), bands.append(None), sigs.append(None)
-                    nbytes.append(len(text.encode("utf-8", "surrogatepass")) if text else 0)
-                    continue
-                nbytes.append(len(text.encode("utf-8", "surrogatepass")))
-                norm = normalize_bytes(text)
-                if not norm:
+                elif not norm:
                     reason.append("no_words")  # only punctuation/symbols: nothing to compare
-                    thash.append(None), nsh.append(0), bands.append(None), sigs.append(None)
-                    continue
-                reason.append(None)
-                thash.append(hash64(norm))
-                hashes = shingle_hashes(norm, mh_config.ngram)
-                nsh.append(int(hashes.size))
-                if hashes.size:
-                    sig = hasher.signature(hashes)
-                    bands.append(hasher.band_keys(sig).tolist())
-                    sigs.append(sig.tobytes() if keep_sig else None)
                 else:
-                    bands.append(None)
-                    sigs.append(None)
+                    reason.append(None)
+                thash.append(hash64(norm) if norm else None)
+                norms.append(norm or b"")
+            # One compiled call per batch; a text with no shingle (count 0) gets no bands.
+            sig_mat, counts = hasher.sign_batch(norms)
+            keys = hasher.band_keys_batch(sig_mat)
+            has = counts > 0
+            nsh = counts.tolist()
+            bands = [k if ok else None for k, ok in zip(keys.tolist(), has.tolist())]
+            sigs = [s.tobytes() if ok and keep_sig else None for s, ok in zip(sig_mat, has.tolist())]
             cols = dict(zip(batch.schema.names, batch.columns))
             cols.update(
                 _reason=pa.array(reason, pa.string()),

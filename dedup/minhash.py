@@ -7,6 +7,10 @@ prefix-sum pass over the bytes: a polynomial hash mod 2^64 of the range (prefix 
 powers, all numpy), finished with murmur3's fmix64 so the bits are well mixed. `hash_strings` gives
 the same hash for a shingle string, which is what tests and exact-Jaccard checks use.
 
+dedup.kernels computes the same values bit for bit with numba, a batch of documents per call and
+several times faster; `MinHasher.sign_batch` and `band_keys_batch` use it, and the numpy functions
+here are the reference it is tested against.
+
 Permutation i maps a shingle hash h to the top 32 bits of (a_i*h + b_i) mod 2^64 (multiply-add-shift
 universal hashing, Dietzfelbinger 1996) with a_i odd; the signature is the minimum per permutation,
 uint32. Bands of `rows` values are hashed (again vectorised over bands) to int64 LSH keys.
@@ -23,12 +27,15 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from curation.config import ConfigError, _check_choice
+from dedup import kernels
 
 _MASK64 = (1 << 64) - 1
 _POLY_BASE = 0x9E3779B97F4A7C15  # odd, so invertible mod 2^64
 _POLY_BASE_INV = pow(_POLY_BASE, -1, 1 << 64)
 _FMIX_C1 = np.uint64(0xFF51AFD7ED558CCD)
 _FMIX_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+assert int(kernels.POLY_BASE) == _POLY_BASE and int(kernels.FMIX_C1) == int(_FMIX_C1)
+assert int(kernels.FMIX_C2) == int(_FMIX_C2) and int(kernels.POLY_BASE_INV) == _POLY_BASE_INV
 # Signature chunking: at most this many shingles x permutations uint64 values in memory at once.
 _CHUNK_VALUES = 1 << 19
 HASHES = ("poly64",)
@@ -220,8 +227,29 @@ class MinHasher:
 
     def text_signature(self, norm_text: str | bytes) -> np.ndarray | None:
         """Signature of normalized text, or None when it has fewer tokens than one shingle."""
-        hashes = shingle_hashes(norm_text, self.config.ngram)
-        return self.signature(hashes) if hashes.size else None
+        raw = norm_text if isinstance(norm_text, bytes) else norm_text.encode("utf-8", "surrogatepass")
+        sigs, n_shingles = self.sign_batch([raw])
+        return sigs[0] if n_shingles[0] else None
+
+    def sign_batch(self, norm_texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """(uint32[n, num_perm] signatures, int64[n] shingle counts) of normalized UTF-8 texts, compiled.
+
+        A text with no shingle gets a count of 0 and an all-0xFFFFFFFF row, as `signature` gives.
+        """
+        n = len(norm_texts)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, norm_texts), dtype=np.int64, count=n), out=offsets[1:])
+        data = np.frombuffer(b"".join(norm_texts), dtype=np.uint8)
+        sigs = np.empty((n, self.config.num_perm), dtype=np.uint32)
+        n_shingles = np.empty(n, dtype=np.int64)
+        kernels.sign_batch(data, offsets, self.config.ngram, self.a, self.b, sigs, n_shingles)
+        return sigs, n_shingles
+
+    def band_keys_batch(self, sigs: np.ndarray) -> np.ndarray:
+        """int64[n, bands]: `band_keys` of every row of a signature matrix, compiled."""
+        out = np.empty((sigs.shape[0], self.bands), dtype=np.uint64)
+        kernels.band_keys_batch(np.ascontiguousarray(sigs), self.bands, self.rows, self._band_seeds, out)
+        return out.view(np.int64)
 
     def band_keys(self, sig: np.ndarray) -> np.ndarray:
         """int64[bands]: hash of each band's `rows` values (band index mixed in via its seed)."""

@@ -81,6 +81,31 @@ def test_signature_estimates_agree_with_datasketch_within_sampling_error(pairs):
     assert np.mean(ds_err) <= 2.0 * np.mean(ours_err) + 1e-4
 
 
+@pytest.mark.parametrize(
+    ("ngram", "num_perm", "bands", "rows"), [(5, 128, 9, 13), (1, 7, 3, 2), (3, 256, 32, 8)]
+)
+def test_compiled_kernels_equal_numpy_reference(data_dir, docs, ngram, num_perm, bands, rows):
+    """dedup.kernels (numba) gives bit-identical signatures, counts and band keys to the numpy code,
+    on real pages in many scripts, plus empty, one-token and exactly-one-shingle texts."""
+    tatoeba = (data_dir / "langid" / "tatoeba_long.tsv").read_text().splitlines()[1:400]
+    texts = (
+        docs[:300]
+        + [line.split("\t")[3] for line in tatoeba]
+        + ["", "word", "a b c d e f g"[: 2 * ngram - 1]]
+    )
+    norms = [normalize_text(t).encode("utf-8", "surrogatepass") for t in texts]
+    h = MinHasher(MinHashConfig(ngram=ngram, num_perm=num_perm, bands=bands, rows=rows, seed=3))
+    sigs, counts = h.sign_batch(norms)
+    keys = h.band_keys_batch(sigs)
+    assert counts.min() == 0 and (counts == 1).any() and counts.max() > 500  # the edge cases are there
+    for norm, sig, count, key in zip(norms, sigs, counts, keys):
+        hashes = shingle_hashes(norm, ngram)
+        assert count == hashes.size
+        ref = h.signature(hashes)
+        assert np.array_equal(sig, ref)
+        assert np.array_equal(key, h.band_keys(ref))
+
+
 def test_identical_and_disjoint(docs):
     h = MinHasher(MinHashConfig())
     a, b = normalize_text(docs[0]), normalize_text(docs[1])
