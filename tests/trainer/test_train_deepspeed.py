@@ -54,12 +54,16 @@ def _free_port() -> int:
 def launch(
     cfg_path: Path, *overrides: str, procs: int = 2, check: bool = True
 ) -> subprocess.CompletedProcess:
-    cmd = [str(DEEPSPEED), "--num_gpus", str(procs), "--master_port", str(_free_port())]
+    port = _free_port()
+    cmd = [str(DEEPSPEED), "--num_gpus", str(procs), "--master_port", str(port)]
     cmd += ["trainer/train.py", "--config", str(cfg_path), *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     if check and res.returncode != 0:
         raise AssertionError(f"launcher exit {res.returncode}\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
+    # DeepSpeed's CPU shm allreduce files (66 MB per rank) must not outlive the run, whatever its end.
+    leaked = sorted(Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*"))
+    assert not leaked, leaked
     return res
 
 
