@@ -441,6 +441,19 @@ def run_dedup(
     # 5. minhash: band collisions -> star edges per bucket -> connected components.
     mh_dir = f"minhash/{mh}"
 
+    def verify_pairs(pairs, side, path: str):
+        """The (a, b) rows of `pairs` whose documents reach the threshold by `minhash.verify`.
+
+        side: (k, v) with v the signature or the text of the document keyed k (a and b are keys).
+        """
+        sfx = "sig" if mh.verify == "signature" else "text"
+        eab = pairs.join(side.withColumnsRenamed({"k": "a", "v": f"{sfx}_a"}), "a").join(
+            side.withColumnsRenamed({"k": "b", "v": f"{sfx}_b"}), "b"
+        )
+        ok = eab.select("a", "b", f"{sfx}_a", f"{sfx}_b").mapInArrow(_verify_fn(mh), "a long, b long")
+        stages.write(ok, path)
+        return spark.read.parquet(str(stages.path(path)))
+
     def do_minhash():
         nodes = alive(list(decision_paths), ["_row", "id", "_bands", "_sig"]).where(
             F.col("_bands").isNotNull()
@@ -462,18 +475,11 @@ def run_dedup(
         n_candidates = edges.count()
         if mh.verify != "none":
             if mh.verify == "signature":
-                side = nodes.select("node", "_sig")
-                ea = edges.join(side.withColumnsRenamed({"node": "a", "_sig": "sig_a"}), "a")
-                eab = ea.join(side.withColumnsRenamed({"node": "b", "_sig": "sig_b"}), "b")
-                schema_in = eab.select("a", "b", "sig_a", "sig_b")
+                side = nodes.select(F.col("node").alias("k"), F.col("_sig").alias("v"))
             else:
-                side = prep.select(F.xxhash64("id").alias("node"), "text").join(nodes.select("node"), "node")
-                ea = edges.join(side.withColumnsRenamed({"node": "a", "text": "text_a"}), "a")
-                eab = ea.join(side.withColumnsRenamed({"node": "b", "text": "text_b"}), "b")
-                schema_in = eab.select("a", "b", "text_a", "text_b")
-            verified = schema_in.mapInArrow(_verify_fn(mh), "a long, b long")
-            stages.write(verified, f"{mh_dir}/verified")
-            edges = spark.read.parquet(str(stages.path(f"{mh_dir}/verified")))
+                side = prep.select(F.xxhash64("id").alias("k"), F.col("text").alias("v"))
+                side = side.join(nodes.select(F.col("node").alias("k")), "k")
+            edges = verify_pairs(edges, side, f"{mh_dir}/verified")
         n_edges = edges.count()
         from dedup.components import connected_components
 
@@ -526,13 +532,34 @@ def run_dedup(
                 kept_info = members.where(F.lit(False)).select(*info_cols)
             else:
                 w = wc.orderBy(*_keep_order(cfg.cluster.keep, columns))
-                ranked = members.withColumn("_rn", F.row_number().over(w)).withColumn(
-                    "_keep_id", F.first("id").over(w)
+                ranked = (
+                    members.withColumn("_rn", F.row_number().over(w))
+                    .withColumn("_keep_id", F.first("id").over(w))
+                    .withColumn("_keep_row", F.first("_row").over(w))
                 )
-                removed = _decisions(
-                    ranked.where(F.col("_rn") > 1), "cluster", F.lit("near_duplicate"), F.col("_keep_id")
-                )
-                kept_info = ranked.where(F.col("_rn") == 1).select(*info_cols)
+                losers = ranked.where(F.col("_rn") > 1)
+                if mh.verify != "none":
+                    # Components are transitive: a member can be in a cluster only through others
+                    # and be far from the document kept. With verification on, a member is removed
+                    # only if it reaches the threshold against the kept document itself; the others
+                    # are kept as clusters of their own ("detached"), so every removal is checked.
+                    col = "_sig" if mh.verify == "signature" else "text"
+                    side = prep.select(F.col("_row").alias("k"), F.col(col).alias("v"))
+                    pairs = losers.select(F.col("_row").alias("a"), F.col("_keep_row").alias("b"))
+                    ok = verify_pairs(pairs, side, "cluster/confirmed").select(F.col("a").alias("_row"))
+                    losers = losers.join(ok, "_row", "left_semi")
+                    # recount each kept document's cluster: itself plus the members it really replaces
+                    sizes = losers.groupBy(F.col("_keep_row").alias("_row")).agg(
+                        F.sum("_copies").alias("_removed_copies")
+                    )
+                    winners = ranked.where(F.col("_rn") == 1).join(sizes, "_row", "left")
+                    winners = winners.withColumn(
+                        "dup_cluster_size", F.col("_copies") + F.coalesce("_removed_copies", F.lit(0))
+                    )
+                else:
+                    winners = ranked.where(F.col("_rn") == 1)
+                removed = _decisions(losers, "cluster", F.lit("near_duplicate"), F.col("_keep_id"))
+                kept_info = winners.select(*info_cols)
             stages.write(removed, "cluster/removed")
             stages.write(kept_info, "cluster/info")
             ci = spark.read.parquet(str(stages.path("cluster/info")))
@@ -546,8 +573,12 @@ def run_dedup(
                 str(r["_members"]): int(r["n"])
                 for r in sizes.groupBy("_members").agg(F.count(F.lit(1)).alias("n")).collect()
             }
+            in_clusters = members.where(F.col("_members") > 1).count()
+            n_removed = spark.read.parquet(str(stages.path("cluster/removed"))).count()
             return {
                 "removed": _reason_counts(decisions(["cluster"])),
+                # members of 2+ clusters neither kept nor removed: failed the check against the kept one
+                "detached": in_clusters - n_removed - ci.count(),
                 "clusters": int(agg["clusters"] or 0),
                 "largest_cluster": int(agg["largest"] or 0),
                 "largest_cluster_copies": int(agg["largest_copies"] or 0),
@@ -711,7 +742,7 @@ def _stats(infos: dict[str, dict[str, Any]], prep: dict[str, Any], out: dict[str
     for k in ("candidate_edges", "edges", "cc_rounds", "node_hash_collisions", "largest_bucket"):
         if k in infos.get("minhash", {}):
             stats.counters[k] = infos["minhash"][k]
-    for k in ("clusters", "largest_cluster"):
+    for k in ("clusters", "largest_cluster", "detached"):
         if k in infos.get("cluster", {}):
             stats.counters[k] = infos["cluster"][k]
     for k in ("frequent_lines", "lines_removed"):

@@ -7,6 +7,7 @@ import random
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from curation.output import OutputConflict
 from dedup.config import DedupJobConfig
 from dedup.evaluation import edit, real_documents, vocabulary
 from dedup.job import InputError, resolve_input, run_dedup
+from dedup.minhash import MinHashConfig, exact_jaccard, shingle_hashes
+from dedup.normalize import normalize_text
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 CFG = {"output": {"partitions": 2}, "lines": {"max_docs": 10, "min_words": 50}}
@@ -214,6 +217,63 @@ def test_rerun_is_deterministic_and_resumes(first_run, corpus, tmp_path):
     assert _read(out2) == _read(out1)
     with pytest.raises(OutputConflict, match="lines"):
         run_dedup(str(folder), str(out2), DedupJobConfig.from_dict({**CFG, "lines": {"max_docs": 3}}))
+
+
+def _chain(text: str, rng: random.Random, vocab: list[str]) -> tuple[str, str, str]:
+    """A, B, C: B is A with words replaced at spaced positions, C is B with as many more replaced.
+
+    Each replaced word breaks 5 shingles, so with k = 1.5% of the words J(A,B) = J(B,C) ~ 0.86 and
+    J(A,C) ~ 0.74: a chain across the 0.8 threshold (the test checks the true values)."""
+    words = text.split(" ")
+    k = round(0.015 * len(words))
+    b = list(words)
+    for j in range(k):
+        b[10 + 30 * j] = rng.choice(vocab)
+    c = list(b)
+    for j in range(k):
+        c[25 + 30 * j] = rng.choice(vocab)
+    return text, " ".join(b), " ".join(c)
+
+
+@pytest.mark.spark
+def test_verified_removals_are_checked_against_the_kept_document(spark, data_dir, tmp_path):
+    """With `verify: exact`, a chain A-B-C (A~B, B~C, A not~ C) is one component, but C is far from
+    the kept A: C must be kept (detached), B removed, and every removal reach the threshold."""
+    docs = real_documents(data_dir)
+    rng = random.Random(5)
+    vocab = vocabulary(docs)
+    mh = MinHashConfig(bands=32, rows=4, verify="exact")  # chains of J >= 0.7 surely collide
+    rows, chains = [], []
+    for i, text in enumerate([d for d in docs if 600 <= len(d.split(" ")) <= 900][:12]):
+        a, b, c = _chain(text, rng, vocab)
+        ha, hb, hc = (shingle_hashes(normalize_text(t), mh.ngram) for t in (a, b, c))
+        assert exact_jaccard(ha, hb) >= 0.8 and exact_jaccard(hb, hc) >= 0.8 > exact_jaccard(ha, hc)
+        ids = [f"chain-{i}-{x}" for x in "abc"]
+        for t, q, id_ in zip((a, b, c), (0.9, 0.5, 0.1), ids):  # quality makes A the one kept
+            rows.append(_row(len(rows), t, quality=q, id_=id_))
+        chains.append(ids)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "chains.parquet")
+    out = tmp_path / "out"
+    cfg = DedupJobConfig.from_dict({**CFG, "minhash": asdict(mh), "lines": {"enabled": False}})
+    run_dedup(str(tmp_path / "chains.parquet"), str(out), cfg, progress=False)
+    kept = {r["id"]: r for r in _read(out)}
+    removed = {r["id"]: r for r in pq.read_table(out / "removed_ids").to_pylist()}
+    text = {r["id"]: r["text"] for r in rows}
+
+    def jac(x: str, y: str) -> float:
+        return exact_jaccard(*(shingle_hashes(normalize_text(text[i]), mh.ngram) for i in (x, y)))
+
+    assert len(kept) + len(removed) == len(rows)
+    for rid, r in removed.items():  # every removal is justified against the document kept
+        assert r["reason"] == "near_duplicate" and jac(rid, r["partner_id"]) >= mh.threshold
+    detached = [c for a, b, c in chains if a in kept and b in removed and c in kept]
+    info = json.loads((out / "stages" / "cluster.json").read_text())
+    assert detached and info["detached"] == len(detached)
+    for c in detached:
+        assert kept[c]["dup_cluster"] == c and kept[c]["dup_cluster_size"] == 1  # a cluster of its own
+    for a, b, c in chains:
+        if a in kept and b in removed:  # A stands for itself and the members it replaced, not C
+            assert kept[a]["dup_cluster_size"] == 2 + (c in removed)
 
 
 @pytest.mark.spark
