@@ -60,15 +60,23 @@ class ClusterConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class LinesConfig:
-    """Line-level dedup: a line (normalized) found in more than `max_docs` documents is boilerplate."""
+    """Line-level dedup: a line (normalized) found in more than `max_docs` documents is boilerplate.
+
+    With `max_fraction`, a line must also be in more than that fraction of the documents surviving
+    the earlier stages: an absolute count that suits a few thousand documents is far too low for
+    millions, where real sentences recur by chance; the count stays the floor for small runs.
+    """
 
     enabled: bool = True
     max_docs: int = 10
+    max_fraction: float | None = None
     min_words: int = 50  # a document left with fewer words (whitespace-separated) is dropped
 
     def __post_init__(self) -> None:
         if self.max_docs < 1:
             raise ConfigError(f"lines.max_docs must be >= 1, got {self.max_docs}")
+        if self.max_fraction is not None and not 0.0 < self.max_fraction < 1.0:
+            raise ConfigError(f"lines.max_fraction must be in (0, 1), got {self.max_fraction}")
         if self.min_words < 0:
             raise ConfigError(f"lines.min_words must be >= 0, got {self.min_words}")
 

@@ -595,8 +595,11 @@ def run_dedup(
         exploded = texts.mapInArrow(_lines_fn, "_row long, pos int, h long")
         stages.write(exploded, "lines/exploded")
         ex = spark.read.parquet(str(stages.path("lines/exploded")))
+        limit = cfg.lines.max_docs
+        if cfg.lines.max_fraction is not None:
+            limit = max(limit, int(cfg.lines.max_fraction * texts.count()))
         freq = (ex.select("_row", "h").distinct().groupBy("h").agg(F.count(F.lit(1)).alias("docs"))).where(
-            F.col("docs") > cfg.lines.max_docs
+            F.col("docs") > limit
         )
         stages.write(freq, "lines/frequent")
         fr = spark.read.parquet(str(stages.path("lines/frequent")))
@@ -605,6 +608,7 @@ def run_dedup(
         dr = spark.read.parquet(str(stages.path("lines/drops")))
         agg = dr.agg(F.count(F.lit(1)).alias("docs"), F.sum(F.size("_drop_lines")).alias("lines")).first()
         return {
+            "max_docs": limit,
             "frequent_lines": fr.count(),
             "docs_touched": int(agg["docs"] or 0),
             "lines_removed": int(agg["lines"] or 0),

@@ -20,6 +20,7 @@ def test_shipped_config_lists_the_defaults():
         ({"cluster": {"keep": "all"}}, "cluster.keep"),
         ({"minhash": {"num_perm": "many"}}, "minhash.num_perm"),
         ({"lines": {"max_docs": 0}}, "lines.max_docs"),
+        ({"lines": {"max_fraction": 1.5}}, "lines.max_fraction"),
         ({"linez": {}}, "unknown key linez"),
         ({"minhash": {"bands": 10, "rows": 20}}, "exceeds num_perm"),
     ],

@@ -191,6 +191,24 @@ def test_boilerplate_lines_removed(first_run, corpus):
 
 
 @pytest.mark.spark
+def test_lines_max_fraction_raises_the_bar(spark, corpus, tmp_path):
+    """max_fraction 0.9: a line must be in more than 90% of the surviving documents, so the 16
+    documents' boilerplate stays (max_docs 10 alone removes it, as the test above shows)."""
+    folder, _, plan, boiler = corpus
+    out = tmp_path / "frac"
+    cfg = {**CFG, "lines": {**CFG["lines"], "max_fraction": 0.9}}
+    run_dedup(str(folder), str(out), DedupJobConfig.from_dict(cfg), progress=False)
+    info = json.loads((out / "stages" / "lines.json").read_text())
+    stats = json.loads((out / "stats.json").read_text())
+    surviving = next(st["docs_out"] for st in stats["stages"] if st["stage"] == "cluster")
+    assert info["max_docs"] == int(0.9 * surviving) > len(plan["boiler"]) + 1
+    assert info["frequent_lines"] == 0
+    kept = {r["id"]: r for r in _read(out)}
+    assert plan["too_short"] in kept
+    assert all(boiler[0] in kept[d]["text"] for d in plan["boiler"] if d in kept)
+
+
+@pytest.mark.spark
 def test_columns_added_and_input_columns_kept(first_run, corpus):
     out, _ = first_run
     folder, *_ = corpus
