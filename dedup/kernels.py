@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# Kept literal here (numba needs them as compile-time constants); dedup.minhash asserts they match.
-POLY_BASE = np.uint64(0x9E3779B97F4A7C15)
+# Compile-time constants for numba; dedup.minhash's numpy reference imports the same ones.
+POLY_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so invertible mod 2^64
 POLY_BASE_INV = np.uint64(pow(0x9E3779B97F4A7C15, -1, 1 << 64))
 FMIX_C1 = np.uint64(0xFF51AFD7ED558CCD)
 FMIX_C2 = np.uint64(0xC4CEB9FE1A85EC53)

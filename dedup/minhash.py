@@ -30,12 +30,12 @@ from curation.config import ConfigError, _check_choice
 from dedup import kernels
 
 _MASK64 = (1 << 64) - 1
-_POLY_BASE = 0x9E3779B97F4A7C15  # odd, so invertible mod 2^64
-_POLY_BASE_INV = pow(_POLY_BASE, -1, 1 << 64)
-_FMIX_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_FMIX_C2 = np.uint64(0xC4CEB9FE1A85EC53)
-assert int(kernels.POLY_BASE) == _POLY_BASE and int(kernels.FMIX_C1) == int(_FMIX_C1)
-assert int(kernels.FMIX_C2) == int(_FMIX_C2) and int(kernels.POLY_BASE_INV) == _POLY_BASE_INV
+# One set of constants for the reference and the compiled kernels (defined there: numba needs them
+# as module globals of the kernel's own module).
+_POLY_BASE = int(kernels.POLY_BASE)
+_POLY_BASE_INV = int(kernels.POLY_BASE_INV)
+_FMIX_C1 = kernels.FMIX_C1
+_FMIX_C2 = kernels.FMIX_C2
 # Signature chunking: at most this many shingles x permutations uint64 values in memory at once.
 _CHUNK_VALUES = 1 << 19
 HASHES = ("poly64",)
