@@ -573,17 +573,18 @@ def run_dedup(
                 str(r["_members"]): int(r["n"])
                 for r in sizes.groupBy("_members").agg(F.count(F.lit(1)).alias("n")).collect()
             }
-            in_clusters = members.where(F.col("_members") > 1).count()
+            # members of 2+ clusters neither kept nor removed failed the check against the kept one
+            in_clusters = sum(int(size) * n for size, n in hist.items() if int(size) > 1)
             n_removed = spark.read.parquet(str(stages.path("cluster/removed"))).count()
+            n_kept = ci.count()
             return {
                 "removed": _reason_counts(decisions(["cluster"])),
-                # members of 2+ clusters neither kept nor removed: failed the check against the kept one
-                "detached": in_clusters - n_removed - ci.count(),
+                "detached": in_clusters - n_removed - n_kept,
                 "clusters": int(agg["clusters"] or 0),
                 "largest_cluster": int(agg["largest"] or 0),
                 "largest_cluster_copies": int(agg["largest_copies"] or 0),
                 "cluster_size_histogram": dict(sorted(hist.items(), key=lambda kv: int(kv[0]))),
-                "kept_in_clusters": ci.count(),
+                "kept_in_clusters": n_kept,
             }
 
         stage("cluster", do_cluster)
