@@ -81,7 +81,7 @@ from datatrove.utils.lid import FT176LID  # noqa: E402
 
 from curation.config import DATATROVE_FILTERS, ExtractConfig, ExtractJobConfig  # noqa: E402
 from curation.langid import default_model_path  # noqa: E402
-from curation.shared_data import shared_data_dir  # noqa: E402
+from tests.support.shared_data import shared_data_dir  # noqa: E402
 
 DEFAULT_FILES = (
     "pages-aeb-181.warc.gz",
@@ -373,9 +373,9 @@ def run_datatrove(
 
 
 def run_pool(files: list[str], cfg: ExtractJobConfig, cores: int, out: Path, spark_pids) -> Run:
-    from curation.output import OutputDir
+    from core.output import OutputDir
+    from core.stats import Stats
     from curation.pipeline import process_file, stage_order
-    from curation.stats import Stats
 
     me = {os.getpid()}
     c0, t0 = tree_cpu_seconds(me, spark_pids), time.time()
@@ -393,7 +393,7 @@ def run_pool(files: list[str], cfg: ExtractJobConfig, cores: int, out: Path, spa
 
 def start_spark(cores: int) -> tuple[float, float, set[int]]:
     """Start the SparkSession run_extract reuses: (session s, first-job s, the JVM's pids)."""
-    from curation.job import get_spark
+    from core.spark import get_spark
 
     before = child_pids()
     t0 = time.time()

@@ -1,6 +1,6 @@
 """MinHash LSH accuracy on real text: precision, recall and F1 against brute-force Jaccard.
 
-Evaluation set (dedup.evaluation): the real documents in ../shared/data (Wikipedia chunks, ABC news,
+Evaluation set (tests.support.neardup): the real documents in ../shared/data (Wikipedia chunks, ABC news,
 human-labelled CC documents, cc_net CC documents, Clough-Stevenson sources), plus for the first
 `--bases` of them `--copies` edited copies each, with word-edit fractions drawn from a fixed ladder
 (0 to 30% of words deleted, inserted or substituted, sometimes two sentences swapped), so pairs fall
@@ -27,8 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from curation.shared_data import shared_data_dir
-from dedup.evaluation import (
+from dedup.minhash import MinHashConfig, MinHasher, estimate_jaccard, shingle_hashes
+from dedup.normalize import normalize_text
+from tests.support.neardup import (
     candidate_pairs,
     edit,
     jaccard_matrix,
@@ -36,8 +37,7 @@ from dedup.evaluation import (
     real_documents,
     vocabulary,
 )
-from dedup.minhash import MinHashConfig, MinHasher, estimate_jaccard, shingle_hashes
-from dedup.normalize import normalize_text
+from tests.support.shared_data import shared_data_dir
 
 LADDER = [0.0, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2, 0.3]
 

@@ -1,6 +1,6 @@
 """Dedup at scale: our Spark job vs datatrove's 4-stage MinHash pipeline, same documents, one run.
 
-Documents (built from the real text in ../shared/data, see dedup.evaluation.real_documents): the
+Documents (built from the real text in ../shared/data, see tests.support.neardup.real_documents): the
 real documents are split into sentences (~60k); document i is 4 runs of 3 consecutive sentences,
 each run starting at a random position (seeded), so documents read as real prose and two random
 documents share almost no 5-gram. Then 5% of documents are replaced by lightly edited copies (1% of
@@ -50,7 +50,7 @@ def build_docs(n: int, out: Path, files: int, seed: int = 0) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dedup.evaluation import edit, real_documents, vocabulary
+    from tests.support.neardup import edit, real_documents, vocabulary
 
     docs = real_documents()
     sents = [s for d in docs for s in re.split(r"(?<=[.!?])\s+", d.replace("\n", " ")) if len(s.split()) >= 4]
@@ -249,9 +249,9 @@ def run_datatrove(inp: Path, work: Path, cores: int, files: int) -> dict:
 def signature_throughput(n_docs: int = 3000) -> list[dict]:
     from datasketch import MinHash
 
-    from dedup.evaluation import real_documents
     from dedup.minhash import MinHashConfig, MinHasher, shingle_hashes, shingle_strings
     from dedup.normalize import normalize_bytes, normalize_text
+    from tests.support.neardup import real_documents
 
     docs = real_documents()[:n_docs]
     nbytes = sum(len(d.encode()) for d in docs)

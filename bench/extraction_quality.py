@@ -75,7 +75,7 @@ from pathlib import Path
 from curation.charset import decode_html
 from curation.config import ExtractConfig
 from curation.extract import Extractor
-from curation.shared_data import shared_data_dir
+from tests.support.shared_data import shared_data_dir
 
 # ---------------------------------------------------------------------------------------------
 # article-extraction-benchmark metric (scrapinghub/article-extraction-benchmark, evaluate.py)

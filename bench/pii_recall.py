@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from curation.pii import PII_TYPES, find_pii, iban_valid, luhn_valid, scrub
-from curation.shared_data import shared_data_dir
+from tests.support.shared_data import shared_data_dir
 
 # Presidio entity type -> our PII type. IP_ADDRESS covers IPv4 and IPv6 in both.
 GOLD_TYPES: dict[str, str] = {

@@ -27,7 +27,7 @@ from classifiers.data import read_inputs
 from classifiers.evaluate import evaluate
 from classifiers.model import QualityModel
 from classifiers.train import train_quality
-from curation.shared_data import REPO_ROOT, shared_data_dir
+from tests.support.shared_data import REPO_ROOT, shared_data_dir
 
 
 def main() -> None:

@@ -87,7 +87,8 @@ def bench_core(docs: Path, tok, out: Path, mode: str) -> tuple[float, float, int
 
 
 def bench_spark(docs: Path, tok_path: str, out: Path, mode: str) -> tuple[float, float, float, int, str]:
-    from curation.job import get_spark, run_tokenize
+    from core.spark import get_spark
+    from curation.job import run_tokenize
 
     get_spark("local[1]", "bench-tokenize", {"spark.ui.enabled": "false"})
     t0 = time.perf_counter()

@@ -31,8 +31,8 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
 from curation.config import ReaderConfig  # noqa: E402
-from curation.shared_data import shared_data_dir  # noqa: E402
 from curation.warc import iter_records  # noqa: E402
+from tests.support.shared_data import shared_data_dir  # noqa: E402
 
 DEFAULT_GLOBS = ("pages-*.warc.gz", "cc-main-*.warc.gz")
 

@@ -15,8 +15,8 @@ import sys
 
 from classifiers.data import DataError
 from classifiers.model import ModelError
+from core.output import OutputConflict
 from curation.config import ConfigError
-from curation.output import OutputConflict
 
 BAD_INPUT = (ConfigError, DataError, ModelError, OutputConflict, FileExistsError)
 
@@ -86,7 +86,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _score(args: argparse.Namespace) -> int:
     from classifiers.score import run_score
-    from curation.stats import funnel_table
+    from core.stats import funnel_table
 
     res = run_score(args.input, args.output, args.model, master=args.master, batch_size=args.batch_size)
     print(f"\nRefinery score -> {res.output}")

@@ -37,8 +37,8 @@ import pyarrow.parquet as pq
 
 from classifiers.data import DataError, expand
 from classifiers.model import load_model, read_metadata, sha256_file
-from curation.output import OutputDir, atomic_write_json
-from curation.stats import Stats
+from core.output import OutputDir, atomic_write_json
+from core.stats import Stats
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ def run_score(
     failed: list[dict[str, Any]] = []
     if todo:
         out.set_success(False)
-        from curation.job import get_spark
+        from core.spark import get_spark
 
         spark = get_spark(master, "refinery-score", spark_conf)
         rdd = spark.sparkContext.parallelize(todo, numSlices=len(todo))  # one task per file

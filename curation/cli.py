@@ -14,19 +14,10 @@ import json
 import logging
 import sys
 
+from core.output import OutputConflict
+from core.spark import parse_spark_conf
 from curation.config import ConfigError, ExtractJobConfig
 from curation.inputs import InputError
-from curation.output import OutputConflict
-
-
-def _spark_conf(pairs: list[str]) -> dict[str, str]:
-    conf = {}
-    for p in pairs:
-        k, sep, v = p.partition("=")
-        if not sep or not k:
-            raise ConfigError(f"--spark-conf expects KEY=VALUE, got {p!r}")
-        conf[k] = v
-    return conf
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,9 +93,9 @@ def _select(pairs: list[str]) -> dict[str, object]:
 
 
 def _tokenize(args: argparse.Namespace) -> int:
+    from core.selectors import SelectorError
+    from core.stats import funnel_table
     from curation.job import run_tokenize
-    from curation.stats import funnel_table
-    from mixtures.selectors import SelectorError
 
     try:
         result = run_tokenize(
@@ -115,7 +106,7 @@ def _tokenize(args: argparse.Namespace) -> int:
             select=_select(args.select),
             eod_token=args.eod_token,
             master=args.master,
-            spark_conf=_spark_conf(args.spark_conf),
+            spark_conf=parse_spark_conf(args.spark_conf),
         )
     except (ConfigError, InputError, OutputConflict, SelectorError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -167,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train-tokenizer":
         return _train_tokenizer(args)
     if args.command == "extract":
+        from core.stats import funnel_table
         from curation.job import run_extract
-        from curation.stats import funnel_table
 
         try:
             cfg = ExtractJobConfig.load(args.config)
@@ -177,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.output,
                 cfg,
                 master=args.master,
-                spark_conf=_spark_conf(args.spark_conf),
+                spark_conf=parse_spark_conf(args.spark_conf),
                 progress=not args.no_progress,
             )
         except (ConfigError, InputError, OutputConflict) as e:

@@ -23,10 +23,7 @@ from typing import Any
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A config file or value is invalid; the message names the file and the key."""
-
+from core.errors import ConfigError
 
 # datatrove filter blocks we call, by config key -> class name in datatrove.pipeline.filters.
 DATATROVE_FILTERS = {

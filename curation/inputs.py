@@ -23,14 +23,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from core.errors import InputError
+
 log = logging.getLogger(__name__)
 
 REMOTE_SCHEMES = ("s3://", "s3a://", "https://", "http://")
 LISTING_SUFFIXES = (".paths", ".paths.gz")
-
-
-class InputError(ValueError):
-    """The inputs given on the command line cannot be resolved; raised before Spark starts."""
 
 
 def is_remote(uri: str) -> bool:

@@ -26,11 +26,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from core.output import OutputDir, atomic_write_json, unit_name
+from core.spark import configure_worker_logging, get_spark
+from core.stats import Stats
 from curation.config import ExtractJobConfig
 from curation.inputs import InputError, resolve_inputs
-from curation.output import OutputDir, atomic_write_json, unit_name
 from curation.pipeline import process_file, stage_order
-from curation.stats import Stats
 
 log = logging.getLogger(__name__)
 
@@ -49,42 +50,10 @@ class JobResult:
         return not self.failed
 
 
-def under_spark_submit() -> bool:
-    """True when this Python driver was started by spark-submit (the JVM is already up)."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
-
-
-def get_spark(master: str | None, app_name: str, conf: dict[str, str] | None = None):
-    """SparkSession: `master` if given, else spark-submit's, else the embedded local[*]."""
-    from pyspark.sql import SparkSession
-
-    # Executors' Python must be this interpreter (the venv with the project installed) unless
-    # the user chose one.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
-    if master:
-        builder = builder.master(master)
-    elif not under_spark_submit():
-        builder = builder.master("local[*]")
-    # Our own progress line replaces Spark's console bar (which interleaves with logs).
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
-    for k, v in (conf or {}).items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("REFINERY_SPARK_LOG_LEVEL", "WARN"))
-    return spark
-
-
 def _run_task(item: tuple[str, str], cfg: ExtractJobConfig, out_root: str) -> dict[str, Any]:
     uri, _unit = item
-    _configure_worker_logging()
+    configure_worker_logging()
     return process_file(uri, cfg, out_root)
-
-
-def _configure_worker_logging() -> None:
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 class _Progress:
@@ -195,7 +164,7 @@ class TokenizeResult:
 def _tokenize_task(item: tuple[int, str], task_bc: Any) -> dict[str, Any]:
     from curation.tokenize import tokenize_file
 
-    _configure_worker_logging()
+    configure_worker_logging()
     # One Spark task per core: the tokenizer's own Rust thread pool would oversubscribe the cores.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     index, path = item
@@ -222,10 +191,10 @@ def run_tokenize(
     """
     import pyarrow.parquet as pq
 
-    from curation.output import OutputConflict, _diff_keys
+    from core.output import OutputConflict, diff_keys
+    from core.selectors import SelectorError, parse_selectors
     from curation.tokenize import STAGES, TokenizeTask, part_name
     from curation.tokenizer import build_encoder, doc_parquet_files, load_tokenizer
-    from mixtures.selectors import SelectorError, parse_selectors
 
     if not source or "/" in source or source.startswith("."):
         raise InputError(f"--source must be a plain folder name, got {source!r}")
@@ -268,7 +237,7 @@ def run_tokenize(
     if cfg_path.exists():
         old = json.loads(cfg_path.read_text())
         if old.get("fingerprint") != fingerprint:
-            diff = _diff_keys(old.get("config", {}), config)
+            diff = diff_keys(old.get("config", {}), config)
             raise OutputConflict(
                 f"{out} was made with config {old.get('fingerprint')}; this run is {fingerprint} "
                 f"(differs in: {', '.join(diff[:10]) or '?'}). Use another --output or --source, "

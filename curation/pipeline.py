@@ -35,16 +35,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.output import OutputDir, unit_name
+from core.stats import Stats
 from curation.charset import decode_html
 from curation.config import ExtractJobConfig
 from curation.extract import Extractor
 from curation.filters import QualityFilters
 from curation.inputs import is_remote, local_copy
 from curation.langid import LanguageIdentifier
-from curation.output import OutputDir, unit_name
 from curation.pii import PiiScrubber
 from curation.schema import DOC_SCHEMA, PII_COUNT_FIELDS, REJECTED_SCHEMA, doc_id
-from curation.stats import Stats
 from curation.warc import Page, Skip, crawl_from_name, iter_records
 
 log = logging.getLogger(__name__)

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from curation.output import atomic_write_json
+from core.output import atomic_write_json
+from core.selectors import Selector, selection_mask
+from core.stats import Stats
 from curation.shards import dtype_for_vocab, sha256_file, write_shard
-from curation.stats import Stats
-from mixtures.selectors import Selector, selection_mask
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.output import atomic_write_bytes, atomic_write_json
 from curation.config import ConfigError, load_yaml_config
-from curation.output import atomic_write_bytes, atomic_write_json
 from curation.shards import sha256_file
 
 log = logging.getLogger(__name__)

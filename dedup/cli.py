@@ -10,9 +10,9 @@ import argparse
 import logging
 import sys
 
-from curation.cli import _spark_conf
+from core.output import OutputConflict
+from core.spark import parse_spark_conf
 from curation.config import ConfigError
-from curation.output import OutputConflict
 from dedup.config import DedupJobConfig
 from dedup.job import InputError
 
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from curation.stats import funnel_table
+    from core.stats import funnel_table
     from dedup.job import run_dedup
 
     try:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             args.output,
             cfg,
             master=args.master,
-            spark_conf=_spark_conf(args.spark_conf),
+            spark_conf=parse_spark_conf(args.spark_conf),
             progress=not args.no_progress,
         )
     except (ConfigError, InputError, OutputConflict) as e:

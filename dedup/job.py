@@ -26,8 +26,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.output import OutputConflict, _diff_keys, atomic_write_json
-from curation.stats import Stats, funnel_table
+from core.errors import InputError
+from core.output import OutputConflict, atomic_write_json, diff_keys
+from core.stats import Stats, funnel_table
 from dedup.config import DedupJobConfig
 from dedup.minhash import MinHashConfig, MinHasher, estimate_jaccard, exact_jaccard, shingle_hashes
 from dedup.normalize import hash64, line_hashes, normalize_bytes, normalize_text, normalize_url
@@ -37,10 +38,6 @@ log = logging.getLogger(__name__)
 STAGES = ("prepare", "ids", "exact", "url", "minhash", "cluster", "lines", "output")
 ADDED_COLUMNS = ("dup_cluster", "dup_cluster_size")
 _DECISION_COLS = ("_row", "id", "stage", "reason", "partner_id", "_bytes")
-
-
-class InputError(ValueError):
-    """The input is not a document Parquet dataset (missing, empty, or without id/text)."""
 
 
 @dataclass
@@ -319,7 +316,7 @@ def run_dedup(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from curation.job import get_spark
+    from core.spark import get_spark
 
     spark = get_spark(master, "refinery-dedup", spark_conf)
     partitions = cfg.output.partitions or max(2, 2 * spark.sparkContext.defaultParallelism)
@@ -768,7 +765,7 @@ def _prepare_output(root: Path, cfg: DedupJobConfig, files: list[str]) -> None:
             or old.get("fingerprint") != cfg.fingerprint()
             or old.get("inputs") != files
         ):
-            diff = _diff_keys(old.get("config", {}), cfg.to_dict())
+            diff = diff_keys(old.get("config", {}), cfg.to_dict())
             if old.get("inputs") != files:
                 diff.append("inputs")
             raise OutputConflict(

@@ -63,8 +63,8 @@ def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from core.selectors import selection_mask
     from curation.tokenizer import doc_parquet_files
-    from mixtures.selectors import selection_mask
 
     try:
         files = doc_parquet_files(src.docs)

@@ -33,10 +33,11 @@ from typing import Any
 
 import yaml
 
-from mixtures.selectors import Selector, SelectorError, parse_selectors
+from core.errors import ConfigError
+from core.selectors import Selector, SelectorError, parse_selectors
 
 
-class RecipeError(ValueError):
+class RecipeError(ConfigError):
     """A recipe is invalid; the message names the file, the key and the allowed values."""
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from curation.shared_data import shared_data_dir
+from tests.support.shared_data import shared_data_dir
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +24,7 @@ def warc_dir(data_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def spark():
     """A real local[2] SparkSession (2 cores, as CI has), shared by the `spark` tier."""
-    from curation.job import get_spark
+    from core.spark import get_spark
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # 4 shuffle partitions, not 200: test data is small, and each partition is a task to schedule.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from curation.shared_data import REPO_ROOT
+from tests.support.shared_data import REPO_ROOT
 
 _PATH = REPO_ROOT / "bench" / "extraction_quality.py"
 

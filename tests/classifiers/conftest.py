@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from classifiers.config import QualityTrainConfig
+from core.output import OutputDir
 from curation.config import ExtractJobConfig
-from curation.output import OutputDir
 from curation.pipeline import process_file
 
 NEGATIVE_WARCS = (

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from classifiers.model import QualityModel
+from core.output import OutputDir
 from curation.config import ExtractJobConfig
-from curation.output import OutputDir
 from curation.pipeline import process_file, stage_order
 
 

@@ -14,7 +14,7 @@ from classifiers.evaluate import load_labelled
 from classifiers.metrics import roc_auc
 from classifiers.model import QualityModel
 from classifiers.score import ScoreJobConfig, score_file
-from curation.output import OutputDir
+from core.output import OutputDir
 from curation.schema import DOC_SCHEMA
 
 
@@ -90,7 +90,7 @@ def test_score_cli_bad_inputs(tmp_path, model_dir, capsys):
 @pytest.mark.spark
 def test_score_job_on_spark(spark, tmp_path, extract_out, model_dir, positives, capsys):
     from classifiers.score import run_score
-    from curation.output import OutputConflict
+    from core.output import OutputConflict
 
     master = spark.sparkContext.master
     res = run_score(extract_out, tmp_path / "scored", model_dir, master=master)

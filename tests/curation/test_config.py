@@ -56,7 +56,7 @@ def test_errors_name_file_and_key(tmp_path, text, needle):
 
 
 def test_shipped_example_config_documents_the_defaults():
-    from curation.shared_data import REPO_ROOT
+    from tests.support.shared_data import REPO_ROOT
 
     assert ExtractJobConfig.load(REPO_ROOT / "configs" / "extract.yaml") == ExtractJobConfig()
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from core.output import OutputConflict
 from curation.config import ExtractJobConfig
 from curation.job import run_extract
-from curation.output import OutputConflict
 from curation.pipeline import process_file
 
 pytestmark = pytest.mark.spark
@@ -54,7 +54,7 @@ def test_job_outputs_match_direct_runs(job_out, warc_dir, tmp_path):
     assert result.ok and result.inputs == len(FILES) and result.processed == len(FILES)
     assert (out / "_SUCCESS").exists()
     direct = tmp_path / "direct"
-    from curation.output import OutputDir
+    from core.output import OutputDir
 
     OutputDir(direct).prepare("extract", CFG.to_dict(), CFG.fingerprint())
     for f in _inputs(warc_dir):

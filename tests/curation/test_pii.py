@@ -31,7 +31,7 @@ from curation.pii import (
     luhn_valid,
     scrub,
 )
-from curation.shared_data import REPO_ROOT, shared_data_dir
+from tests.support.shared_data import REPO_ROOT, shared_data_dir
 
 
 def found(text: str, config: PiiConfig | None = None) -> list[tuple[str, str]]:

@@ -8,11 +8,11 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from core.output import OutputDir
+from core.stats import Stats
 from curation.config import ExtractJobConfig
-from curation.output import OutputDir
 from curation.pipeline import process_file
 from curation.schema import DOC_SCHEMA
-from curation.stats import Stats
 
 CFG = ExtractJobConfig()
 

@@ -14,12 +14,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from core.output import OutputConflict
+from core.selectors import SelectorError, parse_selectors
 from curation.job import run_tokenize
-from curation.output import OutputConflict
 from curation.shards import IndexedShard
 from curation.tokenize import TokenizeTask, tokenize_file
 from curation.tokenizer import TokenizerConfig, load_tokenizer, train_tokenizer
-from mixtures.selectors import SelectorError, parse_selectors
 from tests.mixtures.corpus import EDGE_TEXTS, build_corpus
 
 

@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from curation.job import InputError, run_tokenize
-from curation.shared_data import shared_data_dir
 from curation.tokenize import TokenizeTask, tokenize_file
 from curation.tokenizer import (
     PROBE_TEXTS,
@@ -35,6 +34,7 @@ from curation.tokenizer import (
     train_tokenizer,
 )
 from tests.mixtures.corpus import EDGE_TEXTS, build_corpus
+from tests.support.shared_data import shared_data_dir
 
 TRICKY = [
     *PROBE_TEXTS,

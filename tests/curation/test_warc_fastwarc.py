@@ -20,8 +20,8 @@ import pytest
 
 import curation.warc_fastwarc as fw
 from curation.config import ReaderConfig
-from curation.shared_data import shared_data_dir
 from curation.warc import Page, Skip, _iter_warcio, iter_records
+from tests.support.shared_data import shared_data_dir
 
 FAST = ReaderConfig(engine="fastwarc")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from curation.config import ConfigError
-from curation.shared_data import REPO_ROOT
 from dedup.config import DedupJobConfig
+from tests.support.shared_data import REPO_ROOT
 
 
 def test_shipped_config_lists_the_defaults():

@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curation.output import OutputConflict
+from core.output import OutputConflict
 from dedup.config import DedupJobConfig
-from dedup.evaluation import edit, real_documents, vocabulary
 from dedup.job import InputError, resolve_input, run_dedup
 from dedup.minhash import MinHashConfig, MinHasher, estimate_jaccard, exact_jaccard, shingle_hashes
 from dedup.normalize import normalize_text
+from tests.support.neardup import edit, real_documents, vocabulary
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 CFG = {"output": {"partitions": 2}, "lines": {"max_docs": 10, "min_words": 50}}

@@ -11,7 +11,6 @@ from datasketch import MinHash
 from datasketch.lsh import _optimal_param
 
 from curation.config import ConfigError
-from dedup.evaluation import edit, real_documents, vocabulary
 from dedup.minhash import (
     MinHashConfig,
     MinHasher,
@@ -23,6 +22,7 @@ from dedup.minhash import (
     shingle_strings,
 )
 from dedup.normalize import normalize_text
+from tests.support.neardup import edit, real_documents, vocabulary
 
 
 @pytest.fixture(scope="module")

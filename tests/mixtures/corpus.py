@@ -19,10 +19,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.output import OutputDir
 from curation.config import ExtractJobConfig
-from curation.output import OutputDir
 from curation.pipeline import process_file
-from curation.shared_data import shared_data_dir
+from tests.support.shared_data import shared_data_dir
 
 LANGS = ("zh", "ja", "ko", "ru", "ar", "hi", "el", "de")
 DOCS_PER_LANG = 5
@@ -86,10 +86,10 @@ def build_source(
 ) -> Path:
     """shards/<source> with manifest.json from `files`, through the job's own per-file function
     and manifest builder, without Spark (the Spark path is tested in tests/curation/test_tokenize.py)."""
+    from core.selectors import parse_selectors
     from curation.job import build_manifest
     from curation.tokenize import TokenizeTask, tokenize_file
     from curation.tokenizer import load_tokenizer
-    from mixtures.selectors import parse_selectors
 
     tok = load_tokenizer(tok_path)
     out = out_root / "shards" / source

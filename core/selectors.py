@@ -19,11 +19,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import ConfigError
+
 OPS = (">=", "<=", "==", "!=", ">", "<")
 _CMP = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*([^<>=!\s].*?)\s*$")
 
 
-class SelectorError(ValueError):
+class SelectorError(ConfigError):
     """A selector cannot be parsed or applied; the message names the column and what is allowed."""
 
 

@@ -1,4 +1,4 @@
-"""Locate the shared real-data folder (../shared/data beside the checkout).
+"""Locate the shared real-data folder (../shared/data beside the checkout): tests and benchmarks only.
 
 Tests and benchmarks read third-party data from there and never copy it into the repo.
 `REFINERY_SHARED_DATA` overrides the location.
@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 ENV_VAR = "REFINERY_SHARED_DATA"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def shared_data_dir() -> Path:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from curation.shared_data import shared_data_dir
+from tests.support.shared_data import shared_data_dir
 
 _SENT = re.compile(r"(?<=[.!?])\s+")
 

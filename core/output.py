@@ -24,14 +24,23 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from core.errors import OutputConflict
+
+__all__ = [
+    "OutputConflict",
+    "OutputDir",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "diff_keys",
+    "guard_folder",
+    "unit_name",
+]
+
 SUBDIRS = ("docs", "rejected", "stats", "done")
-
-
-class OutputConflict(RuntimeError):
-    """The output folder was made by a different config."""
 
 
 def unit_name(uri: str) -> str:
@@ -64,33 +73,20 @@ class OutputDir:
         self.subdirs = subdirs
 
     # -- driver side -------------------------------------------------------------------------
-    def prepare(self, job: str, config: dict[str, Any], fingerprint: str) -> None:
-        """Create the folder, or check that it was made by the same job and config."""
-        self.root.mkdir(parents=True, exist_ok=True)
+    def prepare(
+        self, job: str, config: dict[str, Any], fingerprint: str, extra: dict[str, Any] | None = None
+    ) -> None:
+        """Create the folder, or check that it was made by the same job, config and `extra` record."""
+        guard_folder(self.root, job, config, fingerprint, extra)
         for sub in self.subdirs:
             (self.root / sub).mkdir(exist_ok=True)
-        cfg_path = self.root / "_config.json"
-        if cfg_path.exists():
-            old = json.loads(cfg_path.read_text())
-            if old.get("job") != job or old.get("fingerprint") != fingerprint:
-                diff = _diff_keys(old.get("config", {}), config)
-                raise OutputConflict(
-                    f"{self.root} was made by `{old.get('job')}` with config {old.get('fingerprint')}; "
-                    f"this run is `{job}` with config {fingerprint}"
-                    + (f" (differs in: {', '.join(diff[:10])})" if diff else "")
-                    + ". Use another --output, or delete that folder to start over."
-                )
-        else:
-            atomic_write_json(
-                cfg_path,
-                {"job": job, "fingerprint": fingerprint, "config": config, "created": _now()},
-            )
         self.remove_stale_tmp()
 
-    def remove_stale_tmp(self) -> None:
-        """Temporary files of a crashed run: never renamed into place, safe to delete."""
-        for sub in self.subdirs:
-            for p in (self.root / sub).glob(".*.tmp-*"):
+    def remove_stale_tmp(self, unit: str | None = None) -> None:
+        """Temporary files of a crashed run (or of one failed unit): never renamed into place."""
+        pattern = f".{unit}.*.tmp-*" if unit else ".*.tmp-*"
+        for sub in ("", *self.subdirs):
+            for p in (self.root / sub).glob(pattern):
                 with contextlib.suppress(OSError):
                     p.unlink()
 
@@ -116,25 +112,66 @@ class OutputDir:
     def final_path(self, sub: str, unit: str, ext: str) -> Path:
         return self.root / sub / f"{unit}{ext}"
 
-    def commit_unit(self, unit: str, tmp_files: dict[str, Path], stats: dict[str, Any]) -> None:
-        """Rename the unit's files into place, write its stats, then its marker (last)."""
-        for sub, tmp in tmp_files.items():
-            os.replace(tmp, self.final_path(sub, unit, tmp.name.split(".tmp-")[0].removeprefix(f".{unit}")))
+    def read_marker(self, unit: str) -> dict[str, Any] | None:
+        p = self.root / "done" / f"{unit}.json"
+        return json.loads(p.read_text()) if p.is_file() else None
+
+    def commit_unit(
+        self,
+        unit: str,
+        tmp_files: Iterable[Path] | dict[str, Path],
+        stats: dict[str, Any],
+        marker: dict[str, Any] | None = None,
+    ) -> None:
+        """Rename the unit's files into place, write its stats, then its marker (last).
+
+        `tmp_files` are files made by `tmp_path` (a dict's values: subfolder -> file); `marker` adds
+        fields to the completion marker (what a later step reads about the unit, e.g. its hashes).
+        """
+        for tmp in tmp_files.values() if isinstance(tmp_files, dict) else tmp_files:
+            os.replace(tmp, tmp.with_name(tmp.name.split(".tmp-")[0].removeprefix(".")))
         atomic_write_json(self.final_path("stats", unit, ".json"), stats)
         atomic_write_json(
             self.final_path("done", unit, ".json"),
-            {"unit": unit, "input": stats.get("input"), "finished": _now()},
+            {"unit": unit, "input": stats.get("input"), **(marker or {}), "finished": _now()},
         )
+
+
+def guard_folder(
+    root: Path, job: str, config: dict[str, Any], fingerprint: str, extra: dict[str, Any] | None = None
+) -> None:
+    """Create `root` with its `_config.json`, or refuse it if another job, config or `extra` made it.
+
+    `extra` holds what else decides the outputs but is not a config value (e.g. the input list of
+    a job whose output is one whole dataset); a difference there is refused like a config change.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    cfg_path = root / "_config.json"
+    extra = extra or {}
+    if cfg_path.exists():
+        old = json.loads(cfg_path.read_text())
+        changed = [k for k in sorted(extra) if old.get(k) != extra[k]]
+        if old.get("job") != job or old.get("fingerprint") != fingerprint or changed:
+            diff = diff_keys(old.get("config", {}), config) + changed
+            raise OutputConflict(
+                f"{root} was made by `{old.get('job')}` with config {old.get('fingerprint')}; "
+                f"this run is `{job}` with config {fingerprint}"
+                + (f" (differs in: {', '.join(diff[:10])})" if diff else "")
+                + ". Use another --output, or delete that folder to start over."
+            )
+    else:
+        record = {"job": job, "fingerprint": fingerprint, "config": config, **extra, "created": _now()}
+        atomic_write_json(cfg_path, record)
 
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+def diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in sorted(set(a) | set(b)):
-            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
+            out += diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
         return out
     return [] if a == b else [prefix.rstrip(".")]

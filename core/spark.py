@@ -1,0 +1,61 @@
+"""The Spark session every job uses, and the `--spark-conf KEY=VALUE` settings that reach it.
+
+`get_spark` gives the embedded `local[*]` master by default, spark-submit's master when the driver
+was started by spark-submit, or the `--master` a user named. Nothing else in the project builds a
+SparkSession, so every job behaves the same on a laptop and on a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterable
+
+from core.errors import ConfigError
+
+__all__ = ["configure_worker_logging", "get_spark", "parse_spark_conf", "under_spark_submit"]
+
+
+def under_spark_submit() -> bool:
+    """True when this Python driver was started by spark-submit (the JVM is already up)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def parse_spark_conf(pairs: Iterable[str]) -> dict[str, str]:
+    """`--spark-conf KEY=VALUE` arguments -> a mapping; ConfigError on a malformed one."""
+    conf = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep or not k:
+            raise ConfigError(f"--spark-conf expects KEY=VALUE, got {p!r}")
+        conf[k] = v
+    return conf
+
+
+def get_spark(master: str | None, app_name: str, conf: dict[str, str] | None = None):
+    """SparkSession: `master` if given, else spark-submit's, else the embedded local[*]."""
+    from pyspark.sql import SparkSession
+
+    # Executors' Python must be this interpreter (the venv with the project installed) unless
+    # the user chose one.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    elif not under_spark_submit():
+        builder = builder.master("local[*]")
+    # Our own progress line replaces Spark's console bar (which interleaves with logs).
+    builder = builder.config("spark.ui.showConsoleProgress", "false")
+    for k, v in (conf or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("REFINERY_SPARK_LOG_LEVEL", "WARN"))
+    return spark
+
+
+def configure_worker_logging() -> None:
+    """Log warnings from executor processes (a Spark Python worker starts with no handler)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
