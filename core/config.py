@@ -76,7 +76,11 @@ class ConfigModel(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as e:
-            raise ConfigError(format_validation_error(e, type(self))) from None
+            err = ConfigError(format_validation_error(e, type(self)))
+            # pydantic calls this __init__ for a nested section too: the parent re-formats the
+            # original error under its own key path (format_validation_error).
+            err.validation = (e, type(self))
+            raise err from None
 
     @model_validator(mode="before")
     @classmethod
@@ -143,18 +147,21 @@ def _fields_at(cls: type[BaseModel], loc: list[Any]) -> list[str]:
     return []
 
 
-def format_validation_error(e: ValidationError, cls: type[BaseModel]) -> str:
-    """The first error of `e` as one line that names the dotted key."""
+def format_validation_error(e: ValidationError, cls: type[BaseModel], prefix: tuple[Any, ...] = ()) -> str:
+    """The first error of `e` as one line that names the dotted key (under `prefix`)."""
     err = e.errors(include_url=False)[0]
-    loc = list(err["loc"])
+    loc = [*prefix, *err["loc"]]
     kind = err["type"]
     if kind == "value_error":
         orig = err.get("ctx", {}).get("error")
+        nested = getattr(orig, "validation", None)
+        if nested is not None:  # a nested section's own ConfigModel.__init__ failed
+            return format_validation_error(nested[0], nested[1], tuple(loc))
         if isinstance(orig, _FieldError):
             return f"{_key([*loc, orig.key])} {orig.detail}"
         return str(orig) if orig is not None else err["msg"]
     if kind == "extra_forbidden":
-        allowed = _fields_at(cls, loc[:-1])
+        allowed = _fields_at(cls, list(err["loc"])[:-1])
         return f"unknown key {_key(loc)}" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
     if kind == "missing":
         return f"missing key {_key(loc)}"
