@@ -458,15 +458,15 @@ _SETUP_CODE = """
 import time
 t0 = time.perf_counter()
 from curation.config import ExtractJobConfig
-from curation.pipeline import Stages
+from curation.pipeline import build_stages
 t1 = time.perf_counter()
-Stages.build(ExtractJobConfig())
+build_stages(ExtractJobConfig())
 print(t1 - t0, time.perf_counter() - t1)
 """
 
 
 def our_setup_seconds() -> tuple[float, float] | None:
-    """(imports s, Stages.build s) in a fresh interpreter: what each new worker process pays once."""
+    """(imports s, build_stages s) in a fresh interpreter: what each new worker process pays once."""
     try:
         r = subprocess.run(
             [sys.executable, "-c", _SETUP_CODE], cwd=REPO, capture_output=True, text=True, timeout=120
@@ -669,7 +669,7 @@ def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
     lines.append(
         "  datatrove's stage seconds include each task's lazy set-up (sandbox process start and trafilatura "
         "import, lid.176 load, spaCy tokenizer: its blocks are fresh per task); ours build them once per "
-        "worker process (Stages.build), counted as in-task overhead. datatrove's Trafilatura seconds include "
+        "worker process (build_stages), counted as in-task overhead. datatrove's Trafilatura seconds include "
         "its sandbox pipe round trip per page."
     )
     lines.append("")
@@ -704,7 +704,7 @@ def where_time_goes(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
         imports, build = ctx.setup
         out.append(
             f"  - in-task overhead {spark.task_seconds - spark.stage_seconds:.1f} s: a fresh worker pays "
-            f"{imports:.1f} s of imports + {build:.1f} s Stages.build (lid.176, spaCy, filter blocks) once "
+            f"{imports:.1f} s of imports + {build:.1f} s build_stages (lid.176, spaCy, filter blocks) once "
             f"({spark.cores} workers), the rest is per-file Parquet/stats writing and untimed bookkeeping."
         )
     parts = spark.outside_tasks()

@@ -165,9 +165,30 @@ def format_validation_error(e: ValidationError, cls: type[BaseModel], prefix: tu
         return f"unknown key {_key(loc)}" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
     if kind == "missing":
         return f"missing key {_key(loc)}"
+    if kind in _PLAIN:
+        return f"{_key(loc)} must be {_PLAIN[kind]}, got {err.get('input')!r}"
     msg = err["msg"]
     msg = msg[0].lower() + msg[1:] if msg else msg
     return f"{_key(loc)}: {msg}, got {err.get('input')!r}"
+
+
+# pydantic error types -> what the key must be, in the words every loader of this project uses.
+_PLAIN = {
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "finite_number": "a finite number",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
 
 
 def build_config(cls: type[T], data: Any, source: str = "<dict>") -> T:

@@ -1,5 +1,10 @@
-"""Refinery curation: the Spark jobs that turn Common Crawl WARCs into filtered documents.
+"""Refinery curation: the Spark job that turns Common Crawl WARCs into filtered documents.
 
-Stages (each a small class with one core method that knows nothing of Spark) live in their own
-modules; `curation.job` only maps WARC files through them. See DESIGN.md in the shared folder.
+Stages (each a document stage with one `process` method that knows nothing of Spark, core/stage.py)
+live in their own modules; `curation.pipeline` runs one file through them and `curation.job` maps
+WARC files through the per-file runner. Importing the package registers the built-in stages
+(datatrove's four filters, the trafilatura extractor), so a config can name them.
 """
+
+from curation import extract as _extract  # noqa: F401  (registers "trafilatura")
+from curation import filters as _filters  # noqa: F401  (registers the datatrove filter blocks)

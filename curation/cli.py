@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 
+from core.cli import add_config_args, add_spark_args, guarded, print_run
 from core.output import OutputConflict
 from core.spark import parse_spark_conf
 from curation.config import ConfigError, ExtractJobConfig
@@ -32,17 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="local paths or globs, s3:// or https:// URLs, or a Common Crawl warc.paths(.gz) listing",
     )
     ex.add_argument("--output", required=True, metavar="DIR", help="output folder (created)")
-    ex.add_argument(
-        "--master", default=None, help="Spark master URL (default: spark-submit's, else local[*])"
-    )
-    ex.add_argument("--config", default=None, metavar="FILE", help="YAML config (see configs/extract.yaml)")
-    ex.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Spark setting (repeatable)",
-    )
+    add_config_args(ex, "configs/extract.yaml")
+    add_spark_args(ex)
     ex.add_argument("--no-progress", action="store_true", help="do not print the progress line")
 
     tt = sub.add_parser("train-tokenizer", help="documents -> byte-level BPE tokenizer.json")
@@ -158,35 +150,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train-tokenizer":
         return _train_tokenizer(args)
     if args.command == "extract":
-        from core.stats import funnel_table
-        from curation.job import run_extract
-
-        try:
-            cfg = ExtractJobConfig.load(args.config)
-            result = run_extract(
-                args.input,
-                args.output,
-                cfg,
-                master=args.master,
-                spark_conf=parse_spark_conf(args.spark_conf),
-                progress=not args.no_progress,
-            )
-        except (ConfigError, InputError, OutputConflict) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        print(f"\nRefinery extract -> {result.output}  (config {cfg.fingerprint()})")
-        print(
-            f"inputs: {result.inputs}  processed now: {result.processed}  "
-            f"already done: {result.skipped}  failed: {len(result.failed)}\n"
-        )
-        print(funnel_table(result.stats))
-        if result.failed:
-            print(
-                f"\n{len(result.failed)} input(s) failed; rerun the same command to retry them:",
-                file=sys.stderr,
-            )
-            for r in result.failed:
-                print(f"  {r['input']}: {r['error']}", file=sys.stderr)
-            return 1
-        return 0
+        return guarded(lambda: _extract(args))
     return 2
+
+
+def _extract(args: argparse.Namespace) -> int:
+    from curation.job import run_extract
+
+    cfg = ExtractJobConfig.load(args.config, args.overrides)
+    result = run_extract(
+        args.input,
+        args.output,
+        cfg,
+        master=args.master,
+        spark_conf=parse_spark_conf(args.spark_conf),
+        progress=not args.no_progress,
+    )
+    return print_run("extract", result, f"config {cfg.fingerprint()}")

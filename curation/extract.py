@@ -24,7 +24,10 @@ import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from core.stage import Document, DocumentStage, Drop, register
+from curation.charset import decode_html
 from curation.config import ExtractConfig
 
 log = logging.getLogger(__name__)
@@ -72,7 +75,7 @@ def _warn_no_timer() -> None:
         _warned = True
 
 
-class Extractor:
+class Extractor(DocumentStage):
     """HTML -> (text, title) with trafilatura; drop reasons extract_oversize/timeout/error/empty."""
 
     name = "extract"
@@ -109,6 +112,14 @@ class Extractor:
             return Extracted(None, title, "extract_empty")
         return Extracted(text, title, None)
 
+    def process(self, doc: Document) -> Document | Drop:
+        ex = self(doc.html or "", doc.metadata.get("url"))
+        if ex.reason is not None:
+            return Drop(ex.reason, ex.detail)
+        doc.text = ex.text
+        doc.metadata["title"] = ex.title
+        return doc
+
     def _extract(self, html: str, url: str | None) -> tuple[str | None, str | None]:
         from trafilatura import bare_extraction
         from trafilatura.metadata import extract_title
@@ -130,3 +141,52 @@ class Extractor:
         if doc is None:
             return None, title
         return doc.text, title
+
+
+@register("extractor", "trafilatura")
+class Trafilatura(Extractor):
+    """The registry entry: `extract: {class: trafilatura, ...}` takes ExtractConfig's keys."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(ExtractConfig(**kwargs))
+
+
+class ExtractStep(DocumentStage):
+    """The `extract` funnel row: raw payload -> text, whatever extractor is configured.
+
+    HTML is decoded here (charset from the HTTP header, the page's meta tag or detection, counted
+    per source) and handed to the extractor as `doc.html`; a WET conversion record is already text
+    and passes through. The extractor is trafilatura unless the config names another one.
+    """
+
+    name = "extract"
+
+    def __init__(self, extractor: DocumentStage) -> None:
+        self.extractor = extractor
+
+    def start_file(self) -> None:
+        self.extractor.start_file()
+
+    def warm_up(self) -> None:
+        self.extractor.warm_up()
+
+    def process(self, doc: Document) -> Document | Drop:
+        payload = doc.payload or b""
+        if doc.metadata.get("source_format") == "wet":
+            doc.text = payload.decode("utf-8", "replace")
+            doc.metadata["title"] = None
+            self.count("wet_passthrough")
+        else:
+            html, _codec, source = decode_html(payload, doc.metadata.get("content_type"))
+            self.count(f"charset_{source}")
+            doc.html = html
+            result = self.extractor.process(doc)
+            for k, n in (self.extractor.take_counters() or {}).items():
+                self.count(k, n)
+            if isinstance(result, Drop):
+                return result  # the rejected sample shows the HTML (the document has no text)
+            if result.text is None:
+                return Drop("extract_empty", f"{type(self.extractor).__name__} returned no text")
+            doc = result
+        doc.payload = doc.html = None  # the page is not needed past this point
+        return doc

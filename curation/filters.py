@@ -1,11 +1,14 @@
-"""Heuristic quality filters: datatrove's own filter blocks, called one document at a time.
+"""Heuristic filters: datatrove's own filter blocks as registry entries, plus the user's own stages.
 
-We do not reimplement Gopher, C4 or FineWeb rules: the blocks come from datatrove
+We do not reimplement Gopher, C4 or FineWeb rules here: the blocks come from datatrove
 (`datatrove.pipeline.filters`) and are called through their public `filter(doc)` method, which
-returns True (keep), False, or (False, reason). The drop reason recorded is
-`<config key>:<datatrove reason>` (e.g. `gopher_quality:gopher_short_doc`), so the funnel shows
-both the block and its rule. Blocks are built once per worker process; they are stateless
-per document (GopherQuality's word tokenizer is spaCy's blank English pipeline, no download).
+returns True (keep), False, or (False, reason). They are four entries of the "filter" registry
+(core/stage.py), next to any stage a user names by import path in `filters:` of the config.
+
+Each configured entry runs as a `FilterStep`: funnel row `filter:<key>`, drop reason
+`<key>:<stage's reason>` (e.g. `gopher_quality:gopher_short_doc`), so the funnel shows both the
+block and its rule. Blocks are built once per worker process; they are stateless per document
+(GopherQuality's word tokenizer is spaCy's blank English pipeline, no download).
 """
 
 from __future__ import annotations
@@ -13,9 +16,66 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.stage import DatatroveFilter, Document, DocumentStage, Drop, build_stage, register
 from curation.config import DATATROVE_FILTERS, FiltersConfig
 
-_CACHE: dict[str, list[tuple[str, Any]]] = {}
+
+def _datatrove_block(key: str, cls_name: str) -> type:
+    """A registry entry that builds datatrove's block `cls_name` (imported only when built)."""
+
+    class Block(DatatroveFilter):
+        def __init__(self, **kwargs: Any) -> None:
+            from datatrove.pipeline import filters
+
+            super().__init__(getattr(filters, cls_name)(**kwargs), key)
+
+    Block.__name__ = Block.__qualname__ = cls_name
+    return register("filter", key)(Block)
+
+
+for _key, _cls_name in DATATROVE_FILTERS.items():
+    _datatrove_block(_key, _cls_name)
+
+
+class FilterStep(DocumentStage):
+    """One configured filter in the pipeline: names its funnel row and prefixes its reasons."""
+
+    def __init__(self, key: str, inner: DocumentStage) -> None:
+        self.key, self.inner = key, inner
+        self.name = f"filter:{key}"
+
+    @property
+    def error_reason(self) -> str:
+        return f"{self.key}:filter_error"
+
+    def start_file(self) -> None:
+        self.inner.start_file()
+
+    def warm_up(self) -> None:
+        self.inner.warm_up()
+        self.inner.process(Document(id="warm-up", text=WARM_UP_TEXT))
+
+    def process(self, doc: Document) -> Document | Drop:
+        result = self.inner.process(doc)
+        counters = self.inner.take_counters()
+        if counters:
+            for k, n in counters.items():
+                self.count(k, n)
+        if isinstance(result, Drop):
+            return Drop(f"{self.key}:{result.reason}", result.detail, result.snippet)
+        return result
+
+
+WARM_UP_TEXT = "This is a short warm-up text. It loads the models once per worker process."
+
+
+def build_filter_steps(cfg: FiltersConfig) -> list[FilterStep]:
+    """The enabled filters, in pipeline order: datatrove's four, then the user's entries."""
+    steps = []
+    for key, kwargs in cfg.enabled().items():
+        spec = kwargs.pop("class", key)
+        steps.append(FilterStep(key, build_stage("filter", spec, kwargs, f"filters.{key}", name=key)))
+    return steps
 
 
 @dataclass(slots=True)
@@ -24,51 +84,19 @@ class FilterResult:
     filter: str | None = None
 
 
-class QualityFilters:
-    """Run the enabled datatrove filters in FineWeb's order; the first drop wins."""
-
-    name = "filters"
+class HeuristicFilters:
+    """The configured filters over one text, outside any job (tests, benchmarks): first drop wins."""
 
     def __init__(self, cfg: FiltersConfig) -> None:
-        self.cfg = cfg
-        self.blocks = _build(cfg)
+        self.steps = build_filter_steps(cfg)
 
     @property
     def names(self) -> list[str]:
-        return [name for name, _ in self.blocks]
-
-    def run_one(self, name: str, block: Any, text: str, doc_id: str) -> str | None:
-        """Return the drop reason of one block for `text`, or None if it keeps it."""
-        from datatrove.data import Document
-
-        result = block.filter(Document(text=text, id=doc_id, metadata={}))
-        if isinstance(result, tuple):
-            keep, why = result[0], (result[1] if len(result) > 1 else None)
-        else:
-            keep, why = bool(result), None
-        if keep:
-            return None
-        return f"{name}:{why or 'dropped'}"
+        return [s.key for s in self.steps]
 
     def __call__(self, text: str, doc_id: str = "") -> FilterResult:
-        for name, block in self.blocks:
-            reason = self.run_one(name, block, text, doc_id)
-            if reason is not None:
-                return FilterResult(reason, name)
+        for step in self.steps:
+            result = step.process(Document(id=doc_id, text=text))
+            if isinstance(result, Drop):
+                return FilterResult(result.reason, step.key)
         return FilterResult(None)
-
-
-def _build(cfg: FiltersConfig) -> list[tuple[str, Any]]:
-    import json
-
-    key = json.dumps(cfg.enabled(), sort_keys=True)
-    blocks = _CACHE.get(key)
-    if blocks is None:
-        from datatrove.pipeline import filters as dt_filters
-
-        blocks = [
-            (name, getattr(dt_filters, DATATROVE_FILTERS[name])(**kwargs))
-            for name, kwargs in cfg.enabled().items()
-        ]
-        _CACHE[key] = blocks
-    return blocks

@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.stage import Document, DocumentStage, Drop
 from curation.config import LangIdConfig
 
 _MODELS: dict[str, object] = {}
@@ -66,7 +67,7 @@ class LangResult:
     reason: str | None  # None when kept
 
 
-class LanguageIdentifier:
+class LanguageIdentifier(DocumentStage):
     """Text -> (lang, score, keep?) with lid.176; drop reasons `lang_not_kept`, `lang_low_score`."""
 
     name = "langid"
@@ -94,3 +95,14 @@ class LanguageIdentifier:
         if score < self.cfg.threshold:
             return LangResult(lang, score, "lang_low_score")
         return LangResult(lang, score, None)
+
+    def warm_up(self) -> None:
+        self.predict("This is a short warm-up text. It loads the model once per worker process.")
+
+    def process(self, doc: Document) -> Document | Drop:
+        """Sets `lang` and `lang_score` (dropped documents keep them too: the rejected sample shows them)."""
+        r = self(doc.text or "")
+        doc.metadata["lang"], doc.metadata["lang_score"] = r.lang, r.score
+        # Every identified language is counted, kept or not: the report's language chart.
+        self.count(f"lang:{r.lang}")
+        return doc if r.reason is None else Drop(r.reason)

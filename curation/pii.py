@@ -61,7 +61,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Final, Literal, get_args
 
-from curation.config import ConfigError
+from core.errors import ConfigError
+from core.stage import Document, DocumentStage, Drop
+from curation.schema import PII_COUNT_FIELDS
 
 PiiType = Literal["secret", "card", "iban", "ssn", "email", "ip", "phone"]
 # Order matters: it is the tie-break priority when two types claim exactly the same characters.
@@ -739,3 +741,32 @@ class PiiScrubber:
 
     def __repr__(self) -> str:
         return f"PiiScrubber({self.config!r})"
+
+
+class PiiStage(DocumentStage):
+    """The `pii` funnel row of `extract`: scrubs kept documents, fills `pii_counts`, counts per type.
+
+    Never drops for what it finds; a document whose scrubbing raises is dropped (`pii_error`): it
+    is never written unscrubbed, and its text is not shown in the rejected sample either.
+    """
+
+    name = "pii"
+    snippet_on_error = False
+
+    def __init__(self, config: PiiConfig | None = None) -> None:
+        self.scrubber = PiiScrubber(config)
+
+    def process(self, doc: Document) -> Document | Drop:
+        scrubbed, counts = self.scrubber(doc.text or "")
+        # fields of types not scanned stay null
+        doc.metadata["pii_counts"] = {t: counts.get(t) for t in PII_COUNT_FIELDS}
+        found = 0
+        for t, n in counts.items():
+            if n:
+                self.count(f"pii_{t}", n)
+                self.count(f"pii_docs_{t}")
+                found += n
+        if found:
+            self.count("pii_docs")
+        doc.text = scrubbed
+        return doc

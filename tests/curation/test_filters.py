@@ -7,12 +7,12 @@ import json
 import pytest
 
 from curation.config import FiltersConfig
-from curation.filters import QualityFilters
+from curation.filters import HeuristicFilters
 
 
 @pytest.fixture(scope="module")
 def filters():
-    return QualityFilters(FiltersConfig())
+    return HeuristicFilters(FiltersConfig())
 
 
 def test_wikipedia_articles_mostly_pass(filters, data_dir):
@@ -36,7 +36,7 @@ def test_repetition_reason(filters):
 
 
 def test_disabled_filter_and_bad_argument():
-    f = QualityFilters(FiltersConfig(gopher_repetition=None, gopher_quality=None))
+    f = HeuristicFilters(FiltersConfig(gopher_repetition=None, gopher_quality=None))
     assert f.names == ["c4_quality", "fineweb_quality"]
     from curation.config import ConfigError
 

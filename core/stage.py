@@ -1,0 +1,261 @@
+"""The document-stage contract, its registry, and the one loop that runs stages with bookkeeping.
+
+A document stage is a small class with one method, as datatrove's filters are:
+
+    class MyFilter(DocumentStage):
+        name = "my_filter"
+        def __init__(self, min_words: int = 5) -> None:
+            self.min_words = min_words
+        def process(self, doc: Document) -> Document | Drop:
+            if len(doc.text.split()) < self.min_words:
+                return Drop("too_few_words", detail=f"{len(doc.text.split())} words")
+            return doc
+
+`process` returns the document (possibly changed: an extractor sets `text`, an annotator adds a
+metadata column) or a `Drop` with a reason. It knows nothing of Spark, stats or output files:
+`run_stages` does the counting (documents and bytes in/out per stage, drops per reason), the
+timing, the counters a stage adds with `self.count(...)`, and calls `on_drop` so the job can keep
+a sample of dropped documents. A stage that raises on one document does not end the file: by
+default the document is dropped with reason `<name>_error` (`on_error = "keep"` keeps it instead,
+for annotators whose score may stay null).
+
+Stages are named in configs by registry name (`register("filter", "gopher_quality")(cls)`) or by
+import path (`mypkg.filters.MyFilter` or `mypkg.filters:MyFilter`), so a user's stage is a file of
+theirs, never an edit of ours. A class with datatrove's `filter(doc) -> bool | (bool, reason)`
+method instead of `process` is adapted (`DatatroveFilter`), so any datatrove filter block works too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.errors import ConfigError
+from core.stats import Stats
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DatatroveFilter",
+    "Document",
+    "DocumentStage",
+    "Drop",
+    "build_stage",
+    "register",
+    "registered",
+    "resolve_stage",
+    "run_stages",
+    "utf8_len",
+]
+
+
+@dataclass(slots=True)
+class Document:
+    """One document as it flows through the stages of a job.
+
+    `text` is None until an extractor fills it from `payload` (the raw HTTP body). `metadata`
+    holds every other column of the document row (url, warc_file, lang, quality, ...): a stage
+    adds keys, it never removes one it did not add.
+    """
+
+    id: str
+    text: str | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    payload: bytes | None = None
+    html: str | None = None
+    """The decoded page, set just before the extractor runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """A stage's decision to drop a document: a reason (counted) and a detail (sampled)."""
+
+    reason: str
+    detail: str = ""
+    snippet: str | None = None
+    """What the rejected sample shows; None: the document's text (or its HTML before extraction)."""
+
+
+class DocumentStage:
+    """Base of every document stage: override `process`, optionally `start_file` and `warm_up`."""
+
+    name: str = ""
+    """Funnel row and drop-reason prefix; defaults to the class name."""
+    on_error: str = "drop"
+    """What an exception on one document does: "drop" (reason `<name>_error`) or "keep" (counted)."""
+    snippet_on_error: bool = True
+    """False for a stage whose input must not be shown (a PII scrubber that failed on it)."""
+    columns: dict[str, Any] = {}  # noqa: RUF012 - read-only class default
+    """Arrow types of the metadata keys this stage adds beyond the job's document row (an
+    annotator's score, e.g. {"my_score": pyarrow.float32()}): the job writes them as columns."""
+
+    def process(self, doc: Document) -> Document | Drop:  # pragma: no cover - the contract
+        return doc
+
+    def start_file(self) -> None:
+        """Called before the first document of every input file (reset per-file caches)."""
+
+    def warm_up(self) -> None:
+        """Load models once per worker process, so per-stage seconds measure documents."""
+
+    @property
+    def error_reason(self) -> str:
+        return f"{self.name or type(self).__name__}_error"
+
+    def count(self, key: str, n: int = 1) -> None:
+        """Add to a free-form counter of the job's stats (e.g. a charset source, a language)."""
+        counters = self.__dict__.setdefault("_counters", Counter())
+        counters[key] += n
+
+    def take_counters(self) -> Counter | None:
+        return self.__dict__.pop("_counters", None)
+
+
+class DatatroveFilter(DocumentStage):
+    """Adapts a datatrove filter block (`filter(doc) -> bool | (bool, reason)`) to the contract."""
+
+    def __init__(self, block: Any, name: str = "") -> None:
+        self.block = block
+        self.name = name or getattr(block, "name", "") or type(block).__name__
+
+    def process(self, doc: Document) -> Document | Drop:
+        from datatrove.data import Document as DtDocument
+
+        result = self.block.filter(DtDocument(text=doc.text, id=doc.id, metadata={}))
+        if isinstance(result, tuple):
+            keep, why = result[0], (result[1] if len(result) > 1 else None)
+        else:
+            keep, why = bool(result), None
+        return doc if keep else Drop(why or "dropped")
+
+
+# -- registry ------------------------------------------------------------------------------------
+
+_REGISTRY: dict[str, dict[str, type]] = {}
+
+
+def register(kind: str, name: str) -> Callable[[type], type]:
+    """Class decorator: make a stage class available to configs as `name` among `kind` stages."""
+
+    def deco(cls: type) -> type:
+        _REGISTRY.setdefault(kind, {})[name] = cls
+        return cls
+
+    return deco
+
+
+def registered(kind: str) -> dict[str, type]:
+    return dict(_REGISTRY.get(kind, {}))
+
+
+def resolve_stage(kind: str, spec: str, key: str) -> type:
+    """The class a config names: a registry name of `kind`, or an import path. ConfigError names `key`."""
+    if not isinstance(spec, str) or not spec:
+        raise ConfigError(f"{key} must be a registry name or an import path, got {spec!r}")
+    known = _REGISTRY.get(kind, {})
+    if spec in known:
+        return known[spec]
+    module, sep, attr = spec.partition(":") if ":" in spec else spec.rpartition(".")
+    if not sep or not module or not attr:
+        raise ConfigError(
+            f"{key}: unknown {kind} {spec!r}; registered: {', '.join(sorted(known)) or 'none'} "
+            "(or give an import path, e.g. mypkg.filters.MyFilter)"
+        )
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"{key}: cannot import {spec!r}: {type(e).__name__}: {e}") from None
+    if not isinstance(obj, type) or not (
+        issubclass(obj, DocumentStage) or callable(getattr(obj, "filter", None))
+    ):
+        raise ConfigError(f"{key}: {spec!r} is not a document stage (a class with process(doc) or filter(doc))")
+    return obj
+
+
+def check_arguments(cls: type, kwargs: dict[str, Any], key: str) -> None:
+    """Refuse arguments the class does not take, naming the config key (before any work starts)."""
+    try:
+        sig = inspect.signature(cls.__init__)
+    except (TypeError, ValueError):
+        return
+    params = {n: p for n, p in sig.parameters.items() if n != "self"}
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    allowed = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    for arg in kwargs:
+        if arg not in allowed:
+            raise ConfigError(
+                f"{key}.{arg} is not an argument of {cls.__module__}.{cls.__qualname__}; "
+                f"allowed: {', '.join(sorted(allowed)) or 'none'}"
+            )
+
+
+def build_stage(kind: str, spec: str, kwargs: dict[str, Any], key: str, name: str = "") -> DocumentStage:
+    """Instantiate the stage a config names; a datatrove-style filter class is adapted."""
+    cls = resolve_stage(kind, spec, key)
+    check_arguments(cls, kwargs, key)
+    obj = cls(**kwargs)
+    stage = obj if isinstance(obj, DocumentStage) else DatatroveFilter(obj, name)
+    if name and not stage.name:
+        stage.name = name
+    return stage
+
+
+# -- the loop ------------------------------------------------------------------------------------
+
+
+def utf8_len(s: str) -> int:
+    return len(s.encode("utf-8", "surrogatepass"))
+
+
+OnDrop = Callable[[str, Document, Drop], None]
+"""(stage name, document as the stage saw it, drop) -> None: e.g. keep a rejected sample."""
+
+
+def run_stages(doc: Document, stages: Iterable[DocumentStage], stats: Stats, on_drop: OnDrop) -> Document | None:
+    """Run one document through `stages` in order; the document, or None once a stage dropped it.
+
+    Bytes are UTF-8 bytes of the text a stage received (the raw payload before extraction), so a
+    stage's bytes out are the next one's bytes in.
+    """
+    text, nbytes = doc.text, (utf8_len(doc.text) if doc.text is not None else len(doc.payload or b""))
+    for stage in stages:
+        name = stage.name
+        st = stats.stage(name)
+        t0 = time.perf_counter()
+        st.docs_in += 1
+        st.bytes_in += nbytes
+        try:
+            result = stage.process(doc)
+        except Exception as e:  # one bad document never ends the file
+            result = _on_exception(stage, doc, e, stats)
+        counters = stage.take_counters()
+        if counters:
+            stats.counters.update(counters)
+        if isinstance(result, Drop):
+            st.drops[result.reason] += 1
+            st.drop_bytes[result.reason] += nbytes
+            st.seconds += time.perf_counter() - t0
+            on_drop(name, doc, result)
+            return None
+        doc = result
+        if doc.text is not text:
+            text, nbytes = doc.text, (utf8_len(doc.text) if doc.text is not None else 0)
+        st.docs_out += 1
+        st.bytes_out += nbytes
+        st.seconds += time.perf_counter() - t0
+    return doc
+
+
+def _on_exception(stage: DocumentStage, doc: Document, e: Exception, stats: Stats) -> Document | Drop:
+    log.warning("stage %s failed on %s: %s: %s", stage.name, doc.id, type(e).__name__, e)
+    if stage.on_error == "keep":
+        stats.counters[stage.error_reason] += 1
+        return doc
+    return Drop(stage.error_reason, str(e)[:300], snippet=None if stage.snippet_on_error else "")
