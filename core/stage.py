@@ -174,7 +174,9 @@ def resolve_stage(kind: str, spec: str, key: str) -> type:
     if not isinstance(obj, type) or not (
         issubclass(obj, DocumentStage) or callable(getattr(obj, "filter", None))
     ):
-        raise ConfigError(f"{key}: {spec!r} is not a document stage (a class with process(doc) or filter(doc))")
+        raise ConfigError(
+            f"{key}: {spec!r} is not a document stage (a class with process(doc) or filter(doc))"
+        )
     return obj
 
 
@@ -218,7 +220,9 @@ OnDrop = Callable[[str, Document, Drop], None]
 """(stage name, document as the stage saw it, drop) -> None: e.g. keep a rejected sample."""
 
 
-def run_stages(doc: Document, stages: Iterable[DocumentStage], stats: Stats, on_drop: OnDrop) -> Document | None:
+def run_stages(
+    doc: Document, stages: Iterable[DocumentStage], stats: Stats, on_drop: OnDrop
+) -> Document | None:
     """Run one document through `stages` in order; the document, or None once a stage dropped it.
 
     Bytes are UTF-8 bytes of the text a stage received (the raw payload before extraction), so a
