@@ -2,7 +2,7 @@
 
 FastWARC (Rust, 2.x) parses WARC headers and inflates gzip members natively, which is where the
 warcio reader spends most of its time. This module drives FastWARC record by record and classifies
-each record exactly as `curation.warc._to_item` does, so both engines yield the same sequence of
+each record exactly as `curation.warc_warcio._to_item` does, so both engines yield the same sequence of
 `Page`/`Skip` items (reasons, offsets, URLs, payload bytes, crawl, record id, fetch time) on
 well-formed files. `tests/curation/test_warc_fastwarc.py` checks that on every WARC in shared data.
 
@@ -48,14 +48,14 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from curation.config import ReaderConfig
-from curation.warc import (
+from curation.warc_warcio import (
     _CRAWL_RE,
     _SNIFF_HTML_RE,
     GZIP_MAGIC,
     Page,
     Skip,
-    _iter_warcio,
     _short,
+    iter_records_warcio,
     parse_warc_date,
 )
 
@@ -89,11 +89,11 @@ class _State:
 
 
 def iter_records_fastwarc(path: str, cfg: ReaderConfig, crawl_hint: str | None) -> Iterator[Page | Skip]:
-    """Yield the same items as `curation.warc._iter_warcio(path, ...)`, using FastWARC where it can."""
+    """Yield the same items as `curation.warc_warcio.iter_records_warcio(path, ...)`, using FastWARC where it can."""
     why = _probe(path)
     if why is not None:
         log.info("fastwarc: reading %s with warcio (%s)", path, why)
-        yield from _iter_warcio(path, cfg, crawl_hint)
+        yield from iter_records_warcio(path, cfg, crawl_hint)
         return
 
     fast = _iter_fast(path, cfg, crawl_hint)
@@ -122,7 +122,7 @@ def iter_records_fastwarc(path: str, cfg: ReaderConfig, crawl_hint: str | None) 
     # warcio's first `done` items are the records already yielded (see the module docstring).
     # The last of them must be the last item yielded: a cheap check that the two line up.
     n = 0
-    for item in _iter_warcio(path, cfg, crawl_hint):
+    for item in iter_records_warcio(path, cfg, crawl_hint):
         n += 1
         if n < done:
             continue
@@ -293,7 +293,7 @@ class _Framing:
 
 
 def _to_item(rec, offset: int, cfg: ReaderConfig, state: _State) -> Page | Skip:
-    """`curation.warc._to_item` for a FastWARC record; raises _Damage where warcio would fail."""
+    """`curation.warc_warcio._to_item` for a FastWARC record; raises _Damage where warcio would fail."""
     headers = rec.headers
     rtype = _header(headers, b"WARC-Type")
     url = _target_uri(_header(headers, b"WARC-Target-URI"))

@@ -20,7 +20,8 @@ import pytest
 
 import curation.warc_fastwarc as fw
 from curation.config import ReaderConfig
-from curation.warc import Page, Skip, _iter_warcio, iter_records
+from curation.warc import Page, Skip, iter_records
+from curation.warc_warcio import iter_records_warcio
 from tests.support.shared_data import shared_data_dir
 
 FAST = ReaderConfig(engine="fastwarc")
@@ -65,8 +66,8 @@ def _rows(items) -> list[tuple]:
 
 
 def _assert_same(path: Path, cfg: ReaderConfig = FAST) -> list[Page | Skip]:
-    want = list(_iter_warcio(str(path), cfg, None))
-    got = list(iter_records(str(path), dataclasses.replace(cfg, engine="fastwarc")))
+    want = list(iter_records_warcio(str(path), cfg, None))
+    got = list(iter_records(str(path), cfg.replace(engine="fastwarc")))
     for n, (a, b) in enumerate(zip(_rows(want), _rows(got), strict=False)):
         assert a == b, f"{path.name}: item {n} differs:\nwarcio   {_short(a)}\nfastwarc {_short(b)}"
     assert len(got) == len(want), f"{path.name}: {len(got)} items from fastwarc, {len(want)} from warcio"
@@ -84,9 +85,9 @@ def warcio_calls(monkeypatch) -> list[str]:
 
     def spy(path, cfg, crawl_hint):
         calls.append(path)
-        return _iter_warcio(path, cfg, crawl_hint)
+        return iter_records_warcio(path, cfg, crawl_hint)
 
-    monkeypatch.setattr(fw, "_iter_warcio", spy)
+    monkeypatch.setattr(fw, "iter_records_warcio", spy)
     return calls
 
 
