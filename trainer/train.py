@@ -39,11 +39,14 @@ if __package__ in (None, ""):  # started as a script by the launcher: make the r
 import numpy as np
 import torch
 
+from mixtures.recipe import Recipe
+from mixtures.sampler import MixtureSampler
 from trainer import checkpoint as ckpt
 from trainer.config import ConfigError, TrainConfig, deepspeed_config, load_config
 from trainer.data import Batches
 from trainer.faults import ENV_VAR, Faults, faults_from_env
 from trainer.metrics import MetricsWriter, device_peak, flops_per_token, mfu
+from trainer.model import Transformer, document_ids_from_eod, model_config
 from trainer.schedule import batch_at, lr_at
 from trainer.spike import ACCEPT, ROLLBACK, SpikeGuard
 
@@ -155,9 +158,6 @@ class Trainer:
 
     def _init_data(self) -> dict:
         """This rank's slice of the recipe's stream and the held-out rows; returns the shards' tokenizer entry."""
-        from mixtures.recipe import Recipe
-        from mixtures.sampler import MixtureSampler
-
         cfg = self.cfg
         recipe = Recipe.load(cfg.data.recipe)
         self.seq_len = cfg.data.seq_len
@@ -180,8 +180,6 @@ class Trainer:
     def _init_engine(self, tok: dict) -> None:
         """The model (same initial weights on every rank), AdamW and the DeepSpeed engine around them."""
         import deepspeed
-
-        from trainer.model import Transformer, model_config
 
         cfg = self.cfg
         mcfg = model_config(
@@ -353,8 +351,6 @@ class Trainer:
 
     def _accumulate(self, accum: int, micro: int, normalizer: float) -> _Accumulated:
         """Forward/backward of this rank's `accum` micro-batches; gradients accumulate in the engine."""
-        from trainer.model import document_ids_from_eod
-
         poison = set(self.faults.poison_indices)
         acc = _Accumulated(
             loss_sum=torch.zeros((), dtype=torch.float64, device=self.device),
@@ -410,8 +406,6 @@ class Trainer:
         out of rows runs a stand-in row and drops its loss. Sums are float64 and all-reduced, so the result
         depends only on the weights (bit-identical between an uninterrupted and a resumed run).
         """
-        from trainer.model import document_ids_from_eod
-
         micro = self.cfg.schedule.micro_batch
         # (sources, 2): summed token loss and target count of each source
         sums = torch.zeros(len(self.sources), 2, dtype=torch.float64, device=self.device)
