@@ -92,88 +92,115 @@ def measure(step: Callable[[], None], device, iters: int) -> tuple[float, float 
     return statistics.median(times), None
 
 
+@dataclass
+class Case:
+    """One kernel's implementations at one shape, sharing inputs: `impls` name -> forward closure,
+    `grads` runs the backward of a forward's output, `reference` (fn, args) is what torch.compile gets."""
+
+    impls: dict[str, Callable]
+    grads: Callable
+    reference: tuple[Callable, tuple]
+
+
 def make_steps(
     kernel: str, s: Shape, dtype, device, with_compile: bool, liger
 ) -> dict[str, Callable[[], None]]:
     """One closure per implementation running forward + backward of `kernel` at shape `s`."""
     import torch
 
-    from trainer.kernels import get_ops, reference
+    from trainer.kernels import get_ops
 
-    ours = get_ops("triton", device)
+    builders = {"rms_norm": _rms_norm, "rope": _rope, "swiglu": _swiglu, "linear_ce": _linear_ce}
+    if kernel not in builders:
+        raise ValueError(kernel)
     g = torch.Generator(device=device).manual_seed(0)
 
     def rand(*shape, scale=1.0):
         return (torch.randn(*shape, generator=g, device=device) * scale).to(dtype).requires_grad_()
 
-    impls: dict[str, Callable] = {"ours": None, "eager": None}
-    if kernel == "rms_norm":
-        x, w = rand(s.tokens, s.hidden), rand(s.hidden)
-        dy = torch.randn_like(x)
-        impls = {"ours": lambda: ours.rms_norm(x, w, 1e-5), "eager": lambda: reference.rms_norm(x, w, 1e-5)}
-        if liger:
-            mod = liger.LigerRMSNorm(s.hidden, eps=1e-5).to(device, dtype)
-            impls["liger"] = lambda: mod(x)
-        grads = lambda out: out.backward(dy)  # noqa: E731
-        if with_compile:
-            c = torch.compile(reference.rms_norm)
-            impls["compile"] = lambda: c(x, w, 1e-5)
-    elif kernel == "rope":
-        b, t = 1, s.tokens
-        q, k = rand(b, t, s.n_heads, s.head_dim), rand(b, t, s.n_kv_heads, s.head_dim)
-        ang = torch.rand(b, t, s.head_dim // 2, generator=g, device=device) * 100
-        cos, sin = ang.cos(), ang.sin()
-        dq, dk = torch.randn_like(q), torch.randn_like(k)
-        impls = {
-            "ours": lambda: ours.apply_rope(q, k, cos, sin),
-            "eager": lambda: reference.apply_rope(q, k, cos, sin),
-        }
-        if liger:
-            # Liger takes (B, H, T, D) and HF-style full-width tables (B, T, D); layout changes are outside
-            # the timed op in spirit but inside here, as a model using Liger would have to do them
-            cos_f, sin_f = torch.cat([cos, cos], -1).to(dtype), torch.cat([sin, sin], -1).to(dtype)
-            impls["liger"] = lambda: tuple(
-                o.transpose(1, 2)
-                for o in liger.liger_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos_f, sin_f)
-            )
-        grads = lambda out: torch.autograd.backward(out, (dq, dk))  # noqa: E731
-        if with_compile:
-            c = torch.compile(reference.apply_rope)
-            impls["compile"] = lambda: c(q, k, cos, sin)
-    elif kernel == "swiglu":
-        a, bb = rand(s.tokens, s.ffn), rand(s.tokens, s.ffn)
-        dy = torch.randn_like(a)
-        impls = {"ours": lambda: ours.swiglu(a, bb), "eager": lambda: reference.swiglu(a, bb)}
-        if liger:
-            impls["liger"] = lambda: liger.LigerSiLUMulFunction.apply(a, bb)
-        grads = lambda out: out.backward(dy)  # noqa: E731
-        if with_compile:
-            c = torch.compile(reference.swiglu)
-            impls["compile"] = lambda: c(a, bb)
-    elif kernel == "linear_ce":
-        h, w = rand(s.tokens, s.hidden), rand(s.vocab, s.hidden, scale=s.hidden**-0.5)
-        targets = torch.randint(0, s.vocab, (s.tokens,), generator=g, device=device)
-        impls = {
-            "ours": lambda: ours.linear_cross_entropy(h, w, targets),
-            "eager": lambda: reference.linear_cross_entropy(h, w, targets),
-        }
-        if liger:
-            loss_mod = liger.LigerFusedLinearCrossEntropyLoss()
-            impls["liger"] = lambda: loss_mod(w, h, targets)
-        grads = lambda out: out.backward()  # noqa: E731
-        if with_compile:
-            c = torch.compile(reference.linear_cross_entropy)
-            impls["compile"] = lambda: c(h, w, targets)
-    else:
-        raise ValueError(kernel)
+    case = builders[kernel](s, rand, g, get_ops("triton", device), liger, dtype, device)
+    if with_compile:
+        fn, args = case.reference
+        c = torch.compile(fn)
+        case.impls["compile"] = lambda: c(*args)
 
     def run(fn):
         def step():
-            grads(fn())
+            case.grads(fn())
 
         return step
 
-    return {name: run(fn) for name, fn in impls.items()}
+    return {name: run(fn) for name, fn in case.impls.items()}
+
+
+def _rms_norm(s: Shape, rand, g, ours, liger, dtype, device) -> Case:
+    import torch
+
+    from trainer.kernels import reference
+
+    x, w = rand(s.tokens, s.hidden), rand(s.hidden)
+    dy = torch.randn_like(x)
+    impls = {"ours": lambda: ours.rms_norm(x, w, 1e-5), "eager": lambda: reference.rms_norm(x, w, 1e-5)}
+    if liger:
+        mod = liger.LigerRMSNorm(s.hidden, eps=1e-5).to(device, dtype)
+        impls["liger"] = lambda: mod(x)
+    return Case(impls, lambda out: out.backward(dy), (reference.rms_norm, (x, w, 1e-5)))
+
+
+def _rope(s: Shape, rand, g, ours, liger, dtype, device) -> Case:
+    import torch
+
+    from trainer.kernels import reference
+
+    b, t = 1, s.tokens
+    q, k = rand(b, t, s.n_heads, s.head_dim), rand(b, t, s.n_kv_heads, s.head_dim)
+    ang = torch.rand(b, t, s.head_dim // 2, generator=g, device=device) * 100
+    cos, sin = ang.cos(), ang.sin()
+    dq, dk = torch.randn_like(q), torch.randn_like(k)
+    impls = {
+        "ours": lambda: ours.apply_rope(q, k, cos, sin),
+        "eager": lambda: reference.apply_rope(q, k, cos, sin),
+    }
+    if liger:
+        # Liger takes (B, H, T, D) and HF-style full-width tables (B, T, D); layout changes are outside
+        # the timed op in spirit but inside here, as a model using Liger would have to do them
+        cos_f, sin_f = torch.cat([cos, cos], -1).to(dtype), torch.cat([sin, sin], -1).to(dtype)
+        impls["liger"] = lambda: tuple(
+            o.transpose(1, 2)
+            for o in liger.liger_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos_f, sin_f)
+        )
+    grads = lambda out: torch.autograd.backward(out, (dq, dk))  # noqa: E731
+    return Case(impls, grads, (reference.apply_rope, (q, k, cos, sin)))
+
+
+def _swiglu(s: Shape, rand, g, ours, liger, dtype, device) -> Case:
+    import torch
+
+    from trainer.kernels import reference
+
+    a, bb = rand(s.tokens, s.ffn), rand(s.tokens, s.ffn)
+    dy = torch.randn_like(a)
+    impls = {"ours": lambda: ours.swiglu(a, bb), "eager": lambda: reference.swiglu(a, bb)}
+    if liger:
+        impls["liger"] = lambda: liger.LigerSiLUMulFunction.apply(a, bb)
+    return Case(impls, lambda out: out.backward(dy), (reference.swiglu, (a, bb)))
+
+
+def _linear_ce(s: Shape, rand, g, ours, liger, dtype, device) -> Case:
+    import torch
+
+    from trainer.kernels import reference
+
+    h, w = rand(s.tokens, s.hidden), rand(s.vocab, s.hidden, scale=s.hidden**-0.5)
+    targets = torch.randint(0, s.vocab, (s.tokens,), generator=g, device=device)
+    impls = {
+        "ours": lambda: ours.linear_cross_entropy(h, w, targets),
+        "eager": lambda: reference.linear_cross_entropy(h, w, targets),
+    }
+    if liger:
+        loss_mod = liger.LigerFusedLinearCrossEntropyLoss()
+        impls["liger"] = lambda: loss_mod(w, h, targets)
+    return Case(impls, lambda out: out.backward(), (reference.linear_cross_entropy, (h, w, targets)))
 
 
 def load_liger():

@@ -1,7 +1,7 @@
 """`python -m mixtures plan RECIPE [--model-params N]`: the token plan and compute cost of a recipe.
 
 Exit status: 0 the plan has no warnings; 1 it printed warnings (a cap exceeded, a source unknown);
-2 the recipe is invalid (the message names the file and the key).
+2 the recipe is invalid (the message names the file and the key), or so are its inputs.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from core.cli import guarded
 from mixtures.plan import H100_BF16_DENSE_FLOPS, format_plan, make_plan
-from mixtures.recipe import Recipe, RecipeError
+from mixtures.recipe import Recipe
 
 
 def _number(s: str) -> float:
@@ -40,13 +41,17 @@ def main(argv: list[str] | None = None) -> int:
         help="device peak FLOP/s (default 989e12: H100 SXM dense BF16)",
     )
     args = parser.parse_args(argv)
-    try:
-        plan = make_plan(Recipe.load(args.recipe), args.seq_len)
-    except (RecipeError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(format_plan(plan, args.model_params, args.mfu, args.peak_flops))
-    return 1 if plan.warnings else 0
+
+    def run() -> int:
+        try:
+            plan = make_plan(Recipe.load(args.recipe), args.seq_len)
+        except FileNotFoundError as e:  # e.g. a manifest listed by a recipe source vanished meanwhile
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(format_plan(plan, args.model_params, args.mfu, args.peak_flops))
+        return 1 if plan.warnings else 0
+
+    return guarded(run)  # a bad recipe (RecipeError) or selector: `error: ...`, exit 2
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.errors import InputError
+from core.files import doc_parquet_files
+from core.selectors import selection_mask
 from mixtures.recipe import Recipe
 from mixtures.sampler import phase_quotas
 
@@ -63,12 +66,9 @@ def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from core.selectors import selection_mask
-    from curation.tokenizer import doc_parquet_files
-
     try:
         files = doc_parquet_files(src.docs)
-    except FileNotFoundError:
+    except InputError:  # not extracted yet: the plan says "unknown" and warns
         return None, False
     nbytes = 0
     for f in files:

@@ -1,8 +1,14 @@
-"""Mixture recipes: YAML (yaml.safe_load) -> typed frozen dataclasses, validated on load.
+"""Mixture recipes: YAML -> pydantic models (core.config) validated on load -> the resolved recipe.
 
 A recipe names its sources, splits a total token budget into phases, and weights the sources in
 each phase. Every error names the recipe file, the key and what is allowed. Relative paths are
 resolved against the recipe file's folder, so a recipe runs from any working directory.
+
+Two steps. `RecipeSpec` (and `SourceSpec`, `PhaseSpec`) is the file as written, loaded with the
+project's one config loader (core.config: unknown keys refused, the same coercion as every config,
+errors as `RecipeError`, a `core.errors.ConfigError`). `resolve` then turns it into the `Recipe`
+the sampler, the plan and the trainer use: shares become exact token counts, paths become absolute,
+selectors are parsed. Token counts may be written with a suffix: `400K`, `2.5B`, `15T`.
 
     name: demo
     seed: 1234
@@ -29,16 +35,144 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import yaml
+from pydantic import BeforeValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
+from core.config import ConfigModel, build_config, read_yaml_mapping
 from core.errors import ConfigError
-from core.selectors import Selector, SelectorError, parse_selectors
+from core.selectors import Selector, parse_selectors
 
 
 class RecipeError(ConfigError):
     """A recipe is invalid; the message names the file, the key and the allowed values."""
+
+
+# ------------------------------------------------------------------ the YAML shape
+
+_MULTIPLIERS = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def parse_token_count(value: Any) -> Any:
+    """'400K', '2.5B', '15T' -> integers (token budgets are usually written this way).
+
+    Other strings that read as numbers are numbers (core.config's rule); pydantic's integer check
+    then refuses a fractional one. Booleans and words are refused here, with the forms allowed.
+    """
+    if isinstance(value, bool):
+        raise PydanticCustomError("token_count", "must be an integer or a count like '2.5B', '400K'")
+    if not isinstance(value, str):
+        return value
+    s = value.strip().replace("_", "").upper()
+    try:
+        if s and s[-1] in _MULTIPLIERS:
+            return round(float(s[:-1]) * _MULTIPLIERS[s[-1]])
+        return float(s)
+    except ValueError:
+        raise PydanticCustomError(
+            "token_count", "must be an integer or a count like '2.5B', '400K'"
+        ) from None
+
+
+def _not_boolean(value: Any) -> Any:
+    """pydantic's lax mode reads true as 1.0; a weight or a share of `true` is a mistake, not a number."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("number", "must be a number, not true or false")
+    return value
+
+
+TokenCount = Annotated[int, BeforeValidator(parse_token_count), Field(ge=1)]
+Number = Annotated[float, BeforeValidator(_not_boolean)]
+PositiveNumber = Annotated[float, BeforeValidator(_not_boolean), Field(gt=0)]
+
+
+class SourceSpec(ConfigModel):
+    """One entry of `sources:` as written; paths are resolved against the recipe file later."""
+
+    shards: str | None = None
+    """folder with manifest.json + part-*.bin/.idx (curation `tokenize` output)"""
+    docs: str | None = None
+    """documents folder (Parquet) the shards come from; with `select`, what `tokenize` should read"""
+    select: dict[str, Any] | None = None
+    """column: condition pairs (core.selectors)"""
+    max_epochs: PositiveNumber | None = None
+    """this source's cap on tokens drawn / tokens available; default: the recipe's"""
+
+
+class PhaseSpec(ConfigModel):
+    """One entry of `phases:` as written."""
+
+    name: str
+    share: Number | None = None
+    """fraction of total_tokens, in (0, 1]; or `tokens`"""
+    tokens: TokenCount | None = None
+    weights: dict[str, Number]
+    """source name -> relative weight (> 0); sources not listed are not drawn in this phase"""
+
+
+class RecipeSpec(ConfigModel):
+    """A recipe file as written: types and cross-references checked, nothing resolved yet."""
+
+    name: str | None = None
+    """default: the recipe file's name without .yaml"""
+    seed: Annotated[int, BeforeValidator(parse_token_count), Field(ge=0)] = 0
+    total_tokens: TokenCount
+    """the whole budget, all phases"""
+    max_epochs: PositiveNumber = 4.0
+    """default cap on repetition of any source (tokens drawn / tokens available)"""
+    bytes_per_token: PositiveNumber = 4.0
+    """only to estimate sources that are not tokenized yet (plan)"""
+    sources: dict[str, SourceSpec]
+    phases: tuple[PhaseSpec, ...]
+
+    @model_validator(mode="after")
+    def _check(self) -> RecipeSpec:
+        self._check_sources()
+        self._check_phases()
+        return self
+
+    def _check_sources(self) -> None:
+        if not self.sources:
+            raise RecipeError(
+                "sources must be a non-empty mapping of name -> {shards, docs, select, max_epochs}"
+            )
+        for name, src in self.sources.items():
+            if not name or "/" in name:
+                raise RecipeError(f"source names must be plain strings, got {name!r}")
+            if src.shards is None and src.docs is None:
+                raise RecipeError(
+                    f"sources.{name} needs `shards` (a tokenize output folder) or `docs` (documents)"
+                )
+            for key in ("shards", "docs"):
+                if getattr(src, key) == "":
+                    raise RecipeError(f"sources.{name}.{key} must be a path string, got ''")
+
+    def _check_phases(self) -> None:
+        if not self.phases:
+            raise RecipeError("phases must be a non-empty list of {name, share | tokens, weights}")
+        names: set[str] = set()
+        for i, ph in enumerate(self.phases):
+            if not ph.name or ph.name in names:
+                raise RecipeError(f"phases[{i}].name must be a unique non-empty string, got {ph.name!r}")
+            names.add(ph.name)
+            where = f"phases.{ph.name}"
+            if (ph.share is None) == (ph.tokens is None):
+                raise RecipeError(f"{where} needs exactly one of `share` (of total_tokens) or `tokens`")
+            if not ph.weights:
+                raise RecipeError(f"{where}.weights must be a non-empty mapping of source -> weight")
+            for src, w in ph.weights.items():
+                if src not in self.sources:
+                    raise RecipeError(
+                        f"{where}.weights.{src}: unknown source; allowed: {', '.join(sorted(self.sources))}"
+                    )
+                if not w > 0:
+                    raise RecipeError(f"{where}.weights.{src} must be a number > 0, got {w!r}")
+            if ph.share is not None and not 0 < ph.share <= 1:
+                raise RecipeError(f"{where}.share must be in (0, 1], got {ph.share}")
+
+
+# ------------------------------------------------------------------ the resolved recipe
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -88,166 +222,75 @@ class Recipe:
         if not p.is_file():
             raise RecipeError(f"recipe file not found: {p}")
         try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except yaml.YAMLError as e:
-            raise RecipeError(f"{p}: not valid YAML: {e}") from None
+            data = read_yaml_mapping(p)
+        except ConfigError as e:
+            raise RecipeError(str(e)) from None
         return cls.from_dict(data, source=str(p), base=p.resolve().parent, path=p.resolve())
 
     @classmethod
     def from_dict(
         cls, data: Any, source: str = "<dict>", base: Path | None = None, path: Path | None = None
     ) -> Recipe:
+        """Validate `data` (a recipe's YAML content) and resolve it; relative paths are under `base`."""
         try:
-            return _parse(data, base or Path.cwd(), path)
-        except (RecipeError, SelectorError) as e:
+            spec = build_config(RecipeSpec, data, source)
+        except ConfigError as e:  # build_config's message already starts with `source`
+            raise RecipeError(str(e)) from None
+        try:
+            return resolve(spec, base or Path.cwd(), path)
+        except ConfigError as e:
             raise RecipeError(f"{source}: {e}") from None
 
 
-TOP_KEYS = ("name", "seed", "total_tokens", "max_epochs", "bytes_per_token", "sources", "phases")
-SOURCE_KEYS = ("shards", "docs", "select", "max_epochs")
-PHASE_KEYS = ("name", "share", "tokens", "weights")
-
-
-def _keys(where: str, data: Any, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
-    if not isinstance(data, dict):
-        raise RecipeError(f"{where or 'recipe'} must be a mapping, got {type(data).__name__}")
-    for k in data:
-        if k not in allowed:
-            raise RecipeError(f"unknown key {where + '.' if where else ''}{k}; allowed: {', '.join(allowed)}")
-    for k in required:
-        if k not in data:
-            raise RecipeError(f"missing key {where + '.' if where else ''}{k}")
-    return data
-
-
-def _int(key: str, v: Any, minimum: int = 0) -> int:
-    if isinstance(v, str):
-        v = _suffixed(key, v)
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise RecipeError(f"{key} must be an integer >= {minimum} (or like '2.5B'), got {v!r}")
-    return v
-
-
-def _suffixed(key: str, s: str) -> int | str:
-    """'400K', '2.5B', '15T' -> integers (tokens are usually written this way)."""
-    mult = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
-    s2 = s.strip().replace("_", "").upper()
-    if s2 and s2[-1] in mult:
-        try:
-            return round(float(s2[:-1]) * mult[s2[-1]])
-        except ValueError:
-            pass
-    return s
-
-
-def _num(key: str, v: Any, positive: bool = True) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float) or (positive and not v > 0) or math.isnan(v):
-        raise RecipeError(f"{key} must be a number{' > 0' if positive else ''}, got {v!r}")
-    return float(v)
-
-
-def _path(key: str, v: Any, base: Path) -> Path:
-    if not isinstance(v, str) or not v:
-        raise RecipeError(f"{key} must be a path string, got {v!r}")
-    p = Path(v).expanduser()
-    return p if p.is_absolute() else (base / p).resolve()
-
-
-def _parse(data: Any, base: Path, path: Path | None) -> Recipe:
-    d = _keys("", data, TOP_KEYS, required=("sources", "phases", "total_tokens"))
-    name = d.get("name", path.stem if path else "recipe")
-    if not isinstance(name, str):
-        raise RecipeError(f"name must be a string, got {name!r}")
-    seed = _int("seed", d.get("seed", 0))
-    total = _int("total_tokens", d["total_tokens"], minimum=1)
-    cap = _num("max_epochs", d.get("max_epochs", 4.0))
-    bpt = _num("bytes_per_token", d.get("bytes_per_token", 4.0))
-
-    raw_sources = d["sources"]
-    if not isinstance(raw_sources, dict) or not raw_sources:
-        raise RecipeError("sources must be a non-empty mapping of name -> {shards, docs, select, max_epochs}")
-    sources: dict[str, Source] = {}
-    for sname, sd in raw_sources.items():
-        where = f"sources.{sname}"
-        if not isinstance(sname, str) or not sname or "/" in sname:
-            raise RecipeError(f"source names must be plain strings, got {sname!r}")
-        sd = _keys(where, sd, SOURCE_KEYS)
-        if "shards" not in sd and "docs" not in sd:
-            raise RecipeError(f"{where} needs `shards` (a tokenize output folder) or `docs` (documents)")
-        sources[sname] = Source(
-            name=sname,
-            shards=_path(f"{where}.shards", sd["shards"], base) if "shards" in sd else None,
-            docs=_path(f"{where}.docs", sd["docs"], base) if "docs" in sd else None,
-            select=parse_selectors(sd.get("select"), where=f"{where}.select"),
-            max_epochs=_num(f"{where}.max_epochs", sd.get("max_epochs", cap)),
+def resolve(spec: RecipeSpec, base: Path, path: Path | None) -> Recipe:
+    """The recipe a sampler runs: paths under `base`, selectors parsed, phases in exact token counts."""
+    sources = {
+        name: Source(
+            name=name,
+            shards=_path(s.shards, base),
+            docs=_path(s.docs, base),
+            select=parse_selectors(s.select, where=f"sources.{name}.select"),
+            max_epochs=s.max_epochs if s.max_epochs is not None else spec.max_epochs,
         )
+        for name, s in spec.sources.items()
+    }
+    phases = tuple(
+        Phase(name=ph.name, tokens=tokens, share=ph.share, weights=dict(ph.weights))
+        for ph, tokens in zip(spec.phases, phase_tokens(spec), strict=True)
+    )
+    return Recipe(
+        name=spec.name if spec.name is not None else (path.stem if path else "recipe"),
+        path=path,
+        seed=spec.seed,
+        total_tokens=spec.total_tokens,
+        max_epochs=spec.max_epochs,
+        bytes_per_token=spec.bytes_per_token,
+        sources=sources,
+        phases=phases,
+    )
 
-    raw_phases = d["phases"]
-    if not isinstance(raw_phases, list) or not raw_phases:
-        raise RecipeError("phases must be a non-empty list of {name, share | tokens, weights}")
-    parsed: list[dict[str, Any]] = []
-    names: set[str] = set()
-    for i, pd in enumerate(raw_phases):
-        where = f"phases[{i}]"
-        pd = _keys(where, pd, PHASE_KEYS, required=("name", "weights"))
-        pname = pd["name"]
-        if not isinstance(pname, str) or not pname or pname in names:
-            raise RecipeError(f"{where}.name must be a unique non-empty string, got {pname!r}")
-        names.add(pname)
-        where = f"phases.{pname}"
-        if ("share" in pd) == ("tokens" in pd):
-            raise RecipeError(f"{where} needs exactly one of `share` (of total_tokens) or `tokens`")
-        weights = pd["weights"]
-        if not isinstance(weights, dict) or not weights:
-            raise RecipeError(f"{where}.weights must be a non-empty mapping of source -> weight")
-        for src, w in weights.items():
-            if src not in sources:
-                raise RecipeError(
-                    f"{where}.weights.{src}: unknown source; allowed: {', '.join(sorted(sources))}"
-                )
-            _num(f"{where}.weights.{src}", w)
-        share = None
-        if "share" in pd:
-            share = _num(f"{where}.share", pd["share"])
-            if share > 1:
-                raise RecipeError(f"{where}.share must be in (0, 1], got {share}")
-        tokens = _int(f"{where}.tokens", pd["tokens"], minimum=1) if "tokens" in pd else None
-        parsed.append({"name": pname, "share": share, "tokens": tokens, "weights": dict(weights)})
 
-    # Shares are of total_tokens, rounded down; the last share phase takes the rounding remainder
-    # so the phases add up to the budget exactly.
-    for ph in parsed:
-        if ph["share"] is not None:
-            ph["tokens"] = math.floor(ph["share"] * total)
-    share_phases = [ph for ph in parsed if ph["share"] is not None]
-    gap = total - sum(ph["tokens"] for ph in parsed)
-    if share_phases and 0 <= gap <= len(share_phases):
-        share_phases[-1]["tokens"] += gap
+def phase_tokens(spec: RecipeSpec) -> list[int]:
+    """Tokens of each phase: shares are of total_tokens, rounded down, and the last share phase takes the
+    rounding remainder, so the phases add up to the budget exactly; anything else is an error."""
+    total = spec.total_tokens
+    tokens = [ph.tokens if ph.share is None else math.floor(ph.share * total) for ph in spec.phases]
+    share_idx = [i for i, ph in enumerate(spec.phases) if ph.share is not None]
+    gap = total - sum(tokens)
+    if share_idx and 0 <= gap <= len(share_idx):
+        tokens[share_idx[-1]] += gap
         gap = 0
     if gap != 0:
-        detail = ", ".join(f"{ph['name']}={ph['tokens']:,}" for ph in parsed)
+        detail = ", ".join(f"{ph.name}={t:,}" for ph, t in zip(spec.phases, tokens, strict=True))
         raise RecipeError(
             f"phases add up to {total - gap:,} tokens ({detail}) but total_tokens is {total:,}; "
             "shares must sum to 1 (with token-count phases taken out)"
         )
-    phases = tuple(
-        Phase(
-            name=ph["name"],
-            tokens=ph["tokens"],
-            share=ph["share"],
-            weights={k: float(v) for k, v in ph["weights"].items()},
-        )
-        for ph in parsed
-    )
-    return Recipe(
-        name=name,
-        path=path,
-        seed=seed,
-        total_tokens=total,
-        max_epochs=cap,
-        bytes_per_token=bpt,
-        sources=sources,
-        phases=phases,
-    )
+    return tokens
+
+
+def _path(value: str | None, base: Path) -> Path | None:
+    if value is None:
+        return None
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (base / p).resolve()

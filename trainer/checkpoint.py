@@ -15,7 +15,6 @@ it is written before other ranks may have finished.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -27,20 +26,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from core.files import sha256_file
+
 MARKER = "COMPLETE.json"
 TAG_RE = re.compile(r"^step_(\d{8})$")
 
 
 def tag_for(step: int) -> str:
     return f"step_{step:08d}"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def list_tags(root: Path) -> list[str]:

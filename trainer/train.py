@@ -39,10 +39,14 @@ if __package__ in (None, ""):  # started as a script by the launcher: make the r
 import numpy as np
 import torch
 
+from mixtures.recipe import Recipe
+from mixtures.sampler import MixtureSampler
 from trainer import checkpoint as ckpt
 from trainer.config import ConfigError, TrainConfig, deepspeed_config, load_config
 from trainer.data import Batches
+from trainer.faults import ENV_VAR, Faults, faults_from_env
 from trainer.metrics import MetricsWriter, device_peak, flops_per_token, mfu
+from trainer.model import Transformer, document_ids_from_eod, model_config
 from trainer.schedule import batch_at, lr_at
 from trainer.spike import ACCEPT, ROLLBACK, SpikeGuard
 
@@ -84,17 +88,59 @@ def release_shm_workspace(dist, rank: int) -> None:
         shm_workspace_path(rank).unlink()
 
 
+@dataclasses.dataclass
+class _Accumulated:
+    """What one step's micro-batches leave on this rank, before the all-reduce."""
+
+    loss_sum: torch.Tensor  # () float64: this rank's normalized losses, summed
+    counts: torch.Tensor  # (sources,) float64: sampler tokens drawn per source
+    indices: list[int] = dataclasses.field(default_factory=list)  # global sequence indices drawn
+    phase: str = ""
+    t_data: float = 0.0
+    t_fb: float = 0.0
+
+
 class Trainer:
-    def __init__(self, cfg: TrainConfig):
+    """One rank's training run: the engine, its slice of the data stream, checkpoints, eval and metrics."""
+
+    def __init__(self, cfg: TrainConfig, faults: Faults | None = None):
+        self.cfg = cfg
+        self.faults = faults if faults is not None else Faults()  # test-only (trainer/faults.py)
+        self._init_distributed()
+        cfg.schedule.check_divisible(self.world)
+
+        # same seed on every rank: every rank builds identical initial weights before ZeRO-3 shards them
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+
+        tok = self._init_data()
+        self._init_engine(tok)
+
+        self.guard = SpikeGuard(cfg.spike)
+        self.step = 0
+        self.tokens_consumed = 0  # sampler tokens (rows × (seq_len+1)), the unit of the recipe and ramp-up
+        self.tokens_trained = 0  # predicted tokens (rows × seq_len)
+        self.per_source = {s: 0 for s in self.sources}
+        self.rollbacks = 0
+        self.spike_run_start: int | None = None
+        self.ckpt_root = Path(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
+        self.metrics = MetricsWriter(cfg.logging.dir, self.rank == 0, cfg.logging.tensorboard)
+        self.flops_tok = flops_per_token(self.mcfg, self.seq_len)
+        name = torch.cuda.get_device_name(self.device) if self.on_cuda else None
+        self.peak = device_peak(name)
+        self.device_name = name or "cpu"
+        self.last_saved = -1
+        self.last_eval = -1
+        if self.faults.active:
+            _log(self.rank, f"[trainer] TEST FAULTS ACTIVE ({ENV_VAR}): {self.faults.to_dict()}")
+
+    def _init_distributed(self) -> None:
+        """Process group, this rank's device, and CPU threads per rank."""
         import deepspeed
         import torch.distributed as dist
         from deepspeed.accelerator import get_accelerator
 
-        from mixtures.recipe import Recipe
-        from mixtures.sampler import MixtureSampler
-        from trainer.model import Transformer, model_config
-
-        self.cfg = cfg
         deepspeed.init_distributed()
         self.dist = dist
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
@@ -109,13 +155,10 @@ class Trainer:
             # processes of one host share its cores; oversubscribing them slows every rank down
             local = int(os.environ.get("LOCAL_SIZE", os.environ.get("LOCAL_WORLD_SIZE", 1)))
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local, 1)))
-        cfg.schedule.check_divisible(self.world)
 
-        # same seed on every rank: every rank builds identical initial weights before ZeRO-3 shards them
-        random.seed(cfg.seed)
-        np.random.seed(cfg.seed)
-        torch.manual_seed(cfg.seed)
-
+    def _init_data(self) -> dict:
+        """This rank's slice of the recipe's stream and the held-out rows; returns the shards' tokenizer entry."""
+        cfg = self.cfg
         recipe = Recipe.load(cfg.data.recipe)
         self.seq_len = cfg.data.seq_len
         sampler = MixtureSampler(
@@ -132,7 +175,13 @@ class Trainer:
         tok = next(iter(sampler.streams.values())).manifest["tokenizer"]
         self.eod_id, self.tokenizer_path = int(tok["eod_id"]), tok.get("path")
         self.sources = sorted(sampler.streams)
+        return tok
 
+    def _init_engine(self, tok: dict) -> None:
+        """The model (same initial weights on every rank), AdamW and the DeepSpeed engine around them."""
+        import deepspeed
+
+        cfg = self.cfg
         mcfg = model_config(
             cfg.model.size,
             vocab_size=int(tok["vocab_size"]),
@@ -156,22 +205,6 @@ class Trainer:
             model=model, optimizer=opt, config=self.ds_config
         )
         self.zero3 = self.ds_config.get("zero_optimization", {}).get("stage") == 3
-
-        self.guard = SpikeGuard(cfg.spike)
-        self.step = 0
-        self.tokens_consumed = 0  # sampler tokens (rows × (seq_len+1)), the unit of the recipe and ramp-up
-        self.tokens_trained = 0  # predicted tokens (rows × seq_len)
-        self.per_source = {s: 0 for s in self.sources}
-        self.rollbacks = 0
-        self.spike_run_start: int | None = None
-        self.ckpt_root = Path(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
-        self.metrics = MetricsWriter(cfg.logging.dir, self.rank == 0, cfg.logging.tensorboard)
-        self.flops_tok = flops_per_token(mcfg, self.seq_len)
-        name = torch.cuda.get_device_name(self.device) if self.on_cuda else None
-        self.peak = device_peak(name)
-        self.device_name = name or "cpu"
-        self.last_saved = -1
-        self.last_eval = -1
 
     # ------------------------------------------------------------------ state
     def trainer_state(self) -> dict:
@@ -255,6 +288,7 @@ class Trainer:
             self.engine._unmanaged_backward_count = 0
 
     def train_step(self) -> dict | None:
+        """One optimizer step (module docstring, items 1-5); its metrics record, or None when data ran out."""
         cfg = self.cfg
         t0 = time.perf_counter()
         self.batches.skip_quarantined()
@@ -268,44 +302,88 @@ class Trainer:
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         normalizer = batch * self.seq_len / self.world  # see module docstring, item 3
-        poison = set(cfg.test_hooks.poison_indices)
+        acc = self._accumulate(accum, micro, normalizer)
+        tf = time.perf_counter()
+        self.dist.all_reduce(acc.loss_sum)
+        self.dist.all_reduce(acc.counts)
+        loss_val = float(acc.loss_sum) / self.world
+        gnorm = self._grad_norm() if self.zero3 else float("nan")
+        acc.t_fb += time.perf_counter() - tf
 
-        from trainer.model import document_ids_from_eod
+        to = time.perf_counter()
+        decision, reason, gnorm = self._apply_or_skip(loss_val, gnorm, acc.phase, start_index)
+        t_opt = time.perf_counter() - to
 
-        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        counts = torch.zeros(len(self.sources), dtype=torch.float64, device=self.device)
-        indices: list[int] = []
-        phase = ""
-        t_data = t_fb = 0.0
+        self.step += 1
+        self.tokens_consumed += batch * (self.seq_len + 1)
+        self.tokens_trained += batch * self.seq_len
+        for s, c in zip(self.sources, acc.counts.tolist(), strict=True):
+            self.per_source[s] += int(c)
+        step_time = time.perf_counter() - t0
+        tps = batch * self.seq_len / step_time
+        rec = {
+            "step": self.step,
+            "loss": loss_val,
+            "grad_norm": gnorm,
+            "lr": lr,
+            "batch": batch,
+            "accum": accum,
+            "phase": acc.phase,
+            "tokens": self.tokens_trained,
+            "tokens_per_s": tps,
+            "mfu": mfu(self.flops_tok, tps, self.world, self.peak),
+            "per_source_tokens": dict(self.per_source),
+            "time": {"data": acc.t_data, "fwd_bwd": acc.t_fb, "optimizer": t_opt, "step": step_time},
+            "update": decision == ACCEPT,
+        }
+        if cfg.logging.log_sample_indices:
+            gathered: list[list[int]] = [None] * self.world  # type: ignore[list-item]
+            self.dist.all_gather_object(gathered, acc.indices)
+            rec["indices"] = sorted(i for part in gathered for i in part)
+        if decision != ACCEPT:
+            rec["spike"] = reason
+            self.metrics.write({"event": "spike_skip", "step": self.step, "reason": reason, "loss": loss_val})
+            _log(self.rank, f"[spike] step {self.step}: {reason} spike (loss {loss_val:.4f}, grad norm "
+                 f"{gnorm:.3g}): update skipped ({self.guard.consecutive} in a row)")  # fmt: skip
+        if decision == ROLLBACK:
+            rec["rollback"] = self._rollback()
+        return rec
+
+    def _accumulate(self, accum: int, micro: int, normalizer: float) -> _Accumulated:
+        """Forward/backward of this rank's `accum` micro-batches; gradients accumulate in the engine."""
+        poison = set(self.faults.poison_indices)
+        acc = _Accumulated(
+            loss_sum=torch.zeros((), dtype=torch.float64, device=self.device),
+            counts=torch.zeros(len(self.sources), dtype=torch.float64, device=self.device),
+        )
         for _ in range(accum):
             td = time.perf_counter()
             mb = self.batches.next(micro)
             x = torch.from_numpy(mb.tokens).to(self.device, non_blocking=True)
             inp, tgt = x[:, :-1], x[:, 1:]
-            doc_ids = document_ids_from_eod(inp, self.eod_id) if cfg.model.document_mask else None
-            t_data += time.perf_counter() - td
+            doc_ids = document_ids_from_eod(inp, self.eod_id) if self.cfg.model.document_mask else None
+            acc.t_data += time.perf_counter() - td
             tf = time.perf_counter()
             loss = self.engine(inp, tgt, doc_ids=doc_ids, loss_normalizer=normalizer)
             if poison and poison.intersection(mb.indices):
-                loss = loss * cfg.test_hooks.poison_factor  # test hook: a deterministic "bad batch"
+                loss = loss * self.faults.poison_factor  # test fault: a deterministic "bad batch"
             self.engine.backward(loss, scale_wrt_gas=False)
-            loss_sum += loss.detach().double()
-            t_fb += time.perf_counter() - tf
+            acc.loss_sum += loss.detach().double()
+            acc.t_fb += time.perf_counter() - tf
             for s in mb.sources:
-                counts[self.sources.index(s)] += self.seq_len + 1
-            indices.extend(mb.indices)
-            phase = mb.phase
-        tf = time.perf_counter()
-        self.dist.all_reduce(loss_sum)
-        self.dist.all_reduce(counts)
-        loss_val = float(loss_sum) / self.world
-        gnorm = self._grad_norm() if self.zero3 else float("nan")
-        t_fb += time.perf_counter() - tf
+                acc.counts[self.sources.index(s)] += self.seq_len + 1
+            acc.indices.extend(mb.indices)
+            acc.phase = mb.phase
+        return acc
 
-        to = time.perf_counter()
+    def _apply_or_skip(
+        self, loss: float, gnorm: float, phase: str, start_index: int
+    ) -> tuple[str, str, float]:
+        """The spike guard's decision on the all-reduced step values, acted on: the update is applied, or
+        the gradients are dropped. Returns (decision, reason, grad norm: ZeRO-0/1/2 know it only now)."""
         decision, reason = (
-            self.guard.observe(loss_val, gnorm if self.zero3 else 0.0, phase)
-            if cfg.spike.enabled
+            self.guard.observe(loss, gnorm if self.zero3 else 0.0, phase)
+            if self.cfg.spike.enabled
             else (ACCEPT, "")
         )
         if decision == ACCEPT:
@@ -317,42 +395,7 @@ class Trainer:
             self._drop_gradients()
             if self.spike_run_start is None:
                 self.spike_run_start = start_index
-        t_opt = time.perf_counter() - to
-
-        self.step += 1
-        self.tokens_consumed += batch * (self.seq_len + 1)
-        self.tokens_trained += batch * self.seq_len
-        for s, c in zip(self.sources, counts.tolist(), strict=True):
-            self.per_source[s] += int(c)
-        step_time = time.perf_counter() - t0
-        tps = batch * self.seq_len / step_time
-        rec = {
-            "step": self.step,
-            "loss": loss_val,
-            "grad_norm": gnorm,
-            "lr": lr,
-            "batch": batch,
-            "accum": accum,
-            "phase": phase,
-            "tokens": self.tokens_trained,
-            "tokens_per_s": tps,
-            "mfu": mfu(self.flops_tok, tps, self.world, self.peak),
-            "per_source_tokens": dict(self.per_source),
-            "time": {"data": t_data, "fwd_bwd": t_fb, "optimizer": t_opt, "step": step_time},
-            "update": decision == ACCEPT,
-        }
-        if cfg.logging.log_sample_indices:
-            gathered: list[list[int]] = [None] * self.world  # type: ignore[list-item]
-            self.dist.all_gather_object(gathered, indices)
-            rec["indices"] = sorted(i for part in gathered for i in part)
-        if decision != ACCEPT:
-            rec["spike"] = reason
-            self.metrics.write({"event": "spike_skip", "step": self.step, "reason": reason, "loss": loss_val})
-            _log(self.rank, f"[spike] step {self.step}: {reason} spike (loss {loss_val:.4f}, grad norm "
-                 f"{gnorm:.3g}): update skipped ({self.guard.consecutive} in a row)")  # fmt: skip
-        if decision == ROLLBACK:
-            rec["rollback"] = self._rollback()
-        return rec
+        return decision, reason, gnorm
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
@@ -363,8 +406,6 @@ class Trainer:
         out of rows runs a stand-in row and drops its loss. Sums are float64 and all-reduced, so the result
         depends only on the weights (bit-identical between an uninterrupted and a resumed run).
         """
-        from trainer.model import document_ids_from_eod
-
         micro = self.cfg.schedule.micro_batch
         # (sources, 2): summed token loss and target count of each source
         sums = torch.zeros(len(self.sources), 2, dtype=torch.float64, device=self.device)
@@ -474,8 +515,8 @@ class Trainer:
             # not right after a rollback either: that step's weights are the checkpoint's, evaluated before
             if self.heldout and cfg.eval.every and self.step % cfg.eval.every == 0 and "rollback" not in rec:
                 t_eval += self.run_eval()
-            if cfg.test_hooks.kill_at_step and self.step == cfg.test_hooks.kill_at_step and self.rank == 0:
-                os.kill(os.getpid(), signal.SIGKILL)  # test hook: a crash with no cleanup at all
+            if self.faults.kill_at_step and self.step == self.faults.kill_at_step and self.rank == 0:
+                os.kill(os.getpid(), signal.SIGKILL)  # test fault: a crash with no cleanup at all
         if self.heldout and self.last_eval != self.step:
             t_eval += self.run_eval()  # the final weights' held-out loss, whatever eval.every is
         if self.ckpt_root is not None and cfg.checkpoint.save_final and self.last_saved != self.step:
@@ -535,10 +576,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         cfg = load_config(args.config, args.overrides)
+        faults = faults_from_env()
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
-    trainer = Trainer(cfg)
+    trainer = Trainer(cfg, faults)
     try:
         trainer.run()
     finally:

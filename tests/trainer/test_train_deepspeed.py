@@ -33,6 +33,7 @@ import yaml
 
 from curation.tokenizer import TokenizerConfig, train_tokenizer
 from tests.mixtures.corpus import build_corpus, build_source
+from trainer.faults import ENV_VAR as FAULTS_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -52,12 +53,16 @@ def _free_port() -> int:
 
 
 def launch(
-    cfg_path: Path, *overrides: str, procs: int = 2, check: bool = True
+    cfg_path: Path, *overrides: str, procs: int = 2, check: bool = True, faults: dict | None = None
 ) -> subprocess.CompletedProcess:
+    """The real launcher; `faults` (trainer/faults.py) reach every rank through the environment."""
     port = _free_port()
     cmd = [str(DEEPSPEED), "--num_gpus", str(procs), "--master_port", str(port)]
     cmd += ["trainer/train.py", "--config", str(cfg_path), *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env.pop(FAULTS_ENV, None)
+    if faults:
+        env[FAULTS_ENV] = json.dumps(faults)
     res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     if check and res.returncode != 0:
         raise AssertionError(f"launcher exit {res.returncode}\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
@@ -208,8 +213,9 @@ def test_sigkill_and_relaunch_resumes_bit_exactly(setup):
     root, cfg_path, run_a = setup
     run_b = root / "b"
     args = (f"checkpoint.dir={run_b / 'ckpt'}", f"logging.dir={run_b}")
-    res = launch(cfg_path, *args, "test_hooks.kill_at_step=17", check=False)
+    res = launch(cfg_path, *args, check=False, faults={"kill_at_step": 17})
     assert res.returncode != 0  # the launcher reports the SIGKILLed rank
+    assert "TEST FAULTS ACTIVE" in res.stdout
     last = max(s for s in step_records(run_b))
     assert last == 17
     launch(cfg_path, *args)
@@ -283,11 +289,10 @@ def test_spike_skip_and_rollback_with_quarantine(setup):
         cfg_path,
         f"checkpoint.dir={run_d / 'ckpt'}",
         f"logging.dir={run_d}",
-        f"test_hooks.poison_indices={json.dumps(poison)}",
-        "test_hooks.poison_factor=1000.0",
         # the poisoned loss is 1000× (~6000 against ~5): 50σ catches it with a wide margin, while the
         # natural grad-norm swings of the first steps (batch ramp-up at step 11) stay below it
         "spike.sigmas=50",
+        faults={"poison_indices": poison, "poison_factor": 1000.0},
     )
     recs = records(run_d)
     skips = [r for r in recs if r.get("event") == "spike_skip"]

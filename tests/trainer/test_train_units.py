@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 
+from core.errors import ConfigError as CoreConfigError
+from core.files import sha256_file
 from trainer import checkpoint as ckpt
 from trainer.config import ConfigError, deepspeed_config, load_config
 from trainer.metrics import device_peak, flops_per_token, mfu
 from trainer.model import model_config
 from trainer.schedule import batch_at, lr_at
 from trainer.spike import ACCEPT, ROLLBACK, SKIP, SpikeGuard
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _write(tmp_path, text):
@@ -51,6 +57,36 @@ def test_bad_config_names_file_and_key(tmp_path, text, override, key):
     assert str(p) in str(e.value) and key in str(e.value)
 
 
+def test_config_is_the_core_loader(tmp_path):
+    """One ConfigError class, frozen sections, and an override that is not YAML is named as such."""
+    assert ConfigError is CoreConfigError
+    p = _write(tmp_path, "data: {recipe: r.yaml}\noptimizer: {lr: 2e-3}\n")  # YAML 1.1 reads 2e-3 as a string
+    cfg = load_config(p)
+    assert cfg.optimizer.lr == 2e-3
+    with pytest.raises(ValueError):
+        cfg.optimizer.lr = 1.0  # type: ignore[misc]
+    with pytest.raises(ConfigError, match=r"override 'optimizer\.lr=\[1': the value is not valid YAML"):
+        load_config(p, ["optimizer.lr=[1"])
+    with pytest.raises(ConfigError, match=r"logging\.tensorboard must be true or false"):
+        load_config(p, ["logging.tensorboard=1"])
+
+
+def test_shipped_config_round_trips_through_to_dict():
+    """to_dict() (what checkpoints record) holds every value the YAML file sets, under the same keys, and
+    one entry per section; the defaults fill the rest."""
+    path = REPO / "configs" / "train-debug.yaml"
+    raw = yaml.safe_load(path.read_text())
+    got = load_config(path).to_dict()
+    assert set(got) == {"seed", "model", "optimizer", "schedule", "data", "eval", "checkpoint", "spike",
+                        "logging", "deepspeed"}  # fmt: skip
+    for section, values in raw.items():
+        if isinstance(values, dict):
+            assert {k: got[section][k] for k in values} == values, section
+        else:
+            assert got[section] == values
+    assert json.loads(json.dumps(got)) == got  # plain JSON data
+
+
 def test_batch_must_divide_into_micro_batches_times_ranks(tmp_path):
     cfg = load_config(
         _write(tmp_path, "data: {recipe: r.yaml}\nschedule: {global_batch: 6, micro_batch: 2}\n")
@@ -69,9 +105,9 @@ def test_generated_deepspeed_json(tmp_path):
     assert "bf16" not in cpu and "fp16" not in cpu  # fp32 on CPU
     gpu = deepspeed_config(cfg, world_size=8, on_cuda=True)
     assert gpu["bf16"] == {"enabled": True} and gpu["data_types"]["grad_accum_dtype"] == "fp32"
+    bf16 = cfg.replace(deepspeed=cfg.deepspeed.replace(precision="bf16"))
     with pytest.raises(ConfigError, match=r"deepspeed\.precision"):
-        cfg.deepspeed.precision = "bf16"
-        deepspeed_config(cfg, world_size=2, on_cuda=False)
+        deepspeed_config(bf16, world_size=2, on_cuda=False)
 
 
 def _sched(tmp_path, kind, **kw):
@@ -113,8 +149,7 @@ def test_rampup_by_consumed_tokens(tmp_path):
         )
     )
     assert [batch_at(t, cfg.schedule) for t in (0, 999, 1000, 10**9)] == [4, 4, 8, 8]
-    cfg.schedule.rampup = []
-    assert batch_at(0, cfg.schedule) == 16
+    assert batch_at(0, cfg.schedule.replace(rampup=[])) == 16
 
 
 def test_spike_guard_skip_then_rollback(tmp_path):
@@ -165,7 +200,7 @@ def _fake_ckpt(root, step, complete=True):
     d.mkdir(parents=True)
     (d / "a.pt").write_bytes(bytes(range(200)))
     if complete:
-        files = {"a.pt": [200, ckpt.sha256_file(d / "a.pt")]}
+        files = {"a.pt": [200, sha256_file(d / "a.pt")]}
         (d / ckpt.MARKER).write_text(json.dumps({"step": step, "files": files}))
     return d
 
@@ -259,3 +294,19 @@ def test_eval_scalars_tag_per_source():
 
     rec = {"event": "eval", "step": 5, "eval": {"web": {"loss": 4.0}, "multi": {"loss": 4.5}}, "seconds": 0.1}
     assert dict(scalar_tags(rec)) == {"eval/web/loss": 4.0, "eval/multi/loss": 4.5, "eval/seconds": 0.1}
+
+
+def test_faults_come_from_the_environment_not_the_config(tmp_path):
+    from trainer.faults import ENV_VAR, Faults, faults_from_env
+
+    with pytest.raises(ConfigError, match=r"unknown key test_hooks"):
+        load_config(_write(tmp_path, "data: {recipe: r.yaml}\n"), ["test_hooks.kill_at_step=3"])
+    assert faults_from_env({}) == Faults() and not Faults().active
+    f = faults_from_env({ENV_VAR: '{"poison_indices": [3, 9], "poison_factor": 1000, "kill_at_step": 17}'})
+    assert (f.poison_indices, f.poison_factor, f.kill_at_step, f.active) == ((3, 9), 1000.0, 17, True)
+    with pytest.raises(ConfigError, match=rf"{ENV_VAR}: not valid JSON"):
+        faults_from_env({ENV_VAR: "{kill_at_step: 3"})
+    with pytest.raises(ConfigError, match=rf"{ENV_VAR}: unknown key kill_at; allowed: kill_at_step"):
+        faults_from_env({ENV_VAR: '{"kill_at": 3}'})
+    with pytest.raises(ConfigError, match=rf"{ENV_VAR}: kill_at_step must be >= 0"):
+        faults_from_env({ENV_VAR: '{"kill_at_step": -1}'})
