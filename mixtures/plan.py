@@ -63,12 +63,13 @@ def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from core.errors import InputError
+    from core.files import doc_parquet_files
     from core.selectors import selection_mask
-    from curation.tokenizer import doc_parquet_files
 
     try:
         files = doc_parquet_files(src.docs)
-    except FileNotFoundError:
+    except InputError:
         return None, False
     nbytes = 0
     for f in files:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 # Stages that run as Spark jobs (under spark-submit on a cluster); the others are single-process.
-SPARK_MODULES = frozenset({"curation", "dedup", "classifiers"})
+SPARK_MODULES = frozenset({"curation", "dedup", "classifiers", "tokens"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class Step:
     name: str
     """Stage name shown in progress lines and timings (e.g. `tokenize:web`)."""
     module: str
-    """Package with a `__main__.py` (curation, dedup, classifiers, mixtures)."""
+    """Package with a `__main__.py` (curation, dedup, classifiers, tokens, mixtures)."""
     args: tuple[str, ...]
     spark: bool = True
     """True: a Spark job (spark-submit can run it); False: plain Python (tokenizer training, plan)."""
@@ -132,7 +132,7 @@ def tokenize_steps(lay: Layout, recipe_path: str | Path) -> list[Step]:
     steps = [
         Step(
             "train-tokenizer",
-            "curation",
+            "tokens",
             ("train-tokenizer", "--input", scored, "--output", tok_dir, "--config", lay.tokenizer_config),
             spark=False,
             output=tok_dir,
@@ -148,7 +148,7 @@ def tokenize_steps(lay: Layout, recipe_path: str | Path) -> list[Step]:
         steps.append(
             Step(
                 f"tokenize:{src.name}",
-                "curation",
+                "tokens",
                 tuple(args),
                 output=f"{tokens}/shards/{src.name}",
                 done_marker="manifest.json",

@@ -31,8 +31,8 @@ import pytest
 import torch
 import yaml
 
-from curation.tokenizer import TokenizerConfig, train_tokenizer
 from tests.mixtures.corpus import build_corpus, build_source
+from tokens.tokenizer import TokenizerConfig, train_tokenizer
 
 pytestmark = pytest.mark.slow
 
