@@ -227,9 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                 if i not in (cmd.index("--master_port"), cmd.index("--master_port") + 1)
             ]
             stage("train", train_done(out / "train", args.steps), lambda: _run(cmd, env), ident)
-        stage(
-            "report", False, lambda: _run([str(python), "-m", "curation.report", "--demo-dir", str(out)], env)
-        )
+        stage("report", False, lambda: _run([str(python), "-m", "report", "--demo-dir", str(out)], env))
     except StageFailed as e:
         print(f"\ndemo failed: {e}\nRerun the same command: finished stages are skipped.", file=sys.stderr)
         return 1
