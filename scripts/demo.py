@@ -12,7 +12,7 @@ own (every job skips its finished units; the trainer resumes from its last check
 
 The recipe: mixtures/demo.yaml names its sources relative to itself (../out/demo/...). For another
 `--out` the driver writes `<out>/recipe.yaml`, the same recipe with the sources' paths moved under
-`<out>` (and optionally another token budget), so a reduced demo (tests/cluster/test_demo.py) never
+`<out>` (and optionally another token budget), so a reduced demo (tests/scripts/test_demo.py) never
 touches out/demo.
 """
 

@@ -4,7 +4,7 @@ Each stage is a `Step`: a package whose `__main__.py` is the entry point plus it
 step renders as a local command (`python -m dedup run ...`, the embedded `local[*]` master) or as a
 `spark-submit --master spark://... dedup/__main__.py run ...` command, so what the demo runs locally,
 what `tests/cluster/` submits to a real standalone cluster, and what the compose `curate` service
-submits are provably the same arguments (tests/cluster/test_compose.py compares them).
+submits are provably the same arguments (tests/scripts/test_compose.py compares them).
 
 Only what differs between deployments is a parameter: where the WARCs are, where outputs go, the
 recipe, and whether a quality model is given (else one is trained: positives from Wikipedia/WikiText,

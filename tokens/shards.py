@@ -22,6 +22,10 @@ MMIDIDX has no code for uint32 (its dtype codes are 1 uint8, 2 int8, 3 int16, 4 
 
 A document's tokens without its EOD are `bin[ptr : ptr + 2*(len-1)]`. This is exactly what
 Megatron's `tools/preprocess_data.py --append-eod` writes for one-sentence documents.
+
+Here: `write_shard_files` / `write_shard` (writer), `IndexedShard` (numpy memmap reader, what the
+mixture sampler uses), and `build_manifest`, the `manifest.json` of a complete source folder (its
+parts' hashes and counts, the tokenizer's identity; the tokenize job in tokens/job.py writes it).
 """
 
 from __future__ import annotations
