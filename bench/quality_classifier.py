@@ -45,7 +45,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
-            cfg = QualityTrainConfig.from_dict({**base.to_dict(), "seed": seed})
+            cfg = base.replace(seed=seed)
             out = Path(tmp) / f"m{seed}"
             t0 = time.time()
             meta = train_quality(positives, [args.negative], out, cfg)

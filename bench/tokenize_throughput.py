@@ -2,7 +2,7 @@
 
 Same documents, same tokenizer.json, one core each (Spark `local[1]`, datatrove 1 task / 1 worker,
 TOKENIZERS_PARALLELISM=false so neither uses the Rust thread pool). Ours runs with both encoders
-(curation.tokenizer.build_encoder: tiktoken, the default where exact, and Hugging Face), plus each
+(tokens.tokenizer.build_encoder: tiktoken, the default where exact, and Hugging Face), plus each
 encoder alone on in-memory texts. There is no large corpus in ../shared, so the documents are the
 real `extract` output (default out/demo/extract, what `make demo` writes) repeated `--repeat` times
 into `--files` Parquet files, with fresh ids (said in the output). `--runs` runs of each, interleaved;
@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curation.tokenizer import TokenizerConfig, doc_parquet_files, load_tokenizer, train_tokenizer
+from core.files import doc_parquet_files
+from tokens.tokenizer import TokenizerConfig, load_tokenizer, train_tokenizer
 
 
 def make_docs(src: str, out: Path, repeat: int, files: int) -> tuple[int, int]:
@@ -50,8 +51,8 @@ def make_docs(src: str, out: Path, repeat: int, files: int) -> tuple[int, int]:
 
 def bench_encode(texts: list[str], tok, mode: str) -> tuple[float, float, int]:
     """The encoder alone on in-memory texts (no Parquet, no shard writing): the ceiling for the job."""
-    from curation.tokenize import BATCH_DOCS
-    from curation.tokenizer import build_encoder
+    from tokens.job import BATCH_DOCS
+    from tokens.tokenizer import build_encoder
 
     enc = build_encoder(Path(tok.path).read_text(), mode)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -65,9 +66,8 @@ def bench_encode(texts: list[str], tok, mode: str) -> tuple[float, float, int]:
 
 
 def bench_core(docs: Path, tok, out: Path, mode: str) -> tuple[float, float, int]:
-    from curation.tokenize import TokenizeTask, _encoder, tokenize_file
+    from tokens.job import TokenizeTask, encoder_for, tokenize_file
 
-    (out / "done").mkdir(parents=True)
     task = TokenizeTask(
         source="b",
         out_dir=str(out),
@@ -76,7 +76,7 @@ def bench_core(docs: Path, tok, out: Path, mode: str) -> tuple[float, float, int
         eod_token=tok.eod_token,
         encoder=mode,
     )
-    _encoder(task)  # built once per worker process (~0.2 s), as the warmed-up Spark worker has it
+    encoder_for(task)  # built once per worker process (~0.2 s), as the warmed-up Spark worker has it
     t0, c0 = time.perf_counter(), time.process_time()
     tokens = 0
     for i, f in enumerate(sorted(docs.glob("*.parquet"))):
@@ -88,14 +88,14 @@ def bench_core(docs: Path, tok, out: Path, mode: str) -> tuple[float, float, int
 
 def bench_spark(docs: Path, tok_path: str, out: Path, mode: str) -> tuple[float, float, float, int, str]:
     from core.spark import get_spark
-    from curation.job import run_tokenize
+    from tokens.job import run_tokenize
 
     get_spark("local[1]", "bench-tokenize", {"spark.ui.enabled": "false"})
     t0 = time.perf_counter()
     res = run_tokenize(str(docs), tok_path, str(out), source="b", master="local[1]", encoder=mode)
     wall = time.perf_counter() - t0
     assert res.ok and res.manifest
-    marks = [json.loads(p.read_text()) for p in (out / "shards" / "b" / "done").glob("*.json")]
+    marks = [json.loads(p.read_text()) for p in (out / "shards" / "b" / "stats").glob("*.json")]
     busy, cpu = sum(m["seconds"] for m in marks), sum(m["cpu_seconds"] for m in marks)
     return wall, busy, cpu, res.manifest["tokens"], res.manifest["files"][0]["bin_sha256"]
 

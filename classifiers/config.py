@@ -1,4 +1,4 @@
-"""Typed config of `train-quality`, loaded from YAML and validated on load (as curation/config.py).
+"""Typed config of `train-quality` (a core.config model): loaded from YAML and validated on load.
 
 Defaults suit the shared data (a few hundred documents per class after balancing): softmax with
 word bigrams as DCLM's quality classifier uses, lr 0.5 and 25 epochs (fastText's own 0.1 x 5 left
@@ -13,18 +13,24 @@ does not matter (metadata.json records the value).
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from curation.config import ConfigError, build_config, load_yaml_config
+from pydantic import Field, model_validator
+
+from core.config import (
+    ConfigError,
+    ConfigModel,
+    build_config,
+    check_choice,
+    check_positive,
+    fingerprint_of,
+    load_config,
+)
 
 
-@dataclass(kw_only=True, frozen=True, slots=True)
-class FastTextParams:
+class FastTextParams(ConfigModel):
     """Arguments of `fasttext.train_supervised` (fastText's names in parentheses where they differ)."""
 
     lr: float = 0.5
@@ -40,12 +46,12 @@ class FastTextParams:
     thread: int = 1
     """1 = deterministic (see the module docstring); more is faster but not reproducible."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> FastTextParams:
         for key in ("lr", "epoch", "dim", "word_ngrams", "min_count", "bucket", "thread"):
-            if getattr(self, key) <= 0:
-                raise ConfigError(f"fasttext.{key} must be > 0, got {getattr(self, key)!r}")
-        if self.loss not in ("softmax", "hs", "ns"):
-            raise ConfigError(f"fasttext.loss must be one of softmax, hs, ns; got {self.loss!r}")
+            check_positive(f"fasttext.{key}", getattr(self, key))
+        check_choice("fasttext.loss", self.loss, ("softmax", "hs", "ns"))
+        return self
 
     def train_kwargs(self) -> dict[str, Any]:
         return {
@@ -60,8 +66,9 @@ class FastTextParams:
         }
 
 
-@dataclass(kw_only=True, frozen=True, slots=True)
-class QualityTrainConfig:
+class QualityTrainConfig(ConfigModel):
+    """What `train-quality` trains with; recorded (and fingerprinted) in the model's metadata.json."""
+
     seed: int = 0
     """Seeds the shuffle, the class balancing, the held-out split and fastText itself."""
     holdout_fraction: float = 0.2
@@ -73,29 +80,28 @@ class QualityTrainConfig:
     """Shorter documents (headings, navigation lines) are skipped and counted."""
     max_docs_per_class: int | None = None
     """Cap per class after deduplication (sampled with the seed); null = no cap."""
-    fasttext: FastTextParams = field(default_factory=FastTextParams)
+    fasttext: FastTextParams = Field(default_factory=FastTextParams)
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> QualityTrainConfig:
         if not 0.0 < self.holdout_fraction < 1.0:
             raise ConfigError(f"holdout_fraction must be in (0, 1), got {self.holdout_fraction!r}")
-        if self.balance not in ("downsample", "none"):
-            raise ConfigError(f"balance must be one of downsample, none; got {self.balance!r}")
+        check_choice("balance", self.balance, ("downsample", "none"))
         if self.min_chars < 0:
             raise ConfigError(f"min_chars must be >= 0, got {self.min_chars!r}")
         if self.max_docs_per_class is not None and self.max_docs_per_class < 2:
             raise ConfigError(f"max_docs_per_class must be >= 2 or null, got {self.max_docs_per_class!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return self
 
     def fingerprint(self) -> str:
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        """sha256 of the compact sorted JSON of `to_dict()`, 12 hex digits."""
+        return fingerprint_of(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> QualityTrainConfig:
         return build_config(cls, data, source)
 
     @classmethod
-    def load(cls, path: str | Path | None) -> QualityTrainConfig:
-        return load_yaml_config(cls, path)
+    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> QualityTrainConfig:
+        """Defaults when `path` is None; else the YAML file; then `section.key=value` overrides."""
+        return load_config(cls, path, overrides)

@@ -19,7 +19,6 @@ Every file read is reported with its sha256 and counts, for the model's metadata
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 from collections.abc import Iterator
@@ -27,8 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.errors import InputError
+from core.files import doc_parquet_files, sha256_file
 
-class DataError(ValueError):
+
+class DataError(InputError):
     """An input file cannot give documents; the message names the file (and line)."""
 
 
@@ -67,25 +69,19 @@ def file_format(path: Path) -> str:
 
 
 def expand(arg: str | Path) -> list[Path]:
-    """The files one command-line input stands for (a file, or the Parquet files of a folder)."""
+    """The files one command-line input stands for (a file, or the Parquet files of a folder).
+
+    A folder is listed by core.files.doc_parquet_files, the rule every job shares.
+    """
     p = Path(arg)
     if p.is_dir():
-        root = p / "docs" if (p / "docs").is_dir() else p
-        files = sorted(f for f in root.rglob("*.parquet") if not f.name.startswith("."))
-        if not files:
-            raise DataError(f"{p}: folder holds no .parquet files")
-        return files
+        try:
+            return doc_parquet_files(p)
+        except InputError:
+            raise DataError(f"{p}: folder holds no .parquet files") from None
     if not p.exists():
         raise DataError(f"no such file or folder: {p}")
     return [p]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -130,7 +126,7 @@ def read_file(path: Path, min_chars: int) -> FileDocs:
     if not path.is_file():
         raise DataError(f"no such file: {path}")
     fmt = file_format(path)
-    out = FileDocs(path=str(path), format=fmt, sha256=_sha256(path))
+    out = FileDocs(path=str(path), format=fmt, sha256=sha256_file(path))
 
     def add(text: Any) -> None:
         out.records += 1

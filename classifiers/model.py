@@ -16,7 +16,6 @@ fails), and we only read the returned float32 arrays.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from classifiers.text import LABEL_HIGH, fasttext_line
+from core.errors import InputError
+from core.files import sha256_file
 
 MODEL_FILE = "model.bin"
 METADATA_FILE = "metadata.json"
@@ -32,16 +33,8 @@ METADATA_FILE = "metadata.json"
 _MODELS: dict[tuple[str, str], QualityModel] = {}
 
 
-class ModelError(ValueError):
+class ModelError(InputError):
     """A model folder is missing, incomplete or inconsistent; the message names the path."""
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_metadata(model_dir: str | Path) -> dict[str, Any]:

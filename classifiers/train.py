@@ -34,8 +34,10 @@ import numpy as np
 from classifiers.config import QualityTrainConfig
 from classifiers.data import DataError, FileDocs, read_inputs
 from classifiers.metrics import binary_metrics
-from classifiers.model import METADATA_FILE, MODEL_FILE, QualityModel, _ensure_fasttext, sha256_file
+from classifiers.model import METADATA_FILE, MODEL_FILE, QualityModel, _ensure_fasttext
 from classifiers.text import LABEL_HIGH, LABEL_LOW, MAX_CHARS, fasttext_line
+from core.errors import OutputConflict
+from core.files import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +145,7 @@ def train_quality(
     """Train, evaluate on the held-out split, write MODEL_DIR; returns its metadata."""
     out = Path(output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(f"{out} already exists; choose another --output or delete it")
+        raise OutputConflict(f"{out} already exists; choose another --output or delete it")
     t0 = time.time()
     pos_files = read_inputs(list(positive), cfg.min_chars)
     neg_files = read_inputs(list(negative), cfg.min_chars)

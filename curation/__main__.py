@@ -4,12 +4,8 @@ import sys
 from pathlib import Path
 
 if __package__ in (None, ""):
-    # Started as a file by spark-submit: make the project importable from the checkout, and take
-    # this package's own folder off sys.path, where its modules (tokenize.py, ...) would shadow the
-    # standard library's.
-    here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
-    sys.path.insert(0, str(here.parent))
+    # Started as a file by spark-submit: make the project importable from the checkout.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from curation.cli import main
 

@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from curation.shards import IndexedShard
 from mixtures.recipe import Phase, Recipe, RecipeError
+from tokens.shards import IndexedShard
 
 STATE_VERSION = 1
 _HELDOUT_KEY = int.from_bytes(hashlib.sha256(b"heldout").digest()[:8], "little")  # never an epoch number

@@ -12,7 +12,7 @@ own (every job skips its finished units; the trainer resumes from its last check
 
 The recipe: mixtures/demo.yaml names its sources relative to itself (../out/demo/...). For another
 `--out` the driver writes `<out>/recipe.yaml`, the same recipe with the sources' paths moved under
-`<out>` (and optionally another token budget), so a reduced demo (tests/cluster/test_demo.py) never
+`<out>` (and optionally another token budget), so a reduced demo (tests/scripts/test_demo.py) never
 touches out/demo.
 """
 
@@ -124,7 +124,7 @@ def train_command(
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="out/demo", help="output root (default out/demo)")
     ap.add_argument(
@@ -147,10 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         help="trainer config override, e.g. schedule.warmup_steps=5 (repeatable)",
     )
     ap.add_argument("--skip-train", action="store_true", help="stop after the plan (no trainer run)")
-    args = ap.parse_args(argv)
+    return ap
 
-    # Commands run from the project root; paths the caller gave relative to their own folder are
-    # rewritten relative to the root (out/demo stays out/demo when called from the root, as make does).
+
+def _paths_from_root(args: argparse.Namespace) -> None:
+    """Commands run from the project root; paths the caller gave relative to their own folder are
+    rewritten relative to the root (out/demo stays out/demo when called from the root, as make does).
+    Changes the working directory to the root."""
     here = Path.cwd()
 
     def from_root(p: str) -> str:
@@ -162,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         args.warcs = [from_root(w) for w in args.warcs]
     if args.quality_model:
         args.quality_model = from_root(args.quality_model)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _paths_from_root(args)
     shared = Path(args.shared_data)
     if not (shared / "warc").is_dir():
         print(
@@ -227,9 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                 if i not in (cmd.index("--master_port"), cmd.index("--master_port") + 1)
             ]
             stage("train", train_done(out / "train", args.steps), lambda: _run(cmd, env), ident)
-        stage(
-            "report", False, lambda: _run([str(python), "-m", "curation.report", "--demo-dir", str(out)], env)
-        )
+        stage("report", False, lambda: _run([str(python), "-m", "report", "--demo-dir", str(out)], env))
     except StageFailed as e:
         print(f"\ndemo failed: {e}\nRerun the same command: finished stages are skipped.", file=sys.stderr)
         return 1

@@ -4,7 +4,7 @@ Each stage is a `Step`: a package whose `__main__.py` is the entry point plus it
 step renders as a local command (`python -m dedup run ...`, the embedded `local[*]` master) or as a
 `spark-submit --master spark://... dedup/__main__.py run ...` command, so what the demo runs locally,
 what `tests/cluster/` submits to a real standalone cluster, and what the compose `curate` service
-submits are provably the same arguments (tests/cluster/test_compose.py compares them).
+submits are provably the same arguments (tests/scripts/test_compose.py compares them).
 
 Only what differs between deployments is a parameter: where the WARCs are, where outputs go, the
 recipe, and whether a quality model is given (else one is trained: positives from Wikipedia/WikiText,
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 # Stages that run as Spark jobs (under spark-submit on a cluster); the others are single-process.
-SPARK_MODULES = frozenset({"curation", "dedup", "classifiers"})
+SPARK_MODULES = frozenset({"curation", "dedup", "classifiers", "tokens"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class Step:
     name: str
     """Stage name shown in progress lines and timings (e.g. `tokenize:web`)."""
     module: str
-    """Package with a `__main__.py` (curation, dedup, classifiers, mixtures)."""
+    """Package with a `__main__.py` (curation, dedup, classifiers, tokens, mixtures)."""
     args: tuple[str, ...]
     spark: bool = True
     """True: a Spark job (spark-submit can run it); False: plain Python (tokenizer training, plan)."""
@@ -132,7 +132,7 @@ def tokenize_steps(lay: Layout, recipe_path: str | Path) -> list[Step]:
     steps = [
         Step(
             "train-tokenizer",
-            "curation",
+            "tokens",
             ("train-tokenizer", "--input", scored, "--output", tok_dir, "--config", lay.tokenizer_config),
             spark=False,
             output=tok_dir,
@@ -148,7 +148,7 @@ def tokenize_steps(lay: Layout, recipe_path: str | Path) -> list[Step]:
         steps.append(
             Step(
                 f"tokenize:{src.name}",
-                "curation",
+                "tokens",
                 tuple(args),
                 output=f"{tokens}/shards/{src.name}",
                 done_marker="manifest.json",

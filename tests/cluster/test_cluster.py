@@ -64,7 +64,7 @@ def shared_inputs(tmp_path_factory, warc_dir, data_dir):
         _run(steps[name].local(sys.executable), env, log)
     tok = Step(
         "train-tokenizer",
-        "curation",
+        "tokens",
         ("train-tokenizer", "--input", f"{work}/extract", "--output", f"{work}/tokenizer", "--config",
          "configs/tokenizer.yaml"),
         spark=False,

@@ -87,9 +87,9 @@ def build_source(
     """shards/<source> with manifest.json from `files`, through the job's own per-file function
     and manifest builder, without Spark (the Spark path is tested in tests/curation/test_tokenize.py)."""
     from core.selectors import parse_selectors
-    from curation.job import build_manifest
-    from curation.tokenize import TokenizeTask, tokenize_file
-    from curation.tokenizer import load_tokenizer
+    from tokens.job import TokenizeTask, tokenize_file
+    from tokens.shards import build_manifest
+    from tokens.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tok_path)
     out = out_root / "shards" / source

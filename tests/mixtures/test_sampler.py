@@ -12,12 +12,12 @@ import json
 import numpy as np
 import pytest
 
-from curation.shards import IndexedShard
-from curation.tokenizer import TokenizerConfig, train_tokenizer
 from mixtures.plan import compute_budget, make_plan
 from mixtures.recipe import Recipe, RecipeError
 from mixtures.sampler import MixtureSampler, largest_remainder
 from tests.mixtures.corpus import build_corpus, build_source
+from tokens.shards import IndexedShard
+from tokens.tokenizer import TokenizerConfig, train_tokenizer
 
 SEQ = 64
 

@@ -31,8 +31,8 @@ import pytest
 import torch
 import yaml
 
-from curation.tokenizer import TokenizerConfig, train_tokenizer
 from tests.mixtures.corpus import build_corpus, build_source
+from tokens.tokenizer import TokenizerConfig, train_tokenizer
 from trainer.faults import ENV_VAR as FAULTS_ENV
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from curation.report.__main__ import main as report_main
-from curation.report.collect import ReportError, collect
+from report.__main__ import main as report_main
+from report.collect import ReportError, collect
 
 WARCS = ("crawl-2024-sample-0000.warc.gz", "BL-20140325121225068-00000-32090~opera~8443.warc.gz")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -96,7 +96,7 @@ def test_report_html_prints_the_numbers_and_charts(run_dir):
 
 def test_languages_use_extract_counters_when_present(tmp_path):
     """Exact per-language counts come from `lang:<code>` counters of extract's stats, when it writes them."""
-    from curation.report.collect import languages
+    from report.collect import languages
 
     (tmp_path / "extract").mkdir()
     stats = {"stages": [], "counters": {"lang:en": 7, "lang:de": 3, "charset_http": 10}}

@@ -22,19 +22,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curation.job import InputError, run_tokenize
-from curation.tokenize import TokenizeTask, tokenize_file
-from curation.tokenizer import (
+from core.errors import InputError
+from core.files import doc_parquet_files
+from tests.mixtures.corpus import EDGE_TEXTS, build_corpus
+from tests.support.shared_data import shared_data_dir
+from tokens.job import TokenizeTask, run_tokenize, tokenize_file
+from tokens.tokenizer import (
     PROBE_TEXTS,
     TokenizerConfig,
     _bytes_to_unicode,
     build_encoder,
-    doc_parquet_files,
     load_tokenizer,
     train_tokenizer,
 )
-from tests.mixtures.corpus import EDGE_TEXTS, build_corpus
-from tests.support.shared_data import shared_data_dir
 
 TRICKY = [
     *PROBE_TEXTS,
@@ -135,7 +135,6 @@ def test_shards_byte_identical(tmp_path, texts_and_tok):
     out = {}
     for mode in ("hf", "tiktoken"):
         d = tmp_path / mode
-        (d / "done").mkdir(parents=True)
         task = TokenizeTask(
             source="s",
             out_dir=str(d),
@@ -199,7 +198,7 @@ FALLBACKS = {
 def test_falls_back_to_hf_with_reason(why, tmp_path, texts_and_tok, caplog):
     _, texts, tok_path = texts_and_tok
     spec = _variant(tok_path, tmp_path, FALLBACKS[why])
-    with caplog.at_level(logging.WARNING, logger="curation.tokenizer"):
+    with caplog.at_level(logging.WARNING, logger="tokens.tokenizer"):
         enc = build_encoder(spec)
     assert enc.backend == "hf" and why in enc.reason
     assert why in caplog.text
@@ -214,7 +213,7 @@ def test_merge_order_check_is_needed(texts_and_tok):
     # check guards against a real difference, not a hypothetical one.
     import tiktoken
 
-    from curation.tokenizer import GPT2_PATTERN
+    from tokens.tokenizer import GPT2_PATTERN
 
     _, texts, tok_path = texts_and_tok
     spec = json.loads(tok_path.read_text())

@@ -22,8 +22,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from core.errors import InputError
+from mixtures.plan import make_plan
+from mixtures.recipe import Recipe
 
-class ReportError(ValueError):
+
+class ReportError(InputError):
     """The folder is not a run (no stage output at all); the message names it."""
 
 
@@ -129,7 +133,7 @@ def recipe_path(run: Path) -> Path | None:
     own = run / "recipe.yaml"
     if own.exists():
         return own
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]  # the project root (report/ sits in it)
     if run.resolve() == (root / "out" / "demo").resolve():
         return root / "mixtures" / "demo.yaml"
     return None
@@ -140,8 +144,6 @@ def tokens(run: Path) -> dict[str, Any]:
     rp = recipe_path(run)
     names = None
     if rp is not None:
-        from mixtures.recipe import Recipe
-
         names = set(Recipe.load(rp).sources)  # shards of sources the recipe no longer has are not shown
     for m in sorted((run / "tokens" / "shards").glob("*/manifest.json")):
         man = json.loads(m.read_text())
@@ -153,9 +155,6 @@ def tokens(run: Path) -> dict[str, Any]:
             "select": man.get("select", {}),
         }
     if rp is not None and out["manifests"]:
-        from mixtures.plan import make_plan
-        from mixtures.recipe import Recipe
-
         plan = make_plan(Recipe.load(rp))
         out["recipe"] = str(rp)
         out["plan"] = {name: dict(sp.drawn) for name, sp in plan.sources.items()}
@@ -168,8 +167,6 @@ def quality_thresholds(run: Path) -> list[float]:
     rp = recipe_path(run)
     if rp is None:
         return []
-    from mixtures.recipe import Recipe
-
     found = set()
     for src in Recipe.load(rp).sources.values():
         for sel in src.select:

@@ -2,7 +2,7 @@
 
 The oracle here is an independent reader written from Megatron's `_IndexReader`
 (megatron/core/datasets/indexed_dataset.py): header, then int32 lengths, int64 byte pointers,
-int64 document indices. It does not use curation.shards' reader.
+int64 document indices. It does not use tokens.shards' reader.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curation.shards import IndexedShard, ShardFormatError, dtype_for_vocab, write_shard
+from tokens.shards import IndexedShard, ShardFormatError, dtype_for_vocab, write_shard
 
 MEGATRON_CODES = {8: np.uint16, 4: np.int32}
 

@@ -21,24 +21,27 @@ checked, not assumed (see `_tiktoken_encoding`): the tokenizer.json must be the 
 added tokens, which documents never produce), merge order must equal id order (tiktoken ranks a
 merge by the id of its result, HF by the merge's position), every token must be what HF's own
 merges give for its bytes (tiktoken looks a whole piece up first), and a probe of tricky strings
-must encode identically. tests/curation/test_tokenizer_fast.py compares both paths on real data.
+must encode identically. tests/tokens/test_tokenizer_fast.py compares both paths on real data.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import heapq
 import itertools
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import model_validator
+
+from core.config import ConfigError, ConfigModel, check_positive, fingerprint_of, load_config
+from core.errors import InputError
+from core.files import doc_parquet_files, sha256_file
 from core.output import atomic_write_bytes, atomic_write_json
-from curation.config import ConfigError, load_yaml_config
-from curation.shards import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +49,9 @@ log = logging.getLogger(__name__)
 KNOWN_EOD_TOKENS = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
 
 
-@dataclass(kw_only=True, frozen=True, slots=True)
-class TokenizerConfig:
+class TokenizerConfig(ConfigModel):
+    """What `train-tokenizer` trains (configs/tokenizer.yaml); its fingerprint names the tokenizer."""
+
     vocab_size: int = 32768
     """Final vocabulary size, special tokens and the 256 byte symbols included."""
     eod_token: str = "<|endoftext|>"
@@ -63,7 +67,8 @@ class TokenizerConfig:
     seed: int = 0
     """Keys the hash that picks the sample."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> TokenizerConfig:
         specials = (self.eod_token, *self.special_tokens)
         if self.vocab_size < 256 + len(specials) + 1:
             raise ConfigError(
@@ -75,20 +80,17 @@ class TokenizerConfig:
         if len(set(specials)) != len(specials):
             raise ConfigError(f"special_tokens must be distinct and not repeat eod_token; got {specials}")
         for key in ("min_frequency", "sample_docs", "max_chars_per_doc"):
-            if getattr(self, key) <= 0:
-                raise ConfigError(f"{key} must be > 0, got {getattr(self, key)!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+            check_positive(key, getattr(self, key))
+        return self
 
     def fingerprint(self) -> str:
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        """sha256 of the compact sorted JSON of `to_dict()`, 12 hex digits (recorded in tokenizer_meta.json)."""
+        return fingerprint_of(self.to_dict())
 
     @classmethod
-    def load(cls, path: str | Path | None) -> TokenizerConfig:
-        """Defaults when `path` is None; else the YAML file, validated (errors name file and key)."""
-        return load_yaml_config(cls, path)
+    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> TokenizerConfig:
+        """Defaults when `path` is None; else the YAML file; then `key=value` overrides; validated."""
+        return load_config(cls, path, overrides)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,18 +104,6 @@ class LoadedTokenizer:
     sha256: str
     path: str
     meta: dict[str, Any] = field(default_factory=dict)
-
-
-def doc_parquet_files(input_dir: str | Path) -> list[Path]:
-    """Parquet files of a documents folder: DIR/docs/*.parquet (an `extract` output) or DIR/*.parquet."""
-    root = Path(input_dir)
-    if root.is_file() and root.suffix == ".parquet":
-        return [root]
-    for cand in (root / "docs", root):
-        files = sorted(p for p in cand.glob("*.parquet") if not p.name.startswith("."))
-        if files:
-            return files
-    raise FileNotFoundError(f"no Parquet documents in {root} (looked in {root}/docs and {root})")
 
 
 def sample_key(seed: int, doc_id: str) -> bytes:
@@ -147,7 +137,7 @@ def train_tokenizer(input_dir: str | Path, output_dir: str | Path, cfg: Tokenize
     files = doc_parquet_files(input_dir)
     sample = select_sample(files, cfg)
     if not sample:
-        raise ValueError(f"{input_dir}: no documents to train a tokenizer on")
+        raise InputError(f"{input_dir}: no documents to train a tokenizer on")
     by_file: dict[Path, list[int]] = {}
     for _, f, row in sample:
         by_file.setdefault(f, []).append(row)
@@ -202,18 +192,18 @@ def load_tokenizer(path: str | Path, eod_token: str | None = None) -> LoadedToke
     if p.is_dir():
         p = p / "tokenizer.json"
     if not p.is_file():
-        raise FileNotFoundError(f"tokenizer file not found: {p}")
+        raise InputError(f"tokenizer file not found: {p}")
     try:
         tok = Tokenizer.from_file(str(p))
     except Exception as e:  # the Rust side raises a bare Exception for malformed JSON
-        raise ValueError(f"{p}: not a Hugging Face tokenizer.json: {e}") from None
+        raise InputError(f"{p}: not a Hugging Face tokenizer.json: {e}") from None
     meta_path = p.with_name("tokenizer_meta.json")
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     name = eod_token or meta.get("eod_token")
     if name is None:
         name = next((t for t in KNOWN_EOD_TOKENS if tok.token_to_id(t) is not None), None)
     if name is None or tok.token_to_id(name) is None:
-        raise ValueError(
+        raise InputError(
             f"{p}: end-of-document token {name!r} is not in the vocabulary; pass --eod-token "
             f"(known names tried: {', '.join(KNOWN_EOD_TOKENS)})"
         )

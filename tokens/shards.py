@@ -22,6 +22,10 @@ MMIDIDX has no code for uint32 (its dtype codes are 1 uint8, 2 int8, 3 int16, 4 
 
 A document's tokens without its EOD are `bin[ptr : ptr + 2*(len-1)]`. This is exactly what
 Megatron's `tools/preprocess_data.py --append-eod` writes for one-sentence documents.
+
+Here: `write_shard_files` / `write_shard` (writer), `IndexedShard` (numpy memmap reader, what the
+mixture sampler uses), and `build_manifest`, the `manifest.json` of a complete source folder (its
+parts' hashes and counts, the tokenizer's identity; the tokenize job in tokens/job.py writes it).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import struct
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,24 +87,22 @@ def encode_index(lengths: np.ndarray, dtype: np.dtype) -> bytes:
     )
 
 
-def write_shard(prefix: Path, docs: Iterable[np.ndarray], eod_id: int, dtype: np.dtype) -> dict[str, object]:
-    """Write `prefix.bin` / `prefix.idx` atomically (temp names, fsync, rename .bin then .idx).
+def write_shard_files(
+    bin_path: Path, idx_path: Path, docs: Iterable[np.ndarray], eod_id: int, dtype: np.dtype
+) -> dict[str, object]:
+    """Write one shard's `.bin` and `.idx` to exactly these paths (fsynced), without renaming.
 
     `docs` are token arrays without EOD; one EOD is appended to each. Returns documents, tokens
-    (EOD included) and the sha256 of both files. A crash leaves at most temporary files (or a .bin
-    without its .idx), never a pair that looks finished: callers also write a done marker last.
+    (EOD included) and the sha256 of both files. Callers write temporary names and rename them
+    into place (`write_shard`, or the tokenize job through its output folder's commit).
     """
-    prefix = Path(prefix)
-    tag = uuid.uuid4().hex[:8]
-    tmp_bin = prefix.with_name(f".{prefix.name}.bin.tmp-{tag}")
-    tmp_idx = prefix.with_name(f".{prefix.name}.idx.tmp-{tag}")
     info = np.iinfo(dtype)
     if not info.min <= eod_id <= info.max:
         raise ValueError(f"EOD id {eod_id} does not fit {dtype}")
     eod = np.array([eod_id], dtype=dtype)
     lengths: list[int] = []
     h_bin = hashlib.sha256()
-    with open(tmp_bin, "wb") as f:
+    with open(bin_path, "wb") as f:
         for toks in docs:
             toks = np.asarray(toks)
             if toks.size and (toks.min() < info.min or toks.max() > info.max):
@@ -112,12 +115,10 @@ def write_shard(prefix: Path, docs: Iterable[np.ndarray], eod_id: int, dtype: np
         f.flush()
         os.fsync(f.fileno())
     idx_bytes = encode_index(np.asarray(lengths, dtype=np.int64), dtype)
-    with open(tmp_idx, "wb") as f:
+    with open(idx_path, "wb") as f:
         f.write(idx_bytes)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp_bin, prefix.with_suffix(".bin"))
-    os.replace(tmp_idx, prefix.with_suffix(".idx"))
     return {
         "documents": len(lengths),
         "tokens": int(sum(lengths)),
@@ -126,6 +127,22 @@ def write_shard(prefix: Path, docs: Iterable[np.ndarray], eod_id: int, dtype: np
         "bin_bytes": int(sum(lengths)) * dtype.itemsize,
         "idx_bytes": len(idx_bytes),
     }
+
+
+def write_shard(prefix: Path, docs: Iterable[np.ndarray], eod_id: int, dtype: np.dtype) -> dict[str, object]:
+    """Write `prefix.bin` / `prefix.idx` atomically (temp names, fsync, rename .bin then .idx).
+
+    A crash leaves at most temporary files (or a .bin without its .idx), never a pair that looks
+    finished: the tokenize job also writes a done marker last. Returns `write_shard_files`' info.
+    """
+    prefix = Path(prefix)
+    tag = uuid.uuid4().hex[:8]
+    tmp_bin = prefix.with_name(f".{prefix.name}.bin.tmp-{tag}")
+    tmp_idx = prefix.with_name(f".{prefix.name}.idx.tmp-{tag}")
+    info = write_shard_files(tmp_bin, tmp_idx, docs, eod_id, dtype)
+    os.replace(tmp_bin, prefix.with_suffix(".bin"))
+    os.replace(tmp_idx, prefix.with_suffix(".idx"))
+    return info
 
 
 class IndexedShard:
@@ -198,9 +215,38 @@ class IndexedShard:
         return self._bin[start:stop]
 
 
-def sha256_file(path: str | Path, chunk: int = 2**20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while b := f.read(chunk):
-            h.update(b)
-    return h.hexdigest()
+# -- manifest ------------------------------------------------------------------------------------
+
+MANIFEST_FORMAT = "refinery-shards/1 (Megatron MMIDIDX .bin/.idx, one sequence per document, EOD appended)"
+PART_KEYS = (
+    "part", "bin", "idx", "ids", "bin_sha256", "idx_sha256", "bin_bytes", "documents", "tokens",
+    "input", "input_sha256", "input_metadata",
+)  # fmt: skip
+"""The fields of each `files[]` entry, taken from the part's completion marker."""
+
+
+def build_manifest(
+    source: str, config: dict[str, Any], fingerprint: str, tok: Any, parts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """manifest.json of a complete source, from its parts' markers in part order.
+
+    No timestamps: the same run gives the same bytes. `tok` is a tokens.tokenizer.LoadedTokenizer.
+    """
+    return {
+        "format": MANIFEST_FORMAT,
+        "source": source,
+        "config_fingerprint": fingerprint,
+        "select": config["select"],
+        "tokenizer": {
+            "path": tok.path,
+            "sha256": tok.sha256,
+            "vocab_size": tok.vocab_size,
+            "eod_token": tok.eod_token,
+            "eod_id": tok.eod_id,
+            "config_fingerprint": tok.meta.get("config_fingerprint"),
+        },
+        "dtype": str(dtype_for_vocab(tok.vocab_size)),
+        "documents": sum(d["documents"] for d in parts),
+        "tokens": sum(d["tokens"] for d in parts),
+        "files": [{k: d[k] for k in PART_KEYS} for d in parts],
+    }

@@ -16,11 +16,10 @@ import pytest
 
 from core.output import OutputConflict
 from core.selectors import SelectorError, parse_selectors
-from curation.job import run_tokenize
-from curation.shards import IndexedShard
-from curation.tokenize import TokenizeTask, tokenize_file
-from curation.tokenizer import TokenizerConfig, load_tokenizer, train_tokenizer
 from tests.mixtures.corpus import EDGE_TEXTS, build_corpus
+from tokens.job import TokenizeTask, run_tokenize, tokenize_file
+from tokens.shards import IndexedShard
+from tokens.tokenizer import TokenizerConfig, load_tokenizer, train_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +49,6 @@ def _sha(p):
 
 def test_round_trip_every_document_without_spark(tmp_path, corpus, tok_path):
     tok = load_tokenizer(tok_path)
-    (tmp_path / "done").mkdir()
     files = sorted((corpus / "docs").glob("*.parquet"))
     for i, f in enumerate(files):
         res = tokenize_file(i, str(f), _task(tmp_path, tok))
@@ -67,13 +65,14 @@ def test_round_trip_every_document_without_spark(tmp_path, corpus, tok_path):
         assert [r["tokens"] for r in ids] == shard.lengths.tolist()
         assert res["bin_sha256"] == _sha(shard.bin_path) and res["idx_sha256"] == _sha(shard.idx_path)
     edge = json.loads((tmp_path / "done" / "part-00002.json").read_text())
-    drops = edge["stats"]["stages"][1]["drops"]
+    drops = json.loads((tmp_path / "stats" / "part-00002.json").read_text())["stages"][1]["drops"]
     assert drops == {"null_text": 1, "empty_text": 1} and edge["documents"] == len(EDGE_TEXTS) - 2
+    # The completion marker records what the manifest is made of, as the summary reports it.
+    assert all(edge[k] == res[k] for k in ("part", "bin_sha256", "idx_sha256", "input_sha256", "tokens"))
 
 
 def test_selectors_and_missing_column(tmp_path, corpus, tok_path):
     tok = load_tokenizer(tok_path)
-    (tmp_path / "done").mkdir()
     multi = corpus / "docs" / "multi.parquet"
     res = tokenize_file(0, str(multi), _task(tmp_path, tok, {"quality": ">= 0.6", "lang": ["zh", "ja"]}))
     rows = pq.read_table(multi).to_pylist()
@@ -112,6 +111,10 @@ def test_spark_job_manifest_rerun_and_conflict(spark, tmp_path, corpus, tok_path
         total_tokens += f["tokens"]
     assert (m["documents"], m["tokens"]) == (total_docs, total_tokens)
     assert m["files"][0]["input_metadata"]["config_fingerprint"]  # provenance from extract's Parquet
+    # The runner's merged stats agree with the manifest; _SUCCESS marks every part done.
+    stats = json.loads((src / "stats.json").read_text())
+    assert stats["docs_written"] == m["documents"] and (src / "_SUCCESS").exists()
+    assert [s["stage"] for s in stats["stages"]] == ["select", "tokenize"]
     before = {p.name: _sha(p) for p in src.glob("part-*")}
     manifest_bytes = (src / "manifest.json").read_bytes()
     # Rerun: nothing to do, same manifest bytes (the encoder is not part of the output's config).

@@ -1,0 +1,14 @@
+"""`python -m tokens ...`, or `spark-submit tokens/__main__.py ...` (run as a script)."""
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # Started as a file by spark-submit: make the project importable from the checkout. (No module
+    # here shadows the standard library, so this folder may stay on sys.path.)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tokens.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Command line of the token jobs: `python -m tokens train-tokenizer|tokenize ...`.
+
+`tokenize` also runs under spark-submit (`spark-submit tokens/__main__.py tokenize ...`);
+`train-tokenizer` is a single process. Exit status (core/cli.py): 0 done; 1 some input files
+failed (a rerun retries them); 2 bad input (a config that does not validate, no documents, a
+tokenizer without an EOD token, an output folder made by another config), reported as
+`error: ...` before Spark starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import yaml
+
+from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
+from core.config import ConfigError
+from core.errors import InputError
+from core.spark import parse_spark_conf
+from tokens.job import run_tokenize
+from tokens.tokenizer import ENCODERS, TokenizerConfig, train_tokenizer
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tokens", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tt = sub.add_parser("train-tokenizer", help="documents -> byte-level BPE tokenizer.json")
+    tt.add_argument(
+        "--input", required=True, metavar="DIR", help="documents: an extract output or Parquet folder"
+    )
+    tt.add_argument("--output", required=True, metavar="DIR", help="folder for tokenizer.json (+ meta)")
+    add_config_args(tt, "configs/tokenizer.yaml")
+
+    tk = sub.add_parser("tokenize", help="documents -> token shards (.bin/.idx + manifest) on Spark")
+    tk.add_argument(
+        "--input", required=True, metavar="DIR", help="documents: an extract output or Parquet folder"
+    )
+    tk.add_argument(
+        "--tokenizer", required=True, metavar="FILE", help="tokenizer.json (trained here or given)"
+    )
+    tk.add_argument("--output", required=True, metavar="DIR", help="writes DIR/shards/<source>/")
+    tk.add_argument("--source", default="default", help="source name: the shards/<source> folder")
+    tk.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="COLUMN=CONDITION",
+        help="keep documents where COLUMN matches, e.g. lang=en, 'quality=>= 0.6' (repeatable)",
+    )
+    tk.add_argument("--eod-token", default=None, help="end-of-document token of a given tokenizer.json")
+    tk.add_argument(
+        "--encoder", default="auto", choices=ENCODERS, help="auto: tiktoken where exact, else Hugging Face"
+    )
+    add_spark_args(tk)
+    tk.add_argument("--no-progress", action="store_true", help="do not print the progress line")
+    return parser
+
+
+def parse_select(pairs: list[str]) -> dict[str, object]:
+    """--select COLUMN=CONDITION pairs -> the recipe's `select` mapping (same parser)."""
+    out: dict[str, object] = {}
+    for p in pairs:
+        k, sep, v = p.partition("=")
+        if not sep or not k:
+            raise ConfigError(f"--select expects COLUMN=CONDITION, got {p!r}")
+        # A bare value is read as YAML (numbers, true/false, lists); comparisons stay strings.
+        out[k.strip()] = v if v.lstrip()[:1] in "<>=!" else yaml.safe_load(v)
+    return out
+
+
+def _tokenize(args: argparse.Namespace) -> int:
+    result = run_tokenize(
+        args.input,
+        args.tokenizer,
+        args.output,
+        source=args.source,
+        select=parse_select(args.select),
+        eod_token=args.eod_token,
+        master=args.master,
+        spark_conf=parse_spark_conf(args.spark_conf),
+        encoder=args.encoder,
+        progress=not args.no_progress,
+    )
+    status = print_run("tokenize", result, f"encoder {result.encoder}")
+    if result.manifest:
+        m = result.manifest
+        print(
+            f"\n{m['documents']:,} documents, {m['tokens']:,} tokens ({m['dtype']}), "
+            f"tokenizer {m['tokenizer']['sha256'][:12]}: {result.output}/manifest.json"
+        )
+    return status
+
+
+def _train_tokenizer(args: argparse.Namespace) -> int:
+    cfg = TokenizerConfig.load(args.config, args.overrides)
+    try:
+        path = train_tokenizer(args.input, args.output, cfg)
+    except ValueError as e:
+        # pyarrow reports a documents file without an `id` or `text` column as ArrowInvalid (a
+        # ValueError): a bad input, reported as such rather than as a traceback.
+        raise InputError(str(e)) from None
+    meta = json.loads(path.with_name("tokenizer_meta.json").read_text())
+    print(
+        f"Refinery train-tokenizer -> {path}  (config {cfg.fingerprint()}, vocab {meta['vocab_size']}, "
+        f"EOD {meta['eod_token']!r} = {meta['eod_id']}, sample {meta['sample']['documents']} docs)"
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    run = {"train-tokenizer": _train_tokenizer, "tokenize": _tokenize}[args.command]
+    return guarded(lambda: run(args))

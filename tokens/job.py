@@ -1,0 +1,321 @@
+"""The `tokenize` job: document Parquet files -> token shards, one shard per input file, on core's runner.
+
+One input Parquet file of documents becomes one shard `shards/<source>/part-NNNNN.{bin,idx}` (format:
+tokens/shards.py, Megatron MMIDIDX), plus `part-NNNNN.ids.parquet` (the document `id` of every
+shard document, in order: provenance down to the document). `NNNNN` is the file's position in the
+sorted input listing (core.files.doc_parquet_files), so a rerun on the same inputs names parts the
+same. The source folder is a core `OutputDir` with `stats/` and `done/` only; a part's files are
+written under temporary names and committed by `OutputDir.commit_unit`, whose completion marker
+`done/part-NNNNN.json` carries the part's hashes, counts and input (what the manifest is made of).
+When every part is done, `manifest.json` is written from the markers: it marks a complete source.
+
+Documents are kept in input order (determinism: the same input and tokenizer give byte-identical
+shards). Rows the recipe's selectors reject, and rows with a null or empty `text`, are counted per
+reason in the part's stats, never dropped silently. `tokenize_unit` is what a Spark task runs for
+its file (core.runner.run_per_file); `tokenize_file` runs one file without Spark (tests, bench).
+
+Encoding uses `tokens.tokenizer.build_encoder`: tiktoken when it gives exactly the HF ids for this
+tokenizer.json (~4x faster), else HF with the reason logged; the part's marker records which
+(`encoder`). Both give byte-identical shards (tests/tokens/test_tokenizer_fast.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.errors import InputError
+from core.files import doc_parquet_files, sha256_file
+from core.output import OutputDir, atomic_write_json
+from core.runner import PerFileJob, RunResult, run_per_file, run_unit
+from core.selectors import Selector, SelectorError, parse_selectors, selection_mask
+from core.stats import Stats
+from tokens.shards import build_manifest, dtype_for_vocab, write_shard_files
+from tokens.tokenizer import build_encoder, load_tokenizer
+
+log = logging.getLogger(__name__)
+
+# Documents per encode call: amortises HF's Python<->Rust crossing and bounds the ids held as lists.
+BATCH_DOCS = 512
+STAGES = ("select", "tokenize")
+SUBDIRS = ("stats", "done")
+"""A source folder's per-part folders; the shard files themselves sit at its root."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenizeTask:
+    """Everything a task needs, picklable (the tokenizer travels as its JSON text); broadcast once."""
+
+    source: str
+    out_dir: str
+    """shards/<source> folder."""
+    tokenizer_json: str
+    tokenizer_sha256: str
+    eod_token: str
+    selectors: tuple[Selector, ...] = ()
+    text_column: str = "text"
+    encoder: str = "auto"
+    """tokens.tokenizer.ENCODERS: auto (tiktoken when exact, else HF), tiktoken, hf."""
+
+
+def part_name(index: int) -> str:
+    return f"part-{index:05d}"
+
+
+_ENCODERS: dict[tuple[str, str], Any] = {}
+
+
+def encoder_for(task: TokenizeTask) -> Any:
+    """One built encoder per worker process (keyed by tokenizer hash and mode), reused across tasks."""
+    key = (task.tokenizer_sha256, task.encoder)
+    enc = _ENCODERS.get(key)
+    if enc is None:
+        enc = _ENCODERS[key] = build_encoder(task.tokenizer_json, task.encoder)
+    return enc
+
+
+def tokenize_file(index: int, path: str, task: TokenizeTask) -> dict[str, Any]:
+    """Tokenize one Parquet file into part `index` of `task.out_dir`, without Spark; never raises.
+
+    The summary has `status` "done" (with the marker's fields and the part's `stats`) or "failed"
+    (with the error; nothing committed, temporary files removed).
+    """
+    for sub in SUBDIRS:
+        (Path(task.out_dir) / sub).mkdir(parents=True, exist_ok=True)
+    return run_unit(tokenize_unit, (str(path), part_name(index)), task, task.out_dir)
+
+
+def tokenize_unit(path: str, unit: str, task: TokenizeTask, out_root: str) -> dict[str, Any]:
+    """The runner's `process`: tokenize one file into part `unit` and commit it; raises on failure."""
+    import pyarrow.parquet as pq
+
+    # One Spark task per core: the tokenizer's own Rust thread pool would oversubscribe the cores.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    out = OutputDir(out_root, SUBDIRS)
+    stats = Stats()
+    schema = pq.read_schema(path)
+    needed = [task.text_column, "id", *(s.column for s in task.selectors)]
+    columns = [c for c in dict.fromkeys(needed) if c in schema.names]
+    table = pq.read_table(path, columns=columns)
+    if task.text_column not in table.column_names:
+        raise ValueError(f"{path}: no {task.text_column!r} column; columns: {', '.join(schema.names)}")
+
+    with stats.timed("select"):
+        mask, drops = selection_mask(table, task.selectors, source=path)
+        sel = table.filter(mask)
+        st = stats.stage("select")
+        st.docs_in, st.docs_out = table.num_rows, sel.num_rows
+        for reason, count in drops.items():
+            st.drops[reason] += count
+
+    enc = encoder_for(task)
+    dtype = dtype_for_vocab(enc.hf.get_vocab_size())
+    kept_ids, arrays = _encode(sel, task.text_column, enc, dtype, stats)
+    tmp = {ext: out.tmp_path("", unit, ext) for ext in (".bin", ".idx", ".ids.parquet")}
+    info = write_shard_files(tmp[".bin"], tmp[".idx"], arrays, enc.hf.token_to_id(task.eod_token), dtype)
+    _write_ids(tmp[".ids.parquet"], kept_ids, arrays)
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - cpu0
+    marker = {
+        "part": unit,
+        "input": str(path),
+        "input_sha256": sha256_file(path),
+        "input_metadata": _refinery_metadata(schema),
+        "documents": info["documents"],
+        "tokens": info["tokens"],
+        "bin": f"{unit}.bin",
+        "idx": f"{unit}.idx",
+        "ids": f"{unit}.ids.parquet",
+        "bin_sha256": info["bin_sha256"],
+        "idx_sha256": info["idx_sha256"],
+        "bin_bytes": info["bin_bytes"],
+        "dtype": str(dtype),
+        "encoder": enc.backend,
+    }
+    unit_stats = {
+        "input": str(path),
+        "unit": unit,
+        "docs_written": info["documents"],
+        "tokens": info["tokens"],
+        "encoder": enc.backend,
+        "seconds": round(seconds, 6),
+        # CPU time of this process: per-core throughput that a busy, shared machine does not skew.
+        "cpu_seconds": round(cpu_seconds, 6),
+        "tokenize_seconds": round(stats.stage("tokenize").seconds, 6),
+        **stats.to_dict(),
+    }
+    # .bin, .idx and .ids.parquet are renamed into place, then stats, then the marker (last): a
+    # part without its marker is redone from scratch.
+    out.commit_unit(unit, list(tmp.values()), unit_stats, marker=marker)
+    timing = {k: unit_stats[k] for k in ("seconds", "cpu_seconds", "tokenize_seconds")}
+    return {**marker, **timing, "stats": stats.to_dict()}
+
+
+def _encode(
+    sel: Any, text_column: str, enc: Any, dtype: np.dtype, stats: Stats
+) -> tuple[list[Any], list[np.ndarray]]:
+    """(document ids, token arrays without EOD) of the selected rows that have text, in order."""
+    texts = sel.column(text_column).to_pylist()
+    ids = sel.column("id").to_pylist() if "id" in sel.column_names else [None] * len(texts)
+    kept_ids: list[Any] = []
+    arrays: list[np.ndarray] = []
+    with stats.timed("tokenize"):
+        st = stats.stage("tokenize")
+        good: list[str] = []
+        for doc_id, text in zip(ids, texts, strict=True):
+            st.docs_in += 1
+            if not isinstance(text, str):
+                st.drops["null_text"] += 1
+            elif not text:
+                st.drops["empty_text"] += 1
+            else:
+                nbytes = len(text.encode("utf-8"))
+                st.bytes_in += nbytes
+                st.bytes_out += nbytes
+                st.docs_out += 1
+                good.append(text)
+                kept_ids.append(doc_id)
+        for i in range(0, len(good), BATCH_DOCS):
+            arrays += [np.asarray(a, dtype=dtype) for a in enc.encode_batch(good[i : i + BATCH_DOCS])]
+    return kept_ids, arrays
+
+
+def _write_ids(path: Path, kept_ids: list[Any], arrays: list[np.ndarray]) -> None:
+    """part-NNNNN.ids.parquet: each shard document's `id` and its token count (EOD included)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"id": pa.array(kept_ids, type=pa.string()), "tokens": [len(a) + 1 for a in arrays]})
+    pq.write_table(table, path, compression="zstd")
+
+
+def _refinery_metadata(schema: Any) -> Any:
+    """The `refinery` schema metadata an earlier stage left (config fingerprint, input WARC)."""
+    raw = (schema.metadata or {}).get(b"refinery")
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", "replace")
+
+
+# -- the job -------------------------------------------------------------------------------------
+
+
+@dataclass
+class TokenizeResult(RunResult):
+    """The runner's result for one source (`output` is the shards/<source> folder), plus its manifest."""
+
+    manifest: dict[str, Any] | None = None
+    """manifest.json, once every part is done; None while some part is missing."""
+    encoder: str = ""
+    """Encoder the driver chose ("tiktoken" or "hf (reason)"); each part's marker records its own."""
+
+
+def list_inputs(input_dir: str, selectors: tuple[Selector, ...]) -> list[str]:
+    """The input files (absolute, sorted); InputError/SelectorError for a missing column, before Spark."""
+    import pyarrow.parquet as pq
+
+    files = [str(p.resolve()) for p in doc_parquet_files(input_dir)]
+    for f in files:
+        names = pq.read_schema(f).names
+        if "text" not in names:
+            raise InputError(f"{f}: no 'text' column; columns: {', '.join(names)}")
+        for s in selectors:
+            if s.column not in names:
+                raise SelectorError(
+                    f"{f}: selector `{s}` needs column {s.column!r}, which is not there; "
+                    f"columns: {', '.join(names)}"
+                )
+    return files
+
+
+def tokenize_config(source: str, selectors: tuple[Selector, ...], tok: Any, files: list[str]) -> dict:
+    """What decides a source's shards; recorded in `_config.json` and fingerprinted."""
+    return {
+        "source": source,
+        "select": {s.column: s.to_spec() for s in selectors},
+        "tokenizer_sha256": tok.sha256,
+        "eod_token": tok.eod_token,
+        # The input list is part of the config: another list into the same source is refused.
+        "inputs": files,
+    }
+
+
+def config_fingerprint(config: dict[str, Any]) -> str:
+    # json.dumps' default separators (not core.config.fingerprint_of's compact ones): this is the
+    # formula every existing source folder and manifest was named with.
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def run_tokenize(
+    input_dir: str,
+    tokenizer: str,
+    output: str,
+    source: str = "default",
+    select: dict[str, Any] | None = None,
+    eod_token: str | None = None,
+    master: str | None = None,
+    spark_conf: dict[str, str] | None = None,
+    encoder: str = "auto",
+    progress: bool = True,
+) -> TokenizeResult:
+    """Tokenize every Parquet file of `input_dir` into `output/shards/<source>/` on Spark.
+
+    Bad input (no documents, a missing `text` or selector column, a tokenizer without an EOD token,
+    an output folder made by another tokenizer/selection/input list) raises before Spark starts.
+    `encoder` (tokens.tokenizer.ENCODERS) is not part of the output's config: every encoder gives
+    the same bytes, so a rerun with another one resumes the same folder.
+    """
+    if not source or "/" in source or source.startswith("."):
+        raise InputError(f"--source must be a plain folder name, got {source!r}")
+    selectors = parse_selectors(select or {}, where="--select")
+    files = list_inputs(input_dir, selectors)
+    try:
+        tok = load_tokenizer(tokenizer, eod_token)
+        tokenizer_json = Path(tok.path).read_text(encoding="utf-8")
+        # Chosen here once so the log says which encoder and why, and encoder=tiktoken on a
+        # tokenizer it cannot express fails before Spark starts; workers repeat the same choice.
+        enc = build_encoder(tokenizer_json, encoder)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    encoder_used = enc.backend + (f" ({enc.reason})" if enc.reason else "")
+    log.info("tokenize: encoder %s", encoder_used)
+    out = OutputDir(Path(output).expanduser() / "shards" / source, SUBDIRS)
+    config = tokenize_config(source, selectors, tok, files)
+    fingerprint = config_fingerprint(config)
+    units = [(f, part_name(i)) for i, f in enumerate(files)]
+    # Guarded here as well as in the runner: the manifest below is removed only from our own folder.
+    out.prepare("tokenize", config, fingerprint)
+    if not all(out.is_done(u) for _, u in units):
+        with contextlib.suppress(FileNotFoundError):
+            (out.root / "manifest.json").unlink()  # it marks a complete source; rewritten below
+    task = TokenizeTask(
+        source=source,
+        out_dir=str(out.root),
+        tokenizer_json=tokenizer_json,
+        tokenizer_sha256=tok.sha256,
+        eod_token=tok.eod_token,
+        selectors=selectors,
+        encoder=encoder,
+    )
+    job = PerFileJob(
+        "tokenize", config, fingerprint, tokenize_unit, payload=task, stage_order=STAGES, subdirs=SUBDIRS
+    )
+    res = run_per_file(job, units, str(out.root), master, spark_conf, progress)
+    markers = [m for _, u in units if (m := out.read_marker(u)) is not None]
+    manifest = None
+    if len(markers) == len(units):
+        manifest = build_manifest(source, config, fingerprint, tok, markers)
+        atomic_write_json(out.root / "manifest.json", manifest)
+    return TokenizeResult(**vars(res), manifest=manifest, encoder=encoder_used)
