@@ -7,7 +7,6 @@ import random
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,9 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core.output import OutputConflict
+from core.errors import InputError, OutputConflict
 from dedup.config import DedupJobConfig
-from dedup.job import InputError, resolve_input, run_dedup
+from dedup.job import resolve_input, run_dedup
 from dedup.minhash import MinHashConfig, MinHasher, estimate_jaccard, exact_jaccard, shingle_hashes
 from dedup.normalize import normalize_text
 from tests.support.neardup import edit, real_documents, vocabulary
@@ -274,7 +273,7 @@ def test_verified_removals_are_checked_against_the_kept_document(spark, data_dir
         chains.append(ids)
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "chains.parquet")
     out = tmp_path / "out"
-    cfg = DedupJobConfig.from_dict({**CFG, "minhash": asdict(mh), "lines": {"enabled": False}})
+    cfg = DedupJobConfig.from_dict({**CFG, "minhash": mh.to_dict(), "lines": {"enabled": False}})
     run_dedup(str(tmp_path / "chains.parquet"), str(out), cfg, progress=False)
     kept = {r["id"]: r for r in _read(out)}
     removed = {r["id"]: r for r in pq.read_table(out / "removed_ids").to_pylist()}
