@@ -55,7 +55,7 @@ def test_overrides_on_top_of_the_file():
     )
     assert not cfg.url.enabled and cfg.minhash.threshold == 0.7 and cfg.lines.max_docs == 3
     assert cfg.exact == DedupJobConfig().exact
-    with pytest.raises(ConfigError, match="minhash.threshold"):
+    with pytest.raises(ConfigError, match=r"minhash\.threshold"):
         DedupJobConfig.load(None, ["minhash.threshold=2"])
 
 
