@@ -33,10 +33,10 @@ class Cluster(Stage):
         return cfg.cluster.enabled
 
     def run(self, ctx: StageContext) -> dict[str, Any]:
+        from pyspark.sql import functions as F
+
         members = _members(ctx)
         if ctx.cfg.cluster.keep == "drop_cluster":
-            from pyspark.sql import functions as F
-
             removed = decisions_of(members, "cluster", F.lit("near_duplicate_cluster"), F.col("dup_cluster"))
             kept_info = members.where(F.lit(False)).select(*_INFO_COLS)
         else:

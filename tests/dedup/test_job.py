@@ -412,16 +412,7 @@ def test_the_stage_list_drives_markers_and_funnel(spark, corpus, tmp_path, monke
     planted = next(s for s in funnel if s["stage"] == "planted")
     assert planted["drops"] == {"planted_reason": len(PLANTED)}
     assert stats["counters"]["planted_seen"] == len(PLANTED)
-    assert list(stats["stage_info"]) == [
-        "prepare",
-        "ids",
-        "exact",
-        "planted",
-        "minhash",
-        "cluster",
-        "lines",
-        "output",
-    ]
+    assert sorted(stats["stage_info"]) == markers  # what ran or resumed, and nothing else
     removed = {r["id"]: r["reason"] for r in pq.read_table(out / "removed_ids").to_pylist()}
     assert all(removed[i] == "planted_reason" for i in PLANTED)
     assert "url_duplicate" not in removed.values()
