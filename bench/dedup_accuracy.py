@@ -75,7 +75,7 @@ def evaluate(corpus: list[str], threshold: float) -> list[dict]:
     rows = []
     jac_cache: dict[int, object] = {}
     for name, cfg, verify in CONFIGS:
-        cfg = MinHashConfig(**{**cfg.__dict__, "threshold": threshold})
+        cfg = cfg.replace(threshold=threshold)
         hasher = MinHasher(cfg)
         hashes = [shingle_hashes(n, cfg.ngram) for n in norm]
         if cfg.ngram not in jac_cache:

@@ -1,20 +1,19 @@
 """Command line of the dedup job: `python -m dedup run --input DIR --output DIR [...]`.
 
 Bad input (no Parquet, no `id`/`text` column, a config that does not validate, an output folder made
-by another config or input) is reported as `error: ...` with exit status 2 before Spark starts.
+by another config or input) is reported as `error: ...` with exit status 2 before Spark starts
+(core.cli.guarded).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 
-from core.output import OutputConflict
+from core.cli import add_config_args, add_spark_args, guarded, setup_logging
 from core.spark import parse_spark_conf
-from curation.config import ConfigError
+from core.stats import funnel_table
 from dedup.config import DedupJobConfig
-from dedup.job import InputError
+from dedup.job import run_dedup
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,40 +24,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--input", required=True, metavar="DIR", help="documents: an extract output, a Parquet folder or file"
     )
     run.add_argument("--output", required=True, metavar="DIR", help="output folder (created; reruns resume)")
-    run.add_argument(
-        "--master", default=None, help="Spark master URL (default: spark-submit's, else local[*])"
-    )
-    run.add_argument("--config", default=None, metavar="FILE", help="YAML config (see configs/dedup.yaml)")
-    run.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Spark setting (repeatable)",
-    )
+    add_config_args(run, "configs/dedup.yaml")
+    add_spark_args(run)
     run.add_argument("--no-progress", action="store_true", help="do not print a line per stage")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from core.stats import funnel_table
-    from dedup.job import run_dedup
+    setup_logging()
+    return guarded(lambda: _run(args))
 
-    try:
-        cfg = DedupJobConfig.load(args.config)
-        result = run_dedup(
-            args.input,
-            args.output,
-            cfg,
-            master=args.master,
-            spark_conf=parse_spark_conf(args.spark_conf),
-            progress=not args.no_progress,
-        )
-    except (ConfigError, InputError, OutputConflict) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+
+def _run(args: argparse.Namespace) -> int:
+    cfg = DedupJobConfig.load(args.config, args.overrides)
+    result = run_dedup(
+        args.input,
+        args.output,
+        cfg,
+        master=args.master,
+        spark_conf=parse_spark_conf(args.spark_conf),
+        progress=not args.no_progress,
+    )
     print(f"\nRefinery dedup -> {result.output}  (config {cfg.fingerprint()}, minhash {cfg.minhash})")
     if result.resumed:
         print(f"resumed: stages {', '.join(result.resumed)} were done by an earlier run")

@@ -1,20 +1,20 @@
-"""Typed, validated configuration of the `dedup` job (YAML file -> frozen dataclasses).
+"""Typed, validated configuration of the `dedup` job (YAML file + `--set` overrides -> frozen models).
 
 Every key has a default (configs/dedup.yaml lists them all); unknown keys and bad values are errors
-that name the key. The fingerprint of the whole config is written next to the outputs, and a rerun
-into the same folder with a different config is refused.
+that name the key (core/config.py). The fingerprint of the whole config is written next to the
+outputs, and a rerun into the same folder with a different config is refused.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curation.config import ConfigError, _check_choice, build_config, load_yaml_config
+from pydantic import Field, model_validator
+
+from core.config import ConfigError, ConfigModel, build_config, check_choice, load_config
 from dedup.minhash import MinHashConfig
 
 KEEP_ONE = ("best", "first", "last")
@@ -22,44 +22,50 @@ KEEP_ONE = ("best", "first", "last")
 first / last: earliest / latest `fetch_time` (then `crawl`), ties by id."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExactConfig:
+class ExactConfig(ConfigModel):
     """Exact dedup on the hash of normalized text (dedup.normalize)."""
 
     enabled: bool = True
     keep: str = "best"
+    """which copy stays: one of KEEP_ONE"""
 
-    def __post_init__(self) -> None:
-        _check_choice("exact.keep", self.keep, KEEP_ONE)
+    @model_validator(mode="after")
+    def _check(self) -> ExactConfig:
+        check_choice("exact.keep", self.keep, KEEP_ONE)
+        return self
 
 
-@dataclass(frozen=True, kw_only=True)
-class UrlConfig:
+class UrlConfig(ConfigModel):
     """URL dedup on normalized URLs; documents without a URL are never URL duplicates."""
 
     enabled: bool = True
-    keep: str = "last"  # the newest capture of a page
+    keep: str = "last"
+    """the newest capture of a page"""
 
-    def __post_init__(self) -> None:
-        _check_choice("url.keep", self.keep, KEEP_ONE)
+    @model_validator(mode="after")
+    def _check(self) -> UrlConfig:
+        check_choice("url.keep", self.keep, KEEP_ONE)
+        return self
 
 
-@dataclass(frozen=True, kw_only=True)
-class ClusterConfig:
+class ClusterConfig(ConfigModel):
     """What happens to a near-duplicate cluster (a connected component of MinHash edges)."""
 
     enabled: bool = True
-    keep: str = "best"  # one of KEEP_ONE, or drop_cluster: remove every member of a cluster of 2+
-    max_iterations: int = 64  # large-star/small-star rounds; O(log n) are needed, this is a guard
+    keep: str = "best"
+    """one of KEEP_ONE, or drop_cluster: remove every member of a cluster of 2+"""
+    max_iterations: int = 64
+    """large-star/small-star rounds; O(log n) are needed, this is a guard"""
 
-    def __post_init__(self) -> None:
-        _check_choice("cluster.keep", self.keep, (*KEEP_ONE, "drop_cluster"))
+    @model_validator(mode="after")
+    def _check(self) -> ClusterConfig:
+        check_choice("cluster.keep", self.keep, (*KEEP_ONE, "drop_cluster"))
         if self.max_iterations < 1:
             raise ConfigError(f"cluster.max_iterations must be >= 1, got {self.max_iterations}")
+        return self
 
 
-@dataclass(frozen=True, kw_only=True)
-class LinesConfig:
+class LinesConfig(ConfigModel):
     """Line-level dedup: a line (normalized) found in more than `max_docs` documents is boilerplate.
 
     With `max_fraction`, a line must also be in more than that fraction of the documents surviving
@@ -70,53 +76,60 @@ class LinesConfig:
     enabled: bool = True
     max_docs: int = 10
     max_fraction: float | None = None
-    min_words: int = 50  # a document left with fewer words (whitespace-separated) is dropped
+    min_words: int = 50
+    """a document left with fewer words (whitespace-separated) is dropped"""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> LinesConfig:
         if self.max_docs < 1:
             raise ConfigError(f"lines.max_docs must be >= 1, got {self.max_docs}")
         if self.max_fraction is not None and not 0.0 < self.max_fraction < 1.0:
             raise ConfigError(f"lines.max_fraction must be in (0, 1), got {self.max_fraction}")
         if self.min_words < 0:
             raise ConfigError(f"lines.min_words must be >= 0, got {self.min_words}")
+        return self
 
 
-@dataclass(frozen=True, kw_only=True)
-class OutputConfig:
-    removed_sample_per_reason: int = 1000  # removed documents kept with a text snippet, per reason
-    partitions: int = 0  # Spark shuffle partitions and output files; 0: 2 x the default parallelism
+class OutputConfig(ConfigModel):
+    removed_sample_per_reason: int = 1000
+    """removed documents kept with a text snippet, per reason"""
+    partitions: int = 0
+    """Spark shuffle partitions and output files; 0: 2 x the default parallelism"""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> OutputConfig:
         if self.removed_sample_per_reason < 0:
             raise ConfigError("output.removed_sample_per_reason must be >= 0")
         if self.partitions < 0:
             raise ConfigError("output.partitions must be >= 0")
+        return self
 
 
-@dataclass(frozen=True, kw_only=True)
-class DedupJobConfig:
-    exact: ExactConfig = field(default_factory=ExactConfig)
-    url: UrlConfig = field(default_factory=UrlConfig)
-    minhash: MinHashConfig = field(default_factory=MinHashConfig)
-    cluster: ClusterConfig = field(default_factory=ClusterConfig)
-    lines: LinesConfig = field(default_factory=LinesConfig)
-    output: OutputConfig = field(default_factory=OutputConfig)
+class DedupJobConfig(ConfigModel):
+    exact: ExactConfig = Field(default_factory=ExactConfig)
+    url: UrlConfig = Field(default_factory=UrlConfig)
+    minhash: MinHashConfig = Field(default_factory=MinHashConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    lines: LinesConfig = Field(default_factory=LinesConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = super().to_dict()
         d["minhash"] = self.minhash.to_dict()  # bands x rows resolved: the folder name says them
         return d
 
     def fingerprint(self) -> str:
-        # Output partitions change file layout, not content: not part of the fingerprint.
+        # Output partitions change file layout, not content: not part of the fingerprint. The
+        # formula (default json separators, 16 hex digits) is the one existing output folders
+        # recorded, so it is not core.config.fingerprint_of (compact JSON, 12 digits).
         d = self.to_dict()
         d.pop("output")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> DedupJobConfig:
+    def from_dict(cls, data: dict[str, Any] | None, source: str = "<dict>") -> DedupJobConfig:
         return build_config(cls, data or {}, source=source)
 
     @classmethod
-    def load(cls, path: str | Path | None) -> DedupJobConfig:
-        return load_yaml_config(cls, path)
+    def load(cls, path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> DedupJobConfig:
+        return load_config(cls, path, overrides)

@@ -22,11 +22,12 @@ and false-negative areas under the LSH S-curve, as datasketch's `MinHashLSH` doe
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
+from pydantic import model_validator
 
-from curation.config import ConfigError, _check_choice
+from core.config import ConfigError, ConfigModel, check_choice
 from dedup import kernels
 
 _MASK64 = (1 << 64) - 1
@@ -42,27 +43,28 @@ HASHES = ("poly64",)
 VERIFY = ("none", "signature", "exact")
 
 
-@dataclass(frozen=True, kw_only=True)
-class MinHashConfig:
+class MinHashConfig(ConfigModel):
     """Everything that changes signatures, bands or edges. Its str() names the stage folders."""
 
     ngram: int = 5
     num_perm: int = 128
     threshold: float = 0.8
-    bands: int | None = None  # bands and rows: both given, or both derived from lsh_threshold
+    bands: int | None = None
+    """bands and rows: both given, or both derived from lsh_threshold"""
     rows: int | None = None
-    # The threshold the band S-curve is tuned for (default: `threshold`). With `verify` on, a lower
-    # value finds more candidate pairs (recall) and verification removes the false ones (precision).
     lsh_threshold: float | None = None
+    """The threshold the band S-curve is tuned for (default: `threshold`). With `verify` on, a lower
+    value finds more candidate pairs (recall) and verification removes the false ones (precision)."""
     false_positive_weight: float = 0.5
     false_negative_weight: float = 0.5
     seed: int = 42
     hash: str = "poly64"
-    # Candidate pairs from band collisions are kept as edges as they are ("none"), or only when the
-    # signature estimate ("signature") or the exact shingle Jaccard ("exact") reaches the threshold.
     verify: str = "none"
+    """Candidate pairs from band collisions are kept as edges as they are ("none"), or only when the
+    signature estimate ("signature") or the exact shingle Jaccard ("exact") reaches the threshold."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> MinHashConfig:
         if self.ngram < 1:
             raise ConfigError(f"minhash.ngram must be >= 1, got {self.ngram}")
         if not 1 <= self.num_perm <= 1024:
@@ -80,8 +82,9 @@ class MinHashConfig:
                 raise ConfigError(
                     f"minhash.bands x rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}"
                 )
-        _check_choice("minhash.hash", self.hash, HASHES)
-        _check_choice("minhash.verify", self.verify, VERIFY)
+        check_choice("minhash.hash", self.hash, HASHES)
+        check_choice("minhash.verify", self.verify, VERIFY)
+        return self
 
     @property
     def band_rows(self) -> tuple[int, int]:
@@ -98,8 +101,9 @@ class MinHashConfig:
         b, r = self.band_rows
         return f"{self.ngram}ng_{self.num_perm}p_{b}x{r}_t{self.threshold:g}_s{self.seed}_{self.hash}_v{self.verify}"
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        """The fields with bands and rows resolved (what `_config.json` records)."""
+        d = super().to_dict()
         d["bands"], d["rows"] = self.band_rows
         return d
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,11 +15,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core.output import OutputConflict
+from core.errors import InputError, OutputConflict
+from dedup import job
 from dedup.config import DedupJobConfig
-from dedup.job import InputError, resolve_input, run_dedup
+from dedup.job import resolve_input, run_dedup
 from dedup.minhash import MinHashConfig, MinHasher, estimate_jaccard, exact_jaccard, shingle_hashes
 from dedup.normalize import normalize_text
+from dedup.stages import Stage, StageContext
+from dedup.stages.common import alive, decisions_of, reason_counts
 from tests.support.neardup import edit, real_documents, vocabulary
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -274,7 +277,7 @@ def test_verified_removals_are_checked_against_the_kept_document(spark, data_dir
         chains.append(ids)
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "chains.parquet")
     out = tmp_path / "out"
-    cfg = DedupJobConfig.from_dict({**CFG, "minhash": asdict(mh), "lines": {"enabled": False}})
+    cfg = DedupJobConfig.from_dict({**CFG, "minhash": mh.to_dict(), "lines": {"enabled": False}})
     run_dedup(str(tmp_path / "chains.parquet"), str(out), cfg, progress=False)
     kept = {r["id"]: r for r in _read(out)}
     removed = {r["id"]: r for r in pq.read_table(out / "removed_ids").to_pylist()}
@@ -365,3 +368,54 @@ def test_cli_exit_code_2_on_bad_input_and_config(tmp_path):
         [*cmd, "--config", str(cfg)], capture_output=True, text=True, cwd=Path(__file__).parents[2]
     )
     assert p.returncode == 2 and "minhash.threshold" in p.stderr
+
+
+class _DropPlanted(Stage):
+    """A dedup method added by a test: one Stage and one entry in the list, nothing else."""
+
+    name = "planted"
+    removes = True
+    funnel_row = "planted"
+    counters = ("planted_seen",)
+
+    def run(self, ctx: StageContext) -> dict:
+        from pyspark.sql import functions as F
+
+        gone = alive(ctx, ctx.keep_cols).where(F.col("id").isin(*PLANTED))
+        ctx.write(decisions_of(gone, self.name, F.lit("planted_reason")), f"{self.name}/removed")
+        return {"removed": reason_counts(ctx.decisions([self.name])), "planted_seen": len(PLANTED)}
+
+
+PLANTED = ("doc-00020", "doc-00021", "doc-00022")
+
+
+@pytest.mark.spark
+def test_the_stage_list_drives_markers_and_funnel(spark, corpus, tmp_path, monkeypatch):
+    """url off by config: no url marker, folder or funnel row; a stage added to the list: its own
+    marker, funnel row, counter and decisions, with the rows before and after it chained."""
+    folder, rows, plan, _ = corpus
+    stages = list(job.STAGES)
+    stages.insert([s.name for s in stages].index("minhash"), _DropPlanted())
+    monkeypatch.setattr(job, "STAGES", tuple(stages))
+    out = tmp_path / "listed"
+    cfg = DedupJobConfig.from_dict({**CFG, "url": {"enabled": False}})
+    result = run_dedup(str(folder), str(out), cfg, progress=False)
+    markers = sorted(p.stem for p in (out / "stages").glob("*.json"))
+    assert markers == sorted(["prepare", "ids", "exact", "planted", "minhash", "cluster", "lines", "output"])
+    assert not (out / "stages" / "url").exists()
+    stats = json.loads((out / "stats.json").read_text())
+    funnel = stats["stages"]
+    assert [s["stage"] for s in funnel] == ["ids", "exact", "planted", "cluster", "lines"]
+    assert funnel[0]["docs_in"] == len(rows) and funnel[-1]["docs_out"] == result.docs_out
+    for before, after in itertools.pairwise(funnel):
+        assert after["docs_in"] == before["docs_out"] and after["bytes_in"] == before["bytes_out"]
+    planted = next(s for s in funnel if s["stage"] == "planted")
+    assert planted["drops"] == {"planted_reason": len(PLANTED)}
+    assert stats["counters"]["planted_seen"] == len(PLANTED)
+    assert sorted(stats["stage_info"]) == markers  # what ran or resumed, and nothing else
+    removed = {r["id"]: r["reason"] for r in pq.read_table(out / "removed_ids").to_pylist()}
+    assert all(removed[i] == "planted_reason" for i in PLANTED)
+    assert "url_duplicate" not in removed.values()
+    kept = {r["id"] for r in _read(out)}
+    assert not kept & set(PLANTED)
+    assert all(orig in kept and later in kept for orig, later in plan["url"])  # no URL dedup: both stay

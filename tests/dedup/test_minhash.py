@@ -10,7 +10,7 @@ import pytest
 from datasketch import MinHash
 from datasketch.lsh import _optimal_param
 
-from curation.config import ConfigError
+from core.errors import ConfigError
 from dedup.minhash import (
     MinHashConfig,
     MinHasher,

@@ -1,0 +1,26 @@
+"""The dedup stages, in the order the job runs them: the one list to extend with a new method.
+
+    prepare -> ids -> exact -> url -> minhash -> cluster -> lines -> output
+
+Each stage is a module here with one `Stage` (dedup/stages/base.py: name, enabled(cfg), run(ctx) ->
+info, and its funnel row and counters); the Spark helpers they share are in common.py. Adding a
+dedup method is one new module and one entry in STAGES; the job's loop, resume markers, funnel and
+counters follow from the list. A stage that removes documents must come before `output`, and one
+that reads another's folder (cluster reads minhash's components) after it.
+"""
+
+from __future__ import annotations
+
+from dedup.stages.base import Flow, Stage, StageContext, StageStore
+from dedup.stages.cluster import Cluster
+from dedup.stages.exact import Exact
+from dedup.stages.ids import Ids
+from dedup.stages.lines import Lines
+from dedup.stages.minhash import MinHash
+from dedup.stages.output import Output
+from dedup.stages.prepare import Prepare
+from dedup.stages.url import Url
+
+STAGES: tuple[Stage, ...] = (Prepare(), Ids(), Exact(), Url(), MinHash(), Cluster(), Lines(), Output())
+
+__all__ = ["STAGES", "Flow", "Stage", "StageContext", "StageStore"]

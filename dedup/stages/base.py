@@ -1,0 +1,182 @@
+"""What every dedup stage shares: the stage contract, the context passed to it, and its folder/markers.
+
+A stage is a small object with
+- `name`: its folder OUTPUT/stages/<name>/ and its marker OUTPUT/stages/<name>.json;
+- `enabled(cfg)`: whether the config runs it;
+- `run(ctx) -> info`: does the work, writes under its folder, returns JSON-able counts (the marker);
+- `removes`: whether it writes decision rows to stages/<name>/removed (later stages then see those
+  documents as gone), `funnel_row` (its row in the funnel table) and `counters` (info keys reported
+  as job counters): `add_to_stats` turns its info into its part of the funnel.
+
+`StageContext.run(stage)` is the resume rule: a stage with a marker is never redone, its info is
+read back from the marker, so a crashed job resumes at the first unfinished stage.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from core.output import atomic_write_json
+from core.stats import Stats
+from dedup.config import DedupJobConfig
+
+
+class StageStore:
+    """OUTPUT/stages/<name>/ + <name>.json markers; a stage with its marker is never redone."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "stages"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for stale in self.dir.glob(".*.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+    def marker(self, name: str) -> dict[str, Any] | None:
+        p = self.dir / f"{name}.json"
+        return json.loads(p.read_text()) if p.exists() else None
+
+    def finish(self, name: str, info: dict[str, Any]) -> None:
+        atomic_write_json(self.dir / f"{name}.json", info)
+
+    def write(self, df, name: str, partitions: int | None = None) -> str:
+        """Write df to stages/<name>/ atomically (temp folder + rename); returns the path."""
+        final = self.dir / name
+        if final.exists():  # left by a crash between rename and marker: redo it
+            shutil.rmtree(final)
+        tmp = self.dir / f".{name.replace('/', '_')}.tmp-{uuid.uuid4().hex[:8]}"
+        (df.repartition(partitions) if partitions else df).write.parquet(str(tmp))
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp.rename(final)
+        return str(final)
+
+
+def progress_printer(enabled: bool) -> Callable[[str], None]:
+    """`say(msg)`: one `[dedup] ...` line on stderr per stage, or nothing."""
+    if enabled:
+        return lambda msg: print(f"[dedup] {msg}", file=sys.stderr, flush=True)
+    return lambda msg: None
+
+
+@dataclass
+class StageContext:
+    """What a stage may use: Spark, the config, its folders, and what the stages before it did."""
+
+    spark: Any
+    cfg: DedupJobConfig
+    root: Path
+    store: StageStore
+    files: list[str]
+    partitions: int
+    say: Callable[[str], None]
+    infos: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """the info of every stage run (or resumed) so far, in order"""
+    done: list[str] = field(default_factory=list)
+    """stages whose decision rows (stages/<name>/removed) exist: documents they removed are gone"""
+    resumed: list[str] = field(default_factory=list)
+    _prep: Any = None
+
+    def run(self, stage: Stage) -> dict[str, Any]:
+        """Run `stage`, or read back its info when its marker says an earlier run finished it."""
+        info = self.store.marker(stage.name)
+        if info is not None:
+            self.resumed.append(stage.name)
+            self.say(f"{stage.name}: done in an earlier run, skipped")
+        else:
+            t0 = time.perf_counter()
+            info = stage.run(self)
+            info["seconds"] = round(time.perf_counter() - t0, 3)
+            self.store.finish(stage.name, info)
+            self.say(f"{stage.name}: {info['seconds']:.1f} s  {_summary(info)}")
+        self.infos[stage.name] = info
+        if stage.removes:
+            self.done.append(stage.name)
+        return info
+
+    def ran(self, name: str) -> bool:
+        return name in self.infos
+
+    def read(self, name: str):
+        """The Parquet a stage wrote under stages/<name>."""
+        return self.spark.read.parquet(str(self.store.path(name)))
+
+    def write(self, df, name: str) -> str:
+        return self.store.write(df, name)
+
+    @property
+    def prep(self):
+        """The prepared input (stages/prepare/): input columns, `_row` and every hash."""
+        if self._prep is None:
+            self._prep = self.read("prepare")
+        return self._prep
+
+    @property
+    def columns(self) -> set[str]:
+        return set(self.prep.columns)
+
+    @property
+    def keep_cols(self) -> list[str]:
+        """What the keep policies and decisions read: the narrow columns, never the text."""
+        return ["_row", "id", "_bytes"] + [c for c in ("quality", "fetch_time", "crawl") if c in self.columns]
+
+    def decisions(self, names: list[str]):
+        """The decision rows written by the stages `names` (None when there are none)."""
+        paths = [str(self.store.path(f"{n}/removed")) for n in names]
+        return self.spark.read.parquet(*paths) if paths else None
+
+
+@dataclass
+class Flow:
+    """Documents and bytes still in the funnel as the stages' rows are added to it."""
+
+    docs: int = 0
+    bytes: int = 0
+
+
+class Stage:
+    """Base of a dedup stage (see the module docstring); subclasses set the class attributes."""
+
+    name: ClassVar[str]
+    removes: ClassVar[bool] = False
+    funnel_row: ClassVar[str | None] = None
+    """its row in the funnel table; None: it removes nothing"""
+    counters: ClassVar[tuple[str, ...]] = ()
+    """keys of its info reported as job counters"""
+
+    def enabled(self, cfg: DedupJobConfig) -> bool:
+        return True
+
+    def run(self, ctx: StageContext) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def add_to_stats(self, stats: Stats, info: dict[str, Any], flow: Flow) -> None:
+        """Its funnel row (what came in, drops per reason from info["removed"], what went on) and counters."""
+        if self.funnel_row is not None:
+            st = stats.stage(self.funnel_row)
+            st.docs_in, st.bytes_in = flow.docs, flow.bytes
+            st.seconds = info.get("seconds", 0.0)
+            for reason, c in info.get("removed", {}).items():
+                st.drops[reason] += c["docs"]
+                st.drop_bytes[reason] += c["bytes"]
+                flow.docs -= c["docs"]
+                flow.bytes -= c["bytes"]
+            st.docs_out, st.bytes_out = flow.docs, flow.bytes
+        for key in self.counters:
+            if key in info:
+                stats.counters[key] = info[key]
+
+
+def _summary(info: dict[str, Any]) -> str:
+    removed = info.get("removed", {})
+    parts = [f"{k}={v['docs']}" for k, v in sorted(removed.items())]
+    parts += [f"{k}={v}" for k, v in info.items() if isinstance(v, int) and k != "seconds"]
+    return ", ".join(parts)

@@ -1,0 +1,31 @@
+"""Stage `ids`: unusable text (empty_text, no_words) and duplicate ids (the longest text under an id stays)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dedup.stages.base import Stage, StageContext
+from dedup.stages.common import decisions_of, reason_counts
+
+
+class Ids(Stage):
+    name = "ids"
+    removes = True
+    funnel_row = "ids"
+
+    def run(self, ctx: StageContext) -> dict[str, Any]:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        prep = ctx.prep
+        bad = decisions_of(prep.where(F.col("_reason").isNotNull()), "ids", F.col("_reason"))
+        w = Window.partitionBy("id").orderBy(F.col("_bytes").desc(), F.col("_text_hash"), F.col("_row"))
+        dup = (
+            prep.where(F.col("_reason").isNull())
+            .select("_row", "id", "_bytes", "_text_hash")
+            .withColumn("_rn", F.row_number().over(w))
+            .where(F.col("_rn") > 1)
+        )
+        dup = decisions_of(dup, "ids", F.lit("duplicate_id"), F.col("id"))
+        ctx.write(bad.unionByName(dup), "ids/removed")
+        return {"removed": reason_counts(ctx.decisions(["ids"]))}

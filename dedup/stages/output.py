@@ -1,0 +1,107 @@
+"""Stage `output`: the surviving documents with their cluster columns, boilerplate lines removed.
+
+Writes OUTPUT/docs/ (the input columns + dup_cluster, dup_cluster_size; repartitioned by id and
+sorted within partitions, so reruns give the same files) and the decisions for documents left with
+fewer than `lines.min_words` words once their boilerplate lines are gone (lines_too_short). Its
+funnel row is `lines`: those are the documents it removes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from dedup.stages.base import Stage, StageContext
+from dedup.stages.common import (
+    ADDED_COLUMNS,
+    alive,
+    copies_of,
+    decisions_of,
+    reason_counts,
+    replace_folder,
+    with_fields,
+)
+
+
+class Output(Stage):
+    name = "output"
+    removes = True
+    # Its bytes_out is bytes_in less the removed documents' bytes, like every other row; the bytes of
+    # the lines removed are not subtracted there (info["bytes"] has the measured output size).
+    funnel_row = "lines"
+
+    def run(self, ctx: StageContext) -> dict[str, Any]:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        input_cols = ctx.infos["prepare"]["columns"]
+        base = _with_cluster_columns(ctx, alive(ctx, [*input_cols, "_row", "_bytes"]))
+        if ctx.ran("lines"):
+            base = base.join(ctx.read("lines/drops"), "_row", "left")
+        else:
+            base = base.withColumn("_drop_lines", F.lit(None).cast("array<int>"))
+        schema = with_fields(base.schema, "_reason string, _lines_removed int")
+        final = base.mapInArrow(_apply_lines_fn(ctx.cfg.lines.min_words), schema)
+        final = final.withColumn("_out_bytes", F.octet_length("text")).persist(StorageLevel.DISK_ONLY)
+        try:
+            short = decisions_of(final.where(F.col("_reason").isNotNull()), "lines", F.col("_reason"))
+            ctx.write(short, "output/removed")
+            docs = (
+                final.where(F.col("_reason").isNull())
+                .repartition(ctx.partitions, "id")
+                .sortWithinPartitions("id", "_row")
+            )
+            agg = docs.agg(F.count(F.lit(1)).alias("n"), F.sum("_out_bytes").alias("b")).first()
+            replace_folder(docs.select(*input_cols, *ADDED_COLUMNS), ctx.root / "docs")
+        finally:
+            final.unpersist()
+        return {
+            "removed": reason_counts(ctx.decisions(["output"])),
+            "docs": int(agg["n"]),
+            "bytes": int(agg["b"] or 0),
+        }
+
+
+def _with_cluster_columns(ctx: StageContext, base):
+    """dup_cluster (the cluster's id, else the document's own) and dup_cluster_size (else its copies)."""
+    from pyspark.sql import functions as F
+
+    cp = copies_of(ctx).select("_row", "_copies")
+    base = base.join(cp, "_row", "left")
+    if ctx.ran("cluster"):
+        base = base.join(ctx.read("cluster/info"), "_row", "left")
+    else:
+        base = base.withColumn("dup_cluster", F.lit(None).cast("string")).withColumn(
+            "dup_cluster_size", F.lit(None).cast("long")
+        )
+    return base.withColumn("dup_cluster", F.coalesce("dup_cluster", "id")).withColumn(
+        "dup_cluster_size", F.coalesce("dup_cluster_size", "_copies", F.lit(1)).cast("long")
+    )
+
+
+def _apply_lines_fn(min_words: int):
+    """Remove the listed lines; a document left with < min_words words gets _reason lines_too_short."""
+
+    def run(batches):
+        for batch in batches:
+            texts = batch.column("text").to_pylist()
+            drops = batch.column("_drop_lines").to_pylist()
+            out_text, reason, removed = [], [], []
+            for text, dl in zip(texts, drops):
+                if not dl:
+                    out_text.append(text), reason.append(None), removed.append(0)
+                    continue
+                gone = set(dl)
+                lines = text.split("\n")
+                kept = "\n".join(line for i, line in enumerate(lines) if i not in gone).strip("\n")
+                out_text.append(kept)
+                removed.append(len(gone))
+                reason.append("lines_too_short" if len(kept.split()) < min_words else None)
+            cols = dict(zip(batch.schema.names, batch.columns))
+            cols["text"] = pa.array(out_text, pa.string())
+            cols["_reason"] = pa.array(reason, pa.string())
+            cols["_lines_removed"] = pa.array(removed, pa.int32())
+            yield pa.RecordBatch.from_pydict(cols)
+
+    return run
