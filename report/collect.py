@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import InputError
+from core.files import doc_parquet_files
 from mixtures.plan import make_plan
 from mixtures.recipe import Recipe
 
@@ -49,11 +50,19 @@ def funnel(stats: dict[str, Any] | None, job: str) -> list[dict[str, Any]]:
     ]
 
 
+def _parquet_files(folder: Path) -> list[Path]:
+    """The Parquet files of a dataset folder by the project's one listing rule; none is not an error here."""
+    try:
+        return doc_parquet_files(folder)
+    except InputError:
+        return []
+
+
 def _parquet_column_counts(folder: Path, column: str) -> Counter:
     import pyarrow.parquet as pq
 
     counts: Counter = Counter()
-    for f in sorted(folder.glob("*.parquet")):
+    for f in _parquet_files(folder):
         if column in pq.read_schema(f).names:
             counts.update(
                 v for v in pq.read_table(f, columns=[column]).column(column).to_pylist() if v is not None
@@ -108,7 +117,7 @@ def quality(stats: dict[str, Any] | None, run: Path | None = None) -> dict[str, 
 
         vals = [
             v
-            for f in sorted(docs.glob("*.parquet"))
+            for f in _parquet_files(docs)
             for v in pq.read_table(f, columns=["quality"]).column(0).to_pylist()
         ]
         q = np.array([v for v in vals if v is not None], dtype=np.float64)
