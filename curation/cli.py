@@ -11,9 +11,8 @@ status 1 means the job ran but some input files failed unexpectedly (a rerun ret
 from __future__ import annotations
 
 import argparse
-import logging
 
-from core.cli import add_config_args, add_spark_args, guarded, print_run
+from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
 from core.spark import parse_spark_conf
 from curation.config import ExtractJobConfig
 
@@ -39,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging()
     if args.command == "extract":
         return guarded(lambda: _extract(args))
     return 2
