@@ -1,0 +1,111 @@
+"""Worst-case speed of `curation.pii`: seconds per MB for each PII type and the whole scrubber.
+
+Why: a backtracking regex or costly per-candidate check turns hostile text into a denial of
+service of the extract job (issue 17 defect 3: `"::1 " * 250000` took 4.6 s per MB, because every
+IP candidate went through `ipaddress.ip_address(...).is_global`). The budget is 1 s per MB for
+every type and for the whole scrubber; this script measures it and exits 1 if any cell is over
+`--budget`. Tests assert correctness only (they must pass on a loaded machine); speed lives here.
+
+Inputs, each about 1 MB (seconds are divided by the UTF-8 size in MB):
+- the adversarial strings of the issue: IPv6-like `::1 `, `::ffff:10.0.0.1 `, `fe80::1 `,
+  private IPv4 `10.0.0.1 `, short e-mails `a@b.cc `;
+- random bytes decoded as latin-1 and as UTF-8 with replacement (seeded);
+- real text: the Wikipedia articles of the shared data (`quality/enwiki_sample_articles.jsonl`),
+  scrubbed one article per call as the extract stage does;
+- with `--suite`, also every 1 MB input of the linear-time test list of tests/curation/test_pii.py.
+
+Columns: one per PII type (`find_pii` with only that type enabled) and `scrub` (every type,
+overlap resolution and replacement). Each cell is the best of `--repeats` runs.
+
+    PYTHONPATH=$PWD python bench/pii_speed.py [--repeats 2] [--budget 1.0] [--suite]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from curation.pii import PII_TYPES, PiiConfig, find_pii, scrub
+from tests.support.shared_data import shared_data_dir
+
+MB = 1_000_000
+WIKI = "quality/enwiki_sample_articles.jsonl"
+
+
+def _fill(unit: str, size: int = MB) -> str:
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def _random_text(encoding: str, seed: int = 17) -> str:
+    data = random.Random(seed).randbytes(MB)
+    return data.decode(encoding, errors="replace")
+
+
+def inputs(suite: bool) -> dict[str, list[str]]:
+    """Input name -> documents (one string each, except the real articles)."""
+    docs: dict[str, list[str]] = {
+        "'::1 '": [_fill("::1 ")],
+        "'::ffff:10.0.0.1 '": [_fill("::ffff:10.0.0.1 ")],
+        "'fe80::1 '": [_fill("fe80::1 ")],
+        "'10.0.0.1 '": [_fill("10.0.0.1 ")],
+        "'a@b.cc '": [_fill("a@b.cc ")],
+        "random latin-1": [_random_text("latin-1")],
+        "random utf-8": [_random_text("utf-8")],
+    }
+    path = shared_data_dir() / WIKI
+    if path.is_file():
+        with open(path, encoding="utf-8") as f:
+            docs["wikipedia"] = [json.loads(line)["text"] for line in f]
+    if suite:
+        from tests.curation.test_pii import ADVERSARIAL
+
+        docs.update({f"test:{name}": [make()] for name, make in ADVERSARIAL.items()})
+    return docs
+
+
+def seconds_per_mb(docs: Sequence[str], fn: Callable[[str], object], repeats: int) -> float:
+    n_mb = sum(len(d.encode("utf-8", "surrogatepass")) for d in docs) / MB
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for d in docs:
+            fn(d)
+        best = min(best, time.perf_counter() - t0)
+    return best / n_mb
+
+
+def _per_type(pii_type: str) -> Callable[[str], object]:
+    config = PiiConfig(enabled=(pii_type,))
+    return lambda text: find_pii(text, config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=2, help="runs per cell; the best one counts")
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds per MB; exit 1 above it")
+    parser.add_argument("--suite", action="store_true", help="add the test file's adversarial inputs")
+    args = parser.parse_args(argv)
+
+    columns: dict[str, Callable[[str], object]] = {t: _per_type(t) for t in PII_TYPES}
+    columns["scrub"] = scrub
+    name_width = max(len(n) for n in inputs(args.suite)) if args.suite else 20
+    print(f"seconds per MB (best of {args.repeats}); budget {args.budget} s/MB")
+    print("input".ljust(name_width) + "".join(c.rjust(8) for c in columns))
+    worst: tuple[float, str, str] = (0.0, "", "")
+    for name, docs in inputs(args.suite).items():
+        cells = []
+        for col, fn in columns.items():
+            s = seconds_per_mb(docs, fn, args.repeats)
+            worst = max(worst, (s, name, col))
+            cells.append(f"{s:8.3f}")
+        print(name.ljust(name_width) + "".join(cells), flush=True)
+    print(f"worst: {worst[0]:.3f} s/MB ({worst[2]} on {worst[1]})")
+    return 0 if worst[0] <= args.budget else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
