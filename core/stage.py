@@ -17,7 +17,9 @@ metadata column) or a `Drop` with a reason. It knows nothing of Spark, stats or 
 timing, the counters a stage adds with `self.count(...)`, and calls `on_drop` so the job can keep
 a sample of dropped documents. A stage that raises on one document does not end the file: by
 default the document is dropped with reason `<name>_error` (`on_error = "keep"` keeps it instead,
-for annotators whose score may stay null).
+for annotators whose score may stay null). A stage may set `time_budget_s`: a document whose
+`process` takes longer is dropped with reason `<name>_time_budget` (a backstop against inputs
+that are slow for one stage, counted instead of silently stalling or passing through).
 
 Stages are named in configs by registry name (`register("filter", "gopher_quality")(cls)`) or by
 import path (`mypkg.filters.MyFilter` or `mypkg.filters:MyFilter`), so a user's stage is a file of
@@ -91,6 +93,10 @@ class DocumentStage:
     """What an exception on one document does: "drop" (reason `<name>_error`) or "keep" (counted)."""
     snippet_on_error: bool = True
     """False for a stage whose input must not be shown (a PII scrubber that failed on it)."""
+    time_budget_s: float | None = None
+    """Seconds one document may take in `process`; a document over it is dropped with reason
+    `<name>_time_budget` (its result discarded, so a slow scrubber's output is never written).
+    Checked after `process` returns: it bounds what is kept, not the wall time spent. None: none."""
     columns: dict[str, Any] = {}  # noqa: RUF012 - read-only class default
     """Arrow types of the metadata keys this stage adds beyond the job's document row (an
     annotator's score, e.g. {"my_score": pyarrow.float32()}): the job writes them as columns."""
@@ -107,6 +113,10 @@ class DocumentStage:
     @property
     def error_reason(self) -> str:
         return f"{self.name or type(self).__name__}_error"
+
+    @property
+    def time_budget_reason(self) -> str:
+        return f"{self.name or type(self).__name__}_time_budget"
 
     def count(self, key: str, n: int = 1) -> None:
         """Add to a free-form counter of the job's stats (e.g. a charset source, a language)."""
@@ -216,6 +226,9 @@ def utf8_len(s: str) -> int:
     return len(s.encode("utf-8", "surrogatepass"))
 
 
+# The clock of `run_stages`, a module global so that tests of time budgets can substitute a fake.
+_clock = time.perf_counter
+
 OnDrop = Callable[[str, Document, Drop], None]
 """(stage name, document as the stage saw it, drop) -> None: e.g. keep a rejected sample."""
 
@@ -232,7 +245,7 @@ def run_stages(
     for stage in stages:
         name = stage.name
         st = stats.stage(name)
-        t0 = time.perf_counter()
+        t0 = _clock()
         st.docs_in += 1
         st.bytes_in += nbytes
         try:
@@ -240,12 +253,16 @@ def run_stages(
         except Exception as e:  # one bad document never ends the file
             result = _on_exception(stage, doc, e, stats)
         counters = stage.take_counters()
+        budget = stage.time_budget_s
+        if budget is not None and _clock() - t0 > budget:
+            result = _over_budget(stage, doc, _clock() - t0)
+            counters = None  # the result is discarded, so are the counts of what it found
         if counters:
             stats.counters.update(counters)
         if isinstance(result, Drop):
             st.drops[result.reason] += 1
             st.drop_bytes[result.reason] += nbytes
-            st.seconds += time.perf_counter() - t0
+            st.seconds += _clock() - t0
             on_drop(name, doc, result)
             return None
         doc = result
@@ -253,8 +270,16 @@ def run_stages(
             text, nbytes = doc.text, (utf8_len(doc.text) if doc.text is not None else 0)
         st.docs_out += 1
         st.bytes_out += nbytes
-        st.seconds += time.perf_counter() - t0
+        st.seconds += _clock() - t0
     return doc
+
+
+def _over_budget(stage: DocumentStage, doc: Document, seconds: float) -> Drop:
+    log.warning(
+        "stage %s took %.1f s on %s (budget %s s): dropped", stage.name, seconds, doc.id, stage.time_budget_s
+    )
+    detail = f"{seconds:.1f} s > time budget {stage.time_budget_s} s"
+    return Drop(stage.time_budget_reason, detail, snippet=None if stage.snippet_on_error else "")
 
 
 def _on_exception(stage: DocumentStage, doc: Document, e: Exception, stats: Stats) -> Document | Drop:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import ipaddress
 import json
 import pickle
 import random
@@ -12,12 +13,14 @@ import re
 import re._constants as sre_constants
 import re._parser as sre_parser
 import sys
-import time
 from collections.abc import Callable
 from types import ModuleType
 
 import pytest
 
+import core.stage as core_stage
+from core.stage import Document, DocumentStage, Drop, run_stages
+from core.stats import Stats
 from curation import pii
 from curation.config import ConfigError
 from curation.pii import (
@@ -26,6 +29,7 @@ from curation.pii import (
     PiiPlaceholders,
     PiiScrubber,
     PiiSpan,
+    PiiStage,
     find_pii,
     iban_valid,
     luhn_valid,
@@ -550,28 +554,189 @@ ADVERSARIAL: dict[str, Callable[[], str]] = {
 }
 
 
+# What scrubbing each adversarial input finds (every other input: nothing). Measured once; the
+# PEM inputs really are private-key blocks, and "Bearer a1a1..." is a (1 MB) bearer token.
+ADVERSARIAL_MATCHES: dict[str, dict[str, int]] = {
+    "secret:pem-begins": {"secret": 32258},
+    "secret:pem-no-end": {"secret": 1},
+    "secret:pem-lines": {"secret": 27027},
+    "secret:bearer-long": {"secret": 1},
+}
+
+
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
-def test_adversarial_megabyte_scrubs_in_under_a_second(name: str) -> None:
+def test_adversarial_megabyte_scrubs_correctly(name: str) -> None:
+    # No wall-clock bound here: this test used to assert "under 1 s" per input, and three of its
+    # inputs (the slowest, ~0.4-1.2 s on an idle machine before issue 17's fix) failed once when
+    # `make test` shared the machine with other jobs. Speed is the bench's job:
+    # `bench/pii_speed.py --suite` runs these same inputs and exits 1 above 1 s per MB. The linear-
+    # time rules are checked structurally above, and the work per repeated IP candidate below.
     text = ADVERSARIAL[name]()
     assert len(text) >= MB
-    # Bound: on the development machine (2 shared cores, under load) the slowest of these takes
-    # ~0.25 s and clean prose scrubs at ~20 MB/s. A quadratic pattern would need ~1e12 steps on
-    # 1 MB (hours) and even a per-position rescan of 100 characters ~1e8 steps (seconds), so 1 s
-    # separates linear from super-linear with several-fold headroom for slower CI machines. One
-    # re-measurement absorbs a scheduler hiccup; a real regression is slow both times.
-    elapsed = float("inf")
-    for _ in range(2):
-        t0 = time.perf_counter()
-        scrubbed, spans = scrub(text)
-        elapsed = min(elapsed, time.perf_counter() - t0)
-        if elapsed < 1.0:
-            break
-    assert elapsed < 1.0, f"{name}: {elapsed:.2f} s for 1 MB"
+    scrubbed, spans = scrub(text)
+    counts = {t: n for t in PII_TYPES if (n := sum(s.type == t for s in spans))}
+    last_end = 0
+    for span in spans:  # sorted, disjoint, inside the text
+        assert last_end <= span.start < span.end <= len(text)
+        last_end = span.end
+    removed = sum(s.end - s.start for s in spans)
+    assert len(scrubbed) == len(text) - removed + sum(len(s.placeholder) for s in spans)
     if name == "dense:mixed":  # the dense input was really scrubbed: every item of every line
-        counts = {t: sum(s.type == t for s in spans) for t in PII_TYPES}
         assert counts == {t: text.count(v) for t, v in DENSE_VALUES.items()}
         assert counts["email"] > 4000
         assert not any(v in scrubbed for v in DENSE_VALUES.values())
+    else:
+        assert counts == ADVERSARIAL_MATCHES.get(name, {})
+
+
+def test_ipv4_public_check_agrees_with_ipaddress() -> None:
+    # The IPv4 fast path decides "public" from the integer with an interval table built from
+    # `ipaddress` at import; it must answer exactly as `ipaddress` does, wherever an answer can
+    # change (every interval boundary +-3, all of 192.0.0.0/24 whose /32 exceptions differ between
+    # Python patch releases) and on random addresses, and refuse what `ipaddress` refuses.
+    def stdlib(value: int) -> bool:
+        ip = ipaddress.IPv4Address(value)
+        return ip.is_global and not ip.is_multicast
+
+    rng = random.Random(17)
+    values = {v for b in pii._IPV4_STARTS for v in range(b - 3, b + 4) if 0 <= v < 2**32}
+    values |= set(range(int(ipaddress.IPv4Address("192.0.0.0")), int(ipaddress.IPv4Address("192.0.1.0"))))
+    values |= {rng.getrandbits(32) for _ in range(50_000)}
+    values |= {0, 2**32 - 1}
+    wrong = [
+        str(ipaddress.IPv4Address(v))
+        for v in sorted(values)
+        if pii._is_public_ipv4(str(ipaddress.IPv4Address(v)).split(".")) != stdlib(v)
+    ]
+    assert wrong == []
+    assert sum(map(stdlib, values)) > 10_000  # both answers are exercised
+    for text in ("01.2.3.4", "8.8.8.08", "256.1.1.1", "8.8.8.300", "999.999.999.999"):
+        with pytest.raises(ValueError):
+            ipaddress.ip_address(text)
+        assert not pii._is_public_ipv4(text.split("."))
+    assert pii._is_public_ipv4(["8", "8", "8", "8"])
+
+
+def test_repeated_ip_candidates_are_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cause of issue 17's 4.6 s per MB: every candidate of "::1 " * 250000 was parsed by
+    # `ipaddress` (3-8 us) and tested (is_global). Repeats must cost a dict lookup, and IPv4 must
+    # not reach `ipaddress` at all. Counted, not timed, so the test holds on any machine.
+    calls: list[str] = []
+    real = ipaddress.ip_address
+
+    def counting(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+        calls.append(address)
+        return real(address)
+
+    monkeypatch.setattr(pii.ipaddress, "ip_address", counting)
+    pii._ip_cache.clear()
+    text = "".join(u * 2000 for u in ("::1 ", "::ffff:10.0.0.1 ", "fe80::1 ", "10.0.0.1 ", "8.8.8.8 "))
+    text += "2001:4860::8888 " * 2000
+    spans = find_pii(text, PiiConfig(enabled=("ip",)))
+    assert len(spans) == 4000  # 8.8.8.8 and 2001:4860::8888, 2000 each; the others are private
+    assert sorted(set(calls)) == sorted(calls) == ["2001:4860::8888", "::1", "::ffff:10.0.0.1", "fe80::1"]
+
+
+def test_phone_digit_precheck_is_exact() -> None:
+    # `_find_phones` skips candidates with fewer than `_PHONE_MIN_DIGITS` digits before calling
+    # `_phone_shape`; that is only an optimisation if `_phone_shape` rejects all of them anyway.
+    rng = random.Random(17)
+    chars = "0123456789" * 2 + " .-()"
+    below = tight = 0
+    for _ in range(20_000):
+        body = rng.choice("+(0123456789") + "".join(rng.choice(chars) for _ in range(rng.randint(5, 30)))
+        digits = sum(c.isdigit() for c in body)
+        if digits < pii._PHONE_MIN_DIGITS:
+            below += 1
+            assert pii._phone_shape(body)[0] == 0, body
+        elif digits == pii._PHONE_MIN_DIGITS and pii._phone_shape(body)[0]:
+            tight += 1  # the bound is tight: a 7-digit body can be a phone number
+    assert below > 1000 and tight > 0
+    assert pii._phone_shape("555-123 ")[0] == 0 and pii._phone_shape("555-1234")[0] == 8
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-document time budget (core.stage.run_stages)
+# ---------------------------------------------------------------------------------------------
+
+
+class _FakeClock:
+    """`core.stage._clock` replacement: time moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _run_pii_stage(stage: PiiStage, text: str) -> tuple[Document | None, Stats, list[Drop]]:
+    stats, drops = Stats(), []
+    doc = Document(id="d1", text=text, metadata={})
+    out = run_stages(doc, [stage], stats, lambda _name, _doc, drop: drops.append(drop))
+    return out, stats, drops
+
+
+def test_pii_stage_over_its_time_budget_drops_the_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _FakeClock()
+    monkeypatch.setattr(core_stage, "_clock", clock)
+    text = "mail jane.roe@example.org now"
+
+    class SlowScrubber(PiiScrubber):
+        __slots__ = ()
+
+        def __call__(self, text: str) -> tuple[str, dict[str, int]]:
+            clock.now += 31.0  # an injected slow scrub: over the default 30 s budget
+            return super().__call__(text)
+
+    stage = PiiStage()
+    assert stage.time_budget_s == pii.PII_TIME_BUDGET_S
+    fast, stats, drops = _run_pii_stage(stage, text)
+    assert fast is not None and fast.text == "mail <EMAIL> now"
+    assert stats.counters["pii_email"] == 1
+
+    stage.scrubber = SlowScrubber()
+    out, stats, drops = _run_pii_stage(stage, text)
+    assert out is None  # dropped: never written, scrubbed or not
+    st = stats.stages["pii"]
+    assert (st.docs_in, st.docs_out, dict(st.drops)) == (1, 0, {"pii_time_budget": 1})
+    assert st.drop_bytes["pii_time_budget"] == len(text)
+    assert [(d.reason, d.snippet) for d in drops] == [("pii_time_budget", "")]  # text not shown
+    assert "31.0 s > time budget 30.0 s" in drops[0].detail
+    assert "pii_email" not in stats.counters  # counts of a discarded result are discarded too
+
+    # A budget of 0 drops even a fast scrub once any time passes; None disables the check.
+    clock_step = PiiStage(time_budget_s=0.0)
+    clock_step.scrubber = SlowScrubber()
+    assert _run_pii_stage(clock_step, text)[0] is None
+    unlimited = PiiStage(time_budget_s=None)
+    unlimited.scrubber = SlowScrubber()
+    kept = _run_pii_stage(unlimited, text)[0]
+    assert kept is not None and kept.text == "mail <EMAIL> now"
+
+
+def test_time_budget_is_generic_for_document_stages(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _FakeClock()
+    monkeypatch.setattr(core_stage, "_clock", clock)
+
+    class Sleepy(DocumentStage):
+        name = "sleepy"
+        time_budget_s = 2.0
+
+        def process(self, doc: Document) -> Document | Drop:
+            clock.now += float(doc.metadata["cost"])
+            return doc
+
+    stats, drops = Stats(), []
+    kept = [
+        run_stages(
+            Document(id=str(c), text="x", metadata={"cost": c}), [Sleepy()], stats, lambda *a: drops.append(a)
+        )
+        for c in (1, 2, 3)
+    ]
+    assert [d is not None for d in kept] == [True, True, False]  # 2 s is within a 2 s budget
+    assert dict(stats.stages["sleepy"].drops) == {"sleepy_time_budget": 1}
+    assert drops[0][2].snippet is None  # an ordinary stage's sample shows the document
 
 
 # ---------------------------------------------------------------------------------------------
