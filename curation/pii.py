@@ -200,18 +200,22 @@ def _find_emails(text: str) -> list[tuple[int, int]]:
     # plus domain characters, so no other '@' lies inside it. The loop body is kept lean: on
     # 1 MB of "a@b.cc " it runs 140,000 times.
     for hit in _EMAIL_AT.finditer(text):
-        at = start = hit.start()
+        at, end = hit.span()
+        start = at
         floor = at - _EMAIL_LOCAL_MAX - 1
         if floor < last_end:
             floor = last_end
         while start > floor and text[start - 1] in local_chars:
             start -= 1
-        dots = text.rfind("..", start, at)
-        if dots >= 0:
-            start = dots + 2  # "see...jane@x.org": a run of dots is punctuation, not address
-        while start < at and text[start] == ".":
-            start += 1  # "...john@x.org": leading dots are punctuation
-        if not 0 < at - start <= _EMAIL_LOCAL_MAX or text[at - 1] == ".":
+        if "." in text[start:at]:  # most local parts have no dot: skip both checks
+            dots = text.rfind("..", start, at)
+            if dots >= 0:
+                start = dots + 2  # "see...jane@x.org": a run of dots is punctuation, not address
+            while start < at and text[start] == ".":
+                start += 1  # "...john@x.org": leading dots are punctuation
+            if start < at and text[at - 1] == ".":
+                continue
+        if not 0 < at - start <= _EMAIL_LOCAL_MAX:
             continue
         domain = hit[1]
         # Fast path: without '-' or '..' and within 63 characters, every label is valid.
@@ -219,8 +223,8 @@ def _find_emails(text: str) -> list[tuple[int, int]]:
             lb and len(lb) <= 63 and lb[0] != "-" and lb[-1] != "-" for lb in domain.split(".")
         ):
             continue
-        last_end = hit.end()
-        found.append((start, last_end))
+        last_end = end
+        found.append((start, end))
     return found
 
 
@@ -258,12 +262,12 @@ _IPV6 = re.compile(
 # - IPv6 (and anything else): the stdlib, memoised per candidate string in a bounded dict, since
 #   hostile or repetitive text repeats the same few candidates.
 
-# Every special-purpose IPv4 block that any Python 3.11 patch release lists (IANA IPv4 Special-
-# Purpose Address Registry, RFC 6890 and its updates; 3.11.10 narrowed 192.0.0.0/24 to exceptions),
-# plus multicast. Only their boundaries are taken from here: the answer on each interval between
-# consecutive boundaries is asked of `ipaddress` once, at import. A stdlib whose networks all
-# start and end on these boundaries is reproduced exactly (tests compare on every boundary +-1 and
-# on random addresses).
+# Every special-purpose IPv4 block that a Python 3.11 release lists (IANA IPv4 Special-Purpose
+# Address Registry, RFC 6890 and updates; the 192.0.0.0/24 entries changed in a 3.11 patch
+# release, CVE-2024-4032), plus multicast. Only their boundaries are taken from here: the answer
+# on each interval between consecutive boundaries is asked of `ipaddress` once, at import. A
+# stdlib whose networks all start and end on these boundaries is reproduced exactly (tests
+# compare on every boundary +-3, on all of 192.0.0.0/24 and on random addresses).
 _IPV4_SPECIAL_BLOCKS: Final = (
     "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
     "192.0.0.0/24", "192.0.0.0/29", "192.0.0.8/32", "192.0.0.9/32", "192.0.0.10/32",
