@@ -146,13 +146,17 @@ class PiiConfig:
         return getattr(self.placeholders, pii_type)
 
 
+_new_tuple = tuple.__new__
+
+
 class PiiSpan(NamedTuple):
     """One replaced match: `text[start:end]` of the ORIGINAL text was replaced by `placeholder`.
 
     The matched value itself is deliberately not stored, so spans can be logged or counted
     without copying the personal data they point at. A named tuple (immutable, picklable) rather
-    than a frozen dataclass: it is built 5x faster (0.3 vs 1.7 us), which is a quarter of the
-    scrubbing time on text dense with matches (1 MB of short e-mails: 140,000 spans).
+    than a frozen dataclass: `find_pii` builds it with `tuple.__new__`, ~3x faster than the
+    dataclass (measured 0.48 vs 1.35 us on a loaded machine), which matters on text dense with
+    matches (1 MB of short e-mails: 140,000 spans).
     """
 
     start: int
@@ -218,9 +222,11 @@ def _find_emails(text: str) -> list[tuple[int, int]]:
         if not 0 < at - start <= _EMAIL_LOCAL_MAX:
             continue
         domain = hit[1]
-        # Fast path: without '-' or '..' and within 63 characters, every label is valid.
-        if ("-" in domain or ".." in domain or len(domain) > 63) and not all(
-            lb and len(lb) <= 63 and lb[0] != "-" and lb[-1] != "-" for lb in domain.split(".")
+        if ".." in domain:
+            continue  # an empty label ("a@a..bb", 125,000 per MB of it)
+        # Fast path: without '-' and within 63 characters, every label is valid.
+        if ("-" in domain or len(domain) > 63) and not all(
+            len(lb) <= 63 and lb[0] != "-" and lb[-1] != "-" for lb in domain.split(".")
         ):
             continue
         last_end = end
@@ -775,12 +781,14 @@ def find_pii(text: str, config: PiiConfig | None = None) -> list[PiiSpan]:
     # placeholder lookup per type, not per span): dense text has 100,000+ candidates per MB.
     candidates.sort()
     placeholders = {t: config.placeholder(t) for t in config.enabled}
-    spans: list[PiiSpan] = []
     last_end = 0
+    spans: list[PiiSpan] = []
+    append = spans.append
     for start, neg_len, _, pii_type in candidates:
         if start >= last_end:
             last_end = start - neg_len
-            spans.append(PiiSpan(start, last_end, pii_type, placeholders[pii_type]))
+            # tuple.__new__ is PiiSpan(...) without the Python-level __new__ frame (2-3x faster)
+            append(_new_tuple(PiiSpan, (start, last_end, pii_type, placeholders[pii_type])))
     return spans
 
 
