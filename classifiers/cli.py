@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from classifiers.config import QualityTrainConfig
 from classifiers.evaluate import evaluate
@@ -18,6 +19,8 @@ from classifiers.metrics import metrics_table
 from classifiers.score import run_score
 from classifiers.train import train_quality
 from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
+from core.errors import OutputConflict
+from core.output import check_folder_path
 from core.spark import parse_spark_conf
 
 
@@ -64,6 +67,13 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    if args.predictions:  # checked before the model runs, not when its scores are written
+        pred = Path(args.predictions).expanduser()
+        if pred.is_dir():
+            raise OutputConflict(f"--predictions {pred} is a folder; name a file")
+        if not pred.parent.is_dir():  # open() does not make folders; neither do we
+            raise OutputConflict(f"--predictions {pred}: folder {pred.parent} does not exist")
+        check_folder_path(pred.parent, "--predictions folder")
     metrics, scores = evaluate(args.model, args.labelled, args.threshold)
     if args.predictions:
         with open(args.predictions, "w", encoding="utf-8") as f:

@@ -15,6 +15,7 @@ import numpy as np
 from classifiers.data import DataError, iter_jsonl
 from classifiers.metrics import binary_metrics
 from classifiers.model import load_model
+from core.errors import ConfigError
 
 
 def load_labelled(path: str | Path) -> tuple[list[str], np.ndarray]:
@@ -45,6 +46,8 @@ def evaluate(
     model_dir: str | Path, labelled: str | Path, threshold: float = 0.5
 ) -> tuple[dict[str, Any], np.ndarray]:
     """(metrics, per-document scores in file order)."""
+    if not 0.0 <= threshold <= 1.0:  # scores are probabilities: any other cut makes precision/recall trivial
+        raise ConfigError(f"--threshold must be in [0, 1], got {threshold}")
     texts, y = load_labelled(labelled)
     model = load_model(model_dir)
     scores = model.predict(texts)

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from classifiers.data import DataError, expand
 from classifiers.model import ModelError, load_model, read_metadata
 from core.config import ConfigModel
+from core.errors import ConfigError
 from core.files import sha256_file
 from core.output import OutputDir
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
@@ -201,6 +202,9 @@ def run_score(
     progress: bool = True,
 ) -> RunResult:
     """Score every Parquet file of `input_dir` on Spark; DataError/ModelError/OutputConflict up front."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        # 0 would start Spark and fail every input on its first read
+        raise ConfigError(f"--batch-size must be a positive integer, got {batch_size!r}")
     cfg = ScoreJobConfig.for_model(model_dir, batch_size=batch_size)  # ModelError if not a model
     if sha256_file(Path(cfg.model) / "model.bin") != cfg.model_sha256:
         raise ModelError(f"{cfg.model}/model.bin does not match the model_sha256 of its metadata.json")

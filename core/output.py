@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import time
 import uuid
 from collections.abc import Iterable
@@ -35,6 +36,7 @@ __all__ = [
     "OutputDir",
     "atomic_write_bytes",
     "atomic_write_json",
+    "check_folder_path",
     "diff_keys",
     "guard_folder",
     "unit_name",
@@ -75,12 +77,25 @@ class OutputDir:
     # -- driver side -------------------------------------------------------------------------
     def prepare(
         self, job: str, config: dict[str, Any], fingerprint: str, extra: dict[str, Any] | None = None
-    ) -> None:
-        """Create the folder, or check that it was made by the same job, config and `extra` record."""
-        guard_folder(self.root, job, config, fingerprint, extra)
+    ) -> bool:
+        """Create the folder, or check that it was made by the same job, config and `extra` record.
+
+        Returns True when this call created it (see `discard`).
+        """
+        created = guard_folder(self.root, job, config, fingerprint, extra)
         for sub in self.subdirs:
             (self.root / sub).mkdir(exist_ok=True)
         self.remove_stale_tmp()
+        return created
+
+    def discard(self) -> None:
+        """Remove a folder `prepare` just created when the run could not start (Spark did not come up).
+
+        Left behind, it would hold nothing but a claim that a rerun with another config trips on.
+        A folder with a finished unit is never removed.
+        """
+        if not any((self.root / "done").glob("*.json")):
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def remove_stale_tmp(self, unit: str | None = None) -> None:
         """Temporary files of a crashed run (or of one failed unit): never renamed into place."""
@@ -137,14 +152,36 @@ class OutputDir:
         )
 
 
+def check_folder_path(path: str | Path, what: str = "output") -> Path:
+    """`path` resolved, if it is or can be made a writable folder; OutputConflict naming it if not.
+
+    Checked before any work starts: a path that is a file (or lies under one), or a folder this
+    user cannot write, would otherwise fail only once the job runs, with an OS traceback.
+    """
+    p = Path(path).expanduser().resolve()
+    if p.exists() and not p.is_dir():
+        raise OutputConflict(f"{what} {p} is a file, not a folder; name a folder")
+    probe = p
+    while not probe.exists():  # the nearest existing ancestor is where the folder would be made
+        probe = probe.parent
+    if not probe.is_dir():
+        raise OutputConflict(f"{what} {p} cannot be created: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise OutputConflict(f"{what} {p} cannot be written: no write permission on {probe}")
+    return p
+
+
 def guard_folder(
     root: Path, job: str, config: dict[str, Any], fingerprint: str, extra: dict[str, Any] | None = None
-) -> None:
+) -> bool:
     """Create `root` with its `_config.json`, or refuse it if another job, config or `extra` made it.
+
+    Returns True when it created `_config.json` (a new folder), False when it accepted an existing one.
 
     `extra` holds what else decides the outputs but is not a config value (e.g. the input list of
     a job whose output is one whole dataset); a difference there is refused like a config change.
     """
+    check_folder_path(root)
     root.mkdir(parents=True, exist_ok=True)
     cfg_path = root / "_config.json"
     extra = extra or {}
@@ -157,11 +194,27 @@ def guard_folder(
                 f"{root} was made by `{old.get('job')}` with config {old.get('fingerprint')}; "
                 f"this run is `{job}` with config {fingerprint}"
                 + (f" (differs in: {', '.join(diff[:10])})" if diff else "")
+                + "".join(_list_change(k, old.get(k), extra[k]) for k in changed)
                 + ". Use another --output, or delete that folder to start over."
             )
-    else:
-        record = {"job": job, "fingerprint": fingerprint, "config": config, **extra, "created": _now()}
-        atomic_write_json(cfg_path, record)
+        return False
+    record = {"job": job, "fingerprint": fingerprint, "config": config, **extra, "created": _now()}
+    atomic_write_json(cfg_path, record)
+    return True
+
+
+def _list_change(key: str, old: Any, new: Any) -> str:
+    """'; inputs: 1 added (c.warc.gz), 2 removed (a.warc.gz, ...)' for a changed list record."""
+    if not isinstance(old, list) or not isinstance(new, list):
+        return f"; {key} was not recorded by the run that made it" if old is None else ""
+    old_set, new_set = set(old), set(new)
+    added, removed = [x for x in new if x not in old_set], [x for x in old if x not in new_set]
+    part = [
+        f"{len(xs)} {verb} ({', '.join(map(str, xs[:3]))}{', ...' if len(xs) > 3 else ''})"
+        for verb, xs in (("added", added), ("removed", removed))
+        if xs
+    ]
+    return f"; {key}: {', '.join(part)}" if part else ""
 
 
 def _now() -> str:

@@ -14,6 +14,7 @@ it. The same code runs on the embedded `local[*]` master and under `spark-submit
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -24,12 +25,12 @@ from functools import partial
 from typing import Any
 
 from core.output import SUBDIRS, OutputDir, atomic_write_json
-from core.spark import configure_worker_logging, get_spark
+from core.spark import check_master, configure_worker_logging, get_spark
 from core.stats import Stats
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PerFileJob", "RunResult", "run_per_file", "run_unit"]
+__all__ = ["PerFileJob", "RunResult", "input_list", "run_per_file", "run_unit"]
 
 ProcessFn = Callable[[str, str, Any, str], dict[str, Any]]
 """(input, unit name, payload, output root) -> summary; commits the unit's outputs or raises."""
@@ -50,7 +51,11 @@ class PerFileJob:
     """Funnel rows that come first, in this order, even when no document reached them."""
     subdirs: tuple[str, ...] = SUBDIRS
     guard_extra: dict[str, Any] | None = None
-    """More than the config that decides the output (an input list), refused if it changes."""
+    """More than the config that decides the output, refused if it changes."""
+    guard_inputs: bool = True
+    """Record the input list in `_config.json` and refuse a rerun with another one (`inputs`): units
+    of other inputs would be mixed into the folder that stats.json and _SUCCESS describe. False for
+    a job whose config already holds its inputs (tokenize)."""
     stats_extra: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
     """Extra fields of stats.json from the done units' stats (a per-file table, a model hash)."""
 
@@ -103,8 +108,11 @@ def run_per_file(
     progress: bool = True,
 ) -> RunResult:
     """Run the units (input, unit name) of `job` that are not done yet, one Spark task each."""
+    check_master(master)  # before a folder is made or a JVM started
     out = OutputDir(output, job.subdirs)
-    out.prepare(job.name, job.config, job.fingerprint, job.guard_extra)  # OutputConflict before Spark
+    extra = {"inputs": input_list(units)} if job.guard_inputs else {}
+    # OutputConflict before Spark; the same inputs resume (done units are skipped below)
+    created = out.prepare(job.name, job.config, job.fingerprint, {**extra, **(job.guard_extra or {})})
     todo = [(u, n) for u, n in units if not out.is_done(n)]
     skipped = len(units) - len(todo)
     if skipped:
@@ -112,7 +120,12 @@ def run_per_file(
     failed: list[dict[str, Any]] = []
     if todo:
         out.set_success(False)
-        spark = get_spark(master, f"refinery-{job.name}", spark_conf)
+        try:
+            spark = get_spark(master, f"refinery-{job.name}", spark_conf)
+        except BaseException:
+            if created:
+                out.discard()
+            raise
         sc = spark.sparkContext
         payload_bc = sc.broadcast(job.payload)  # travels once per executor, not once per task
         rdd = sc.parallelize(todo, numSlices=len(todo))  # one partition = one task per unit
@@ -139,6 +152,12 @@ def run_per_file(
     )
     out.set_success(len(done) == len(units))
     return RunResult(str(out.root), len(units), skipped, len(todo), failed, merged, done)
+
+
+def input_list(units: list[tuple[str, str]]) -> list[str]:
+    """The inputs a folder records: sorted and unique (order does not change outputs), local paths
+    absolute (the same files named from another working directory are the same inputs)."""
+    return sorted({u if "://" in u else os.path.abspath(u) for u, _ in units})
 
 
 class _Progress:

@@ -9,12 +9,29 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterable
 
 from core.errors import ConfigError
 
-__all__ = ["configure_worker_logging", "get_spark", "parse_spark_conf", "under_spark_submit"]
+__all__ = [
+    "check_master",
+    "configure_worker_logging",
+    "get_spark",
+    "parse_spark_conf",
+    "under_spark_submit",
+]
+
+# The master URL forms Spark accepts (spark.apache.org/docs/latest/submitting-applications.html#master-urls);
+# `local-cluster[N,C,M]` is Spark's own test master.
+_MASTER = re.compile(
+    r"^(local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?"
+    r"|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]"
+    r"|yarn"
+    r"|spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*"
+    r"|(k8s|mesos)://\S+)$"
+)
 
 
 def under_spark_submit() -> bool:
@@ -33,10 +50,23 @@ def parse_spark_conf(pairs: Iterable[str]) -> dict[str, str]:
     return conf
 
 
+def check_master(master: str | None) -> None:
+    """ConfigError for a `--master` Spark would reject, checked before any folder or JVM is made.
+
+    Spark itself reports a bad master only after the JVM started, as a Java and a Python traceback.
+    """
+    if master is not None and not _MASTER.match(master):
+        raise ConfigError(
+            f"--master {master!r} is not a Spark master URL; use local, local[N], local[*], local[N,F], "
+            "spark://HOST:PORT, yarn, k8s://HOST:PORT or mesos://HOST:PORT"
+        )
+
+
 def get_spark(master: str | None, app_name: str, conf: dict[str, str] | None = None):
     """SparkSession: `master` if given, else spark-submit's, else the embedded local[*]."""
     from pyspark.sql import SparkSession
 
+    check_master(master)
     # Executors' Python must be this interpreter (the venv with the project installed) unless
     # the user chose one.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

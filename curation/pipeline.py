@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -252,11 +253,13 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
 def _run(path, warc_name, cfg, stages, stats: Stats, writer: _DocWriter, rejected: _Rejected) -> None:
     """Read every record of one file; each page goes through the stages, kept ones to the writer."""
     records = iter_records(path, cfg.reader, crawl_hint=crawl_from_name(warc_name))
+    items = 0
     while True:
         with stats.timed("read"):
             item = next(records, None)
         if item is None:
             break
+        items += 1
         if isinstance(item, Skip):
             stats.enter("read", item.nbytes)
             stats.drop("read", item.reason, item.nbytes)
@@ -280,6 +283,13 @@ def _run(path, warc_name, cfg, stages, stats: Stats, writer: _DocWriter, rejecte
             stats.enter("write", nbytes)
             writer.add(doc)
             stats.keep("write", nbytes)
+    if not items:
+        # A 0-byte file or one without a single record (a truncated upload, an empty gzip member)
+        # would otherwise be a unit with no row anywhere in the funnel: it is counted as a drop.
+        stats.enter("read", 0)
+        stats.drop("read", "empty_file", 0)
+        detail = f"{os.path.getsize(path)} bytes, no WARC record"
+        rejected.add("read", "empty_file", url=None, warc_file=warc_name, detail=detail)
 
 
 def _document(page: Page, warc_name: str) -> Document:

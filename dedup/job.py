@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from core.errors import InputError
 from core.files import doc_parquet_files
 from core.output import atomic_write_json, guard_folder
+from core.spark import check_master
 from core.stats import Stats, funnel_table
 from dedup.config import DedupJobConfig
 from dedup.stages import STAGES, Flow, StageContext, StageStore
@@ -73,6 +74,7 @@ def run_dedup(
 ) -> DedupResult:
     """Run (or resume) the whole job; raises InputError / OutputConflict before Spark starts."""
     files = resolve_input(input_path)
+    check_master(master)  # a bad --master is a ConfigError before the folder is made
     root = Path(output).expanduser().resolve()
     # The input list decides the outputs like the config does: a changed list is refused too.
     guard_folder(root, "dedup", cfg.to_dict(), cfg.fingerprint(), extra={"inputs": files})

@@ -24,19 +24,50 @@ def _number(s: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {s!r} (e.g. 8e9 or 8B)") from None
 
 
+def _positive(parse):
+    """An argparse type: `parse`, then refuse zero, negatives, NaN and infinity (each divides a cost)."""
+
+    def check(s: str):
+        v = parse(s)
+        if not (0 < v < float("inf")):
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {s!r}")
+        return v
+
+    check.__name__ = parse.__name__  # argparse names the type in its message
+    return check
+
+
+def _fraction(s: str) -> float:
+    """MFU: a share of the device peak, in (0, 1]."""
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {s!r}")
+    return v
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mixtures", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan", help="tokens per source and phase, epochs, caps, FLOPs and GPU-hours")
     p.add_argument("recipe", help="recipe YAML (see mixtures/demo.yaml)")
-    p.add_argument("--model-params", type=_number, default=None, metavar="N", help="parameters, e.g. 8B")
     p.add_argument(
-        "--seq-len", type=int, default=1, help="sequence length the sampler cuts (default 1: tokens)"
+        "--model-params", type=_positive(_number), default=None, metavar="N", help="parameters, e.g. 8B"
     )
-    p.add_argument("--mfu", type=float, default=0.40, help="model FLOPs utilisation assumed (default 0.40)")
+    p.add_argument(
+        "--seq-len",
+        type=_positive(int),
+        default=1,
+        help="sequence length the sampler cuts (default 1: tokens)",
+    )
+    p.add_argument(
+        "--mfu", type=_fraction, default=0.40, help="model FLOPs utilisation assumed (default 0.40)"
+    )
     p.add_argument(
         "--peak-flops",
-        type=_number,
+        type=_positive(_number),
         default=H100_BF16_DENSE_FLOPS,
         help="device peak FLOP/s (default 989e12: H100 SXM dense BF16)",
     )

@@ -17,11 +17,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import InputError
+from core.errors import ConfigError, InputError
 from core.files import doc_parquet_files
 from core.selectors import selection_mask
 from mixtures.recipe import Recipe
-from mixtures.sampler import phase_quotas
+from mixtures.sampler import check_source_manifest, phase_quotas
 
 CHINCHILLA_TOKENS_PER_PARAM = 20
 H100_BF16_DENSE_FLOPS = 989e12
@@ -60,7 +60,9 @@ def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
     """(tokens, exact): the manifest's count, or an estimate from the selected documents."""
     src = recipe.sources[name]
     if src.shards is not None and (src.shards / "manifest.json").is_file():
-        return int(json.loads((src.shards / "manifest.json").read_text())["tokens"]), True
+        manifest = json.loads((src.shards / "manifest.json").read_text())
+        check_source_manifest(recipe, name, manifest)  # the trainer's rule: refuse what it refuses
+        return int(manifest["tokens"]), True
     if src.docs is None:
         return None, False
     import pyarrow.compute as pc
@@ -82,6 +84,8 @@ def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
 
 
 def make_plan(recipe: Recipe, seq_len: int = 1) -> Plan:
+    if seq_len <= 0:  # phase_quotas divides by it
+        raise ConfigError(f"sequence length must be a positive integer, got {seq_len}")
     sources: dict[str, SourcePlan] = {}
     for name, src in recipe.sources.items():
         avail, exact = available_tokens(recipe, name)
@@ -110,6 +114,10 @@ def make_plan(recipe: Recipe, seq_len: int = 1) -> Plan:
 def compute_budget(
     params: float, tokens: int, mfu: float = 0.4, peak_flops: float = H100_BF16_DENSE_FLOPS
 ) -> dict[str, float]:
+    if params <= 0 or not 0 < mfu <= 1 or peak_flops <= 0:  # each is a divisor below
+        raise ConfigError(
+            f"need model params > 0, 0 < MFU <= 1 and peak FLOP/s > 0; got {params:g}, {mfu:g}, {peak_flops:g}"
+        )
     flops = 6.0 * params * tokens
     chinchilla = CHINCHILLA_TOKENS_PER_PARAM * params
     return {

@@ -321,3 +321,18 @@ class MixtureSampler:
                 mine = s
         assert mine is not None
         return mine
+
+
+def check_source_manifest(recipe: Recipe, name: str, manifest: dict[str, Any]) -> None:
+    """RecipeError where source `name`'s `select` differs from the one its shards were tokenized with.
+
+    The rule MixtureSampler applies to every source it opens, as a function `python -m mixtures
+    plan` calls too (on the manifest alone, without opening shards), so the plan refuses exactly
+    the recipes the trainer refuses. A source without `select` takes its shards as they are.
+    """
+    src = recipe.sources[name]
+    if src.select and manifest.get("select") != src.select_spec():
+        raise RecipeError(
+            f"{recipe.path}: sources.{name}.select is {src.select_spec()} but {src.shards} was "
+            f"tokenized with {manifest.get('select')}; re-tokenize or fix the recipe"
+        )

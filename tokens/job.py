@@ -38,6 +38,7 @@ from core.files import doc_parquet_files, sha256_file
 from core.output import OutputDir, atomic_write_json
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
 from core.selectors import Selector, SelectorError, parse_selectors, selection_mask
+from core.spark import check_master
 from core.stats import Stats
 from tokens.shards import build_manifest, dtype_for_vocab, write_shard_files
 from tokens.tokenizer import build_encoder, load_tokenizer
@@ -237,6 +238,10 @@ def list_inputs(input_dir: str, selectors: tuple[Selector, ...]) -> list[str]:
                     f"{f}: selector `{s}` needs column {s.column!r}, which is not there; "
                     f"columns: {', '.join(names)}"
                 )
+        # Applied to no rows of this file's schema: a value the column's type cannot be compared
+        # with (`lang_score=~~ 1` on a float) fails here, not in every Spark task.
+        if selectors:
+            selection_mask(pq.read_schema(f).empty_table(), selectors, source=f)
     return files
 
 
@@ -295,8 +300,9 @@ def run_tokenize(
     config = tokenize_config(source, selectors, tok, files)
     fingerprint = config_fingerprint(config)
     units = [(f, part_name(i)) for i, f in enumerate(files)]
+    check_master(master)  # before the folder below is made
     # Guarded here as well as in the runner: the manifest below is removed only from our own folder.
-    out.prepare("tokenize", config, fingerprint)
+    created = out.prepare("tokenize", config, fingerprint)
     if not all(out.is_done(u) for _, u in units):
         with contextlib.suppress(FileNotFoundError):
             (out.root / "manifest.json").unlink()  # it marks a complete source; rewritten below
@@ -310,9 +316,21 @@ def run_tokenize(
         encoder=encoder,
     )
     job = PerFileJob(
-        "tokenize", config, fingerprint, tokenize_unit, payload=task, stage_order=STAGES, subdirs=SUBDIRS
+        "tokenize",
+        config,
+        fingerprint,
+        tokenize_unit,
+        payload=task,
+        stage_order=STAGES,
+        subdirs=SUBDIRS,
+        guard_inputs=False,  # the input list is part of `config` (and of the fingerprint) already
     )
-    res = run_per_file(job, units, str(out.root), master, spark_conf, progress)
+    try:
+        res = run_per_file(job, units, str(out.root), master, spark_conf, progress)
+    except BaseException:
+        if created:  # Spark did not start: no empty folder claims this source for this config
+            out.discard()
+        raise
     markers = [m for _, u in units if (m := out.read_marker(u)) is not None]
     manifest = None
     if len(markers) == len(units):

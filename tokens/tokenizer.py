@@ -41,7 +41,7 @@ from pydantic import model_validator
 from core.config import ConfigError, ConfigModel, check_positive, fingerprint_of, load_config
 from core.errors import InputError
 from core.files import doc_parquet_files, sha256_file
-from core.output import atomic_write_bytes, atomic_write_json
+from core.output import atomic_write_bytes, atomic_write_json, check_folder_path
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,13 @@ def train_tokenizer(input_dir: str | Path, output_dir: str | Path, cfg: Tokenize
     import pyarrow.parquet as pq
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+    out = check_folder_path(output_dir, "--output")  # a file there fails now, not after training
     files = doc_parquet_files(input_dir)
+    for f in files:  # named here: pyarrow's own error for a missing column does not say which file
+        names = pq.read_schema(f).names
+        missing = [c for c in ("id", "text") if c not in names]
+        if missing:
+            raise InputError(f"{f}: no {' or '.join(map(repr, missing))} column; columns: {', '.join(names)}")
     sample = select_sample(files, cfg)
     if not sample:
         raise InputError(f"{input_dir}: no documents to train a tokenizer on")
@@ -161,7 +167,6 @@ def train_tokenizer(input_dir: str | Path, output_dir: str | Path, cfg: Tokenize
     )
     tok.train_from_iterator(ordered, trainer=trainer, length=len(ordered))
 
-    out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     tok_path = out / "tokenizer.json"
     atomic_write_bytes(tok_path, tok.to_str(pretty=True).encode())

@@ -1,4 +1,9 @@
-"""Stage `ids`: unusable text (empty_text, no_words) and duplicate ids (the longest text under an id stays)."""
+"""Stage `ids`: unusable text (empty_text, no_words), documents without an id (null_id), and duplicate
+ids (the longest text under an id stays).
+
+A null id is removed and counted here rather than carried on: every later stage keys decisions and
+clusters by id, and the output would hold a document with a null `id` and `dup_cluster`.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,9 @@ class Ids(Stage):
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        prep = ctx.prep
+        # unusable text first (prepare's reason), then a missing id
+        reason = F.coalesce(F.col("_reason"), F.when(F.col("id").isNull(), F.lit("null_id")))
+        prep = ctx.prep.withColumn("_reason", reason)
         bad = decisions_of(prep.where(F.col("_reason").isNotNull()), "ids", F.col("_reason"))
         w = Window.partitionBy("id").orderBy(F.col("_bytes").desc(), F.col("_text_hash"), F.col("_row"))
         dup = (

@@ -117,3 +117,27 @@ def test_score_job_on_spark(spark, tmp_path, extract_out, model_dir, positives, 
     train_quality(positives, [extract_out], other, small_config(seed=7))
     with pytest.raises(OutputConflict):
         run_score(extract_out, tmp_path / "scored", other, master=master)
+
+
+def test_score_batch_size_zero_refused_before_spark(tmp_path, extract_out, model_dir, capsys):
+    """It started Spark and failed every input with pyarrow's `batch_size must be greater than zero`."""
+    out = tmp_path / "out"
+    args = ["score", "--input", str(extract_out), "--model", str(model_dir), "--output", str(out)]
+    for bad in ("0", "-3"):
+        assert main([*args, "--batch-size", bad]) == 2
+        assert f"--batch-size must be a positive integer, got {bad}" in capsys.readouterr().err
+        assert not out.exists()
+
+
+def test_evaluate_checks_before_the_work(tmp_path, model_dir, labelled, capsys):
+    base = ["evaluate", "--model", str(model_dir), "--labelled", str(labelled)]
+    for t in ("7", "-0.1", "nan"):
+        assert main([*base, "--threshold", t]) == 2
+        assert "--threshold must be in [0, 1]" in capsys.readouterr().err
+    missing = tmp_path / "missing" / "dir" / "p.jsonl"
+    assert main([*base, "--predictions", str(missing)]) == 2
+    captured = capsys.readouterr()
+    assert f"folder {missing.parent} does not exist" in captured.err
+    assert captured.out == ""  # refused before the model ran (no metrics printed)
+    assert main([*base, "--predictions", str(tmp_path)]) == 2
+    assert "is a folder; name a file" in capsys.readouterr().err

@@ -144,3 +144,20 @@ def test_spark_submit_runs_the_same_module(job_out, warc_dir, tmp_path):
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _docs(out) == _docs(out_ref)
+
+
+def test_other_input_list_is_refused_same_list_resumes(job_out, warc_dir):
+    """`extract --input A B --output O` then `--input C --output O` mixed C's documents into O while
+    stats.json and _SUCCESS described only C."""
+    out, _ = job_out
+    before = sorted(p.name for p in (out / "docs").iterdir())
+    with pytest.raises(OutputConflict, match=r"differs in: inputs\); inputs: 1 added \(.*BL-2014"):
+        run_extract([*_inputs(warc_dir), str(warc_dir / FILES_OTHER)], str(out), CFG, progress=False)
+    with pytest.raises(OutputConflict, match=r"inputs: \d+ removed"):
+        run_extract(_inputs(warc_dir)[:2], str(out), CFG, progress=False)
+    assert sorted(p.name for p in (out / "docs").iterdir()) == before
+    again = run_extract(_inputs(warc_dir)[::-1], str(out), CFG, progress=False)  # order is not a change
+    assert again.processed == 0 and again.skipped == len(FILES)
+
+
+FILES_OTHER = "BL-20140325121225068-00000-32090~opera~8443.warc.gz"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 
@@ -143,3 +144,20 @@ def test_pii_types_and_placeholders_from_config(tmp_path, warc_dir):
     assert sum(d["text"].count("[mail]") for d in docs) == 4
     # Types not scanned are null, not 0: "not looked for" differs from "none found".
     assert all(d["pii_counts"]["phone"] is None and d["pii_counts"]["email"] is not None for d in docs)
+
+
+@pytest.mark.parametrize("content", [b"", gzip.compress(b"")], ids=["zero_bytes", "empty_gzip"])
+def test_empty_file_is_a_counted_drop(tmp_path, content):
+    """A WARC without a single record was a done unit with no row anywhere in its funnel."""
+    path = tmp_path / "x.warc.gz"
+    path.write_bytes(content)
+    res, _ = _run(path, tmp_path / "o")
+    assert res["status"] == "done"
+    stats = json.loads((tmp_path / "o" / "stats" / f"{res['unit']}.json").read_text())
+    assert stats["stages"][0]["drops"] == {"empty_file": 1}
+    _check_funnel(stats)
+    rejected = pq.read_table(tmp_path / "o" / "rejected" / f"{res['unit']}.parquet").to_pylist()
+    assert [(r["stage"], r["reason"], r["warc_file"]) for r in rejected] == [
+        ("read", "empty_file", "x.warc.gz")
+    ]
+    assert rejected[0]["detail"] == f"{len(content)} bytes, no WARC record"

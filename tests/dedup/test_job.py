@@ -419,3 +419,23 @@ def test_the_stage_list_drives_markers_and_funnel(spark, corpus, tmp_path, monke
     kept = {r["id"] for r in _read(out)}
     assert not kept & set(PLANTED)
     assert all(orig in kept and later in kept for orig, later in plan["url"])  # no URL dedup: both stay
+
+
+@pytest.mark.spark
+def test_null_id_is_a_counted_drop(spark, data_dir, tmp_path):
+    """A document with a null id passed through with `id` and `dup_cluster` null."""
+    docs = [d for d in real_documents(data_dir) if 300 <= len(d.split()) <= 900][:6]
+    rows = [_row(i, t) for i, t in enumerate(docs)]
+    rows[2]["id"] = None  # a real document without an id
+    rows.append({**_row(90, ""), "id": None})  # no id and no text: the text reason comes first
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
+    out = tmp_path / "out"
+    result = run_dedup(str(tmp_path / "in.parquet"), str(out), DedupJobConfig.from_dict(CFG), progress=False)
+    kept = pq.read_table(out / "docs").to_pylist()
+    assert all(r["id"] is not None and r["dup_cluster"] is not None for r in kept)
+    assert sorted(r["id"] for r in kept) == sorted(r["id"] for r in rows if r["id"] is not None)
+    removed = pq.read_table(out / "removed_ids").to_pylist()
+    assert sorted(r["reason"] for r in removed) == ["empty_text", "null_id"]
+    funnel = {s["stage"]: s for s in json.loads((out / "stats.json").read_text())["stages"]}
+    assert funnel["ids"]["drops"] == {"empty_text": 1, "null_id": 1}
+    assert result.docs_in == len(rows)

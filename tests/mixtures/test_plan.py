@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from mixtures.plan import make_plan
-from mixtures.recipe import Recipe
+from core.errors import ConfigError
+from mixtures.__main__ import main
+from mixtures.plan import compute_budget, make_plan
+from mixtures.recipe import Recipe, RecipeError
 
 
 def _docs(folder, rows):
@@ -46,3 +49,61 @@ def test_estimate_from_selected_documents(tmp_path):
     assert (plan.sources["web"].available, plan.sources["web"].exact) == (round(selected_bytes / 2.0), False)
     assert plan.sources["later"].available is None
     assert any(w.startswith("later: tokens available unknown") for w in plan.warnings)
+
+
+def _one_source_recipe(tmp_path, weight="1"):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "manifest.json").write_text('{"tokens": 1000, "select": {}}')
+    path = tmp_path / "r.yaml"
+    path.write_text(
+        "total_tokens: 100\nsources: {web: {shards: shards}}\n"
+        f"phases: [{{name: main, share: 1, weights: {{web: {weight}}}}}]\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--seq-len", "0"],
+        ["--seq-len=-5"],
+        ["--model-params", "1M", "--mfu", "0"],
+        ["--model-params", "1M", "--mfu", "1.5"],
+        ["--model-params", "1M", "--peak-flops", "0"],
+        ["--model-params=-1M"],
+        ["--model-params", "0"],
+        ["--model-params", "nan"],
+    ],
+)
+def test_plan_refuses_arguments_it_would_divide_by(tmp_path, args, capsys):
+    """Each of these was a ZeroDivisionError traceback (exit 1) or a silent negative cost."""
+    path = _one_source_recipe(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        main(["plan", str(path), *args])
+    assert e.value.code == 2
+    assert f"argument {args[-1].split('=')[0] if '=' in args[-1] else args[-2]}" in capsys.readouterr().err
+
+
+def test_plan_runs_with_valid_arguments(tmp_path, capsys):
+    path = _one_source_recipe(tmp_path)
+    assert main(["plan", str(path), "--seq-len", "10", "--model-params", "1M", "--mfu", "1"]) == 0
+    assert "GPU-hours at 100% MFU" in capsys.readouterr().out
+
+
+def test_library_refuses_zero_divisors(tmp_path):
+    """The same rules for callers that do not go through argparse."""
+    recipe = Recipe.load(_one_source_recipe(tmp_path))
+    with pytest.raises(ConfigError, match="sequence length"):
+        make_plan(recipe, 0)
+    with pytest.raises(ConfigError, match="MFU"):
+        compute_budget(1e6, 100, mfu=0)
+
+
+@pytest.mark.parametrize("weight", [".inf", "-.inf", ".nan"])
+def test_non_finite_weight_refused_on_load(tmp_path, weight, capsys):
+    path = _one_source_recipe(tmp_path, weight)
+    with pytest.raises(RecipeError, match=r"phases\[0\]\.weights\.web"):
+        Recipe.load(path)
+    assert main(["plan", str(path)]) == 2
+    assert "phases[0].weights.web" in capsys.readouterr().err

@@ -253,3 +253,28 @@ def test_heldout_split_resume_and_checks(sources):
         RecipeError, match=rf"source web: holds \d+ tokens, fewer than the {n * SEQ} held out"
     ):
         MixtureSampler(r, SEQ, heldout_sequences=n)
+
+
+@pytest.mark.parametrize("select", [{"lang": "en"}, {"no_such_column": ">= 1"}])
+def test_plan_refuses_what_the_sampler_refuses(sources, select, capsys):
+    """A `select` unlike the one the shards were made with (here: none), or one naming a column the
+    documents lack, is refused by `mixtures plan` (exit 2, naming the source and key) as by the sampler."""
+    from mixtures.__main__ import main
+
+    root, srcs = sources
+    data = {
+        "name": "t",
+        "total_tokens": 1000,
+        "sources": {"web": {"shards": str(srcs["web"]), "select": select}},
+        "phases": [{"name": "main", "share": 1, "weights": {"web": 1}}],
+    }
+    path = root / f"recipe-{next(iter(select))}.yaml"
+    path.write_text(json.dumps(data))  # JSON is YAML
+    with pytest.raises(RecipeError) as sampler_err:
+        MixtureSampler(Recipe.load(path), SEQ)
+    with pytest.raises(RecipeError) as plan_err:
+        make_plan(Recipe.load(path), SEQ)
+    assert str(plan_err.value) == str(sampler_err.value)
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"sources.web.select is {select}" in err and str(srcs["web"]) in err

@@ -137,3 +137,34 @@ def test_spark_job_manifest_rerun_and_conflict(spark, tmp_path, corpus, tok_path
         run_tokenize(str(corpus), str(other), str(out), source="all")
     with pytest.raises(SelectorError, match="needs column 'no_such_score'"):
         run_tokenize(str(corpus), str(tok_path), str(out), source="q", select={"no_such_score": ">= 0.5"})
+
+
+@pytest.mark.parametrize(
+    "select, needle",
+    [
+        (["quality=~~ 1"], "selector `quality == '~~ 1'` cannot compare column 'quality' of type"),
+        (["lang=>= 0.5"], "selector `lang >= 0.5` cannot compare column 'lang' of type string"),
+        (["quality=[en]"], "selector `quality in ['en']` cannot compare column 'quality'"),
+    ],
+)
+def test_selector_the_column_type_refuses_fails_before_the_folder(
+    tmp_path, corpus, tok_path, capsys, select, needle
+):
+    """Such a selector failed in every Spark task and left a folder that refused the corrected command."""
+    from tokens.cli import main
+
+    out = tmp_path / "t"
+    args = ["tokenize", "--input", str(corpus), "--tokenizer", str(tok_path), "--output", str(out)]
+    assert main([*args, *(a for s in select for a in ("--select", s))]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and str(corpus / "docs") in err  # names the file
+    assert not out.exists()
+
+
+def test_tokenize_output_that_is_a_file(tmp_path, corpus, tok_path, capsys):
+    from tokens.cli import main
+
+    f = tmp_path / "afile"
+    f.write_text("x")
+    assert main(["tokenize", "--input", str(corpus), "--tokenizer", str(tok_path), "--output", str(f)]) == 2
+    assert f"{f} is a file, not a folder" in capsys.readouterr().err

@@ -82,3 +82,29 @@ def test_config_errors_name_file_and_key(tmp_path):
         TokenizerConfig.load(p)
     p.write_text("vocab_size: 4096\nsample_docs: 7\n")
     assert TokenizerConfig.load(p) == TokenizerConfig(vocab_size=4096, sample_docs=7)
+
+
+def test_output_that_is_a_file_refused_before_training(tmp_path, corpus, capsys):
+    from tokens.cli import main
+
+    f = tmp_path / "afile"
+    f.write_text("x")
+    assert main(["train-tokenizer", "--input", str(corpus), "--output", str(f)]) == 2
+    assert f"--output {f} is a file, not a folder" in capsys.readouterr().err
+    assert f.read_text() == "x"
+
+
+@pytest.mark.parametrize("columns", [{"id": ["a"], "body": ["x"]}, {"text": ["x"]}])
+def test_parquet_without_text_or_id_names_the_file(tmp_path, capsys, columns):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    pq.write_table(pa.table({"id": ["b"], "text": ["fine"]}), docs / "a.parquet")
+    bad = docs / "b.parquet"
+    pq.write_table(pa.table(columns), bad)
+    from tokens.cli import main
+
+    assert main(["train-tokenizer", "--input", str(docs), "--output", str(tmp_path / "tok")]) == 2
+    err = capsys.readouterr().err
+    missing = "'text'" if "text" not in columns else "'id'"
+    assert f"error: {bad}: no {missing} column; columns: {', '.join(columns)}" in err
+    assert not (tmp_path / "tok").exists()
