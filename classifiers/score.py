@@ -37,7 +37,7 @@ from classifiers.data import DataError, expand
 from classifiers.model import ModelError, load_model, read_metadata
 from core.config import ConfigModel
 from core.errors import ConfigError
-from core.files import sha256_file
+from core.files import parquet_schema, sha256_file
 from core.output import OutputDir
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
 from core.stats import Stats
@@ -91,10 +91,7 @@ def list_inputs(input_dir: str | Path) -> tuple[Path, list[Path]]:
     files = expand(p)  # core.files.doc_parquet_files; DataError if no .parquet
     root = p / "docs" if p.is_dir() and (p / "docs").is_dir() else (p if p.is_dir() else p.parent)
     for f in files:
-        try:
-            names = pq.read_schema(f).names
-        except (pa.ArrowInvalid, OSError) as e:
-            raise DataError(f"{f}: not a readable Parquet file ({e})") from None
+        names = parquet_schema(f).names
         if "text" not in names:
             raise DataError(f"{f} has no 'text' column (columns: {', '.join(names) or 'none'})")
     return root, files

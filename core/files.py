@@ -9,7 +9,7 @@ from pathlib import Path
 
 from core.errors import InputError
 
-__all__ = ["doc_parquet_files", "sha256_file"]
+__all__ = ["doc_parquet_files", "parquet_schema", "sha256_file"]
 
 
 def doc_parquet_files(path: str | Path) -> list[Path]:
@@ -43,3 +43,18 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def parquet_schema(path: str | Path):
+    """The Arrow schema in a Parquet file's footer; InputError naming the file if it cannot be read.
+
+    Every job checks its inputs' columns this way before any work starts, so a truncated or
+    corrupt file is reported by name (pyarrow's own message does not say which file).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(f"{path}: not a readable Parquet file ({e})") from None

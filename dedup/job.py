@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from core.errors import InputError
-from core.files import doc_parquet_files
+from core.files import doc_parquet_files, parquet_schema
 from core.output import atomic_write_json, guard_folder
 from core.spark import check_master
 from core.stats import Stats, funnel_table
@@ -51,10 +50,7 @@ def resolve_input(path: str) -> list[str]:
     """
     files = doc_parquet_files(path)
     for f in files:
-        try:
-            schema = pq.read_schema(f)
-        except (pa.ArrowInvalid, OSError) as e:
-            raise InputError(f"{f}: not a readable Parquet file ({e})") from None
+        schema = parquet_schema(f)
         for col in ("id", "text"):
             if col not in schema.names:
                 raise InputError(f"{f}: no `{col}` column (columns: {', '.join(schema.names)})")

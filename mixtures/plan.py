@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import ConfigError, InputError
-from core.files import doc_parquet_files
+from core.files import doc_parquet_files, parquet_schema
 from core.selectors import selection_mask
 from mixtures.recipe import Recipe
 from mixtures.sampler import check_source_manifest, phase_quotas
@@ -75,7 +75,7 @@ def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
     nbytes = 0
     for f in files:
         cols = ["text", *dict.fromkeys(s.column for s in src.select)]
-        names = pq.read_schema(f).names
+        names = parquet_schema(f).names
         table = pq.read_table(f, columns=[c for c in cols if c in names])
         mask, _ = selection_mask(table, src.select, source=str(f))
         texts = table.filter(mask).column("text")

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import InputError
-from core.files import doc_parquet_files, sha256_file
+from core.files import doc_parquet_files, parquet_schema, sha256_file
 from core.output import OutputDir, atomic_write_json
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
 from core.selectors import Selector, SelectorError, parse_selectors, selection_mask
@@ -225,11 +225,11 @@ class TokenizeResult(RunResult):
 
 def list_inputs(input_dir: str, selectors: tuple[Selector, ...]) -> list[str]:
     """The input files (absolute, sorted); InputError/SelectorError for a missing column, before Spark."""
-    import pyarrow.parquet as pq
 
     files = [str(p.resolve()) for p in doc_parquet_files(input_dir)]
     for f in files:
-        names = pq.read_schema(f).names
+        schema = parquet_schema(f)
+        names = schema.names
         if "text" not in names:
             raise InputError(f"{f}: no 'text' column; columns: {', '.join(names)}")
         for s in selectors:
@@ -241,7 +241,7 @@ def list_inputs(input_dir: str, selectors: tuple[Selector, ...]) -> list[str]:
         # Applied to no rows of this file's schema: a value the column's type cannot be compared
         # with (`lang_score=~~ 1` on a float) fails here, not in every Spark task.
         if selectors:
-            selection_mask(pq.read_schema(f).empty_table(), selectors, source=f)
+            selection_mask(schema.empty_table(), selectors, source=f)
     return files
 
 

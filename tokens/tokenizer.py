@@ -40,7 +40,7 @@ from pydantic import model_validator
 
 from core.config import ConfigError, ConfigModel, check_positive, fingerprint_of, load_config
 from core.errors import InputError
-from core.files import doc_parquet_files, sha256_file
+from core.files import doc_parquet_files, parquet_schema, sha256_file
 from core.output import atomic_write_bytes, atomic_write_json, check_folder_path
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ def train_tokenizer(input_dir: str | Path, output_dir: str | Path, cfg: Tokenize
     out = check_folder_path(output_dir, "--output")  # a file there fails now, not after training
     files = doc_parquet_files(input_dir)
     for f in files:  # named here: pyarrow's own error for a missing column does not say which file
-        names = pq.read_schema(f).names
+        names = parquet_schema(f).names
         missing = [c for c in ("id", "text") if c not in names]
         if missing:
             raise InputError(f"{f}: no {' or '.join(map(repr, missing))} column; columns: {', '.join(names)}")
