@@ -231,12 +231,13 @@ class Trainer:
 
     def load(self, tag: str, keep_quarantine: bool = False) -> None:
         path = self.ckpt_root / tag
-        load_path, _ = self.engine.load_checkpoint(
-            str(self.ckpt_root), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=False
-        )
+        st = ckpt.load_trainer_state(path, self.rank, self.world)  # first: JSON, and the world-size check
+        with ckpt.safe_torch_load():  # DeepSpeed's own torch.load(weights_only=False), forced weights-only
+            load_path, _ = self.engine.load_checkpoint(
+                str(self.ckpt_root), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=False
+            )
         if load_path is None:
             raise RuntimeError(f"DeepSpeed could not load {path}")
-        st = ckpt.load_trainer_state(path, self.rank, self.world)
         quarantine = list(self.batches.quarantine)
         self.step = st["step"]
         self.tokens_consumed = st["tokens_consumed"]
