@@ -22,6 +22,7 @@ from core.files import doc_parquet_files
 from core.selectors import selection_mask
 from mixtures.recipe import Recipe
 from mixtures.sampler import phase_quotas
+from mixtures.validate import check_sources
 
 CHINCHILLA_TOKENS_PER_PARAM = 20
 H100_BF16_DENSE_FLOPS = 989e12
@@ -82,6 +83,8 @@ def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
 
 
 def make_plan(recipe: Recipe, seq_len: int = 1) -> Plan:
+    # what the sampler and the trainer refuse, plan refuses too (sources not tokenized yet are estimated)
+    check_sources(recipe, require_shards=False)
     sources: dict[str, SourcePlan] = {}
     for name, src in recipe.sources.items():
         avail, exact = available_tokens(recipe, name)
