@@ -234,6 +234,28 @@ def deepspeed_safe_globals() -> list:
     return [LossScaler, ZeroStageEnum]
 
 
+def check_deepspeed_files(ckpt: Path) -> None:
+    """Refuse, naming the file and what it needs, a DeepSpeed file of `ckpt` that is not plain data.
+
+    A static read of each file's pickle (torch.serialization.get_unsafe_globals_in_checkpoint: nothing is
+    called) before DeepSpeed sees the folder, so the error names the file; the guarantee itself is the
+    weights-only unpickler of safe_torch_load(), which also covers what a static read cannot see.
+    """
+    with torch.serialization.safe_globals(deepspeed_safe_globals()):
+        for f in sorted(ckpt.glob("*.pt")):
+            if f.name.startswith("trainer_rank"):
+                continue  # the trainer's own legacy state: read_trainer_state's allowlist
+            try:
+                unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(f)
+            except ValueError:  # torch's legacy (non-zip) format: only the forced weights-only load checks it
+                continue
+            if unsafe:
+                raise CheckpointError(
+                    f"{f}: refused to load: it is not plain data (it needs {', '.join(sorted(unsafe))}); "
+                    "load only checkpoints you wrote"
+                )
+
+
 @contextlib.contextmanager
 def safe_torch_load() -> Iterator[None]:
     """Every `torch.load` inside is weights-only, also DeepSpeed's own `weights_only=False` calls.

@@ -257,6 +257,7 @@ class Trainer:
     def load(self, tag: str, keep_quarantine: bool = False) -> None:
         path = self.ckpt_root / tag
         st = ckpt.load_trainer_state(path, self.rank, self.world)  # first: JSON, and the world-size check
+        ckpt.check_deepspeed_files(path)  # a refused file is named here, before DeepSpeed reads any
         with ckpt.safe_torch_load():  # DeepSpeed's own torch.load(weights_only=False), forced weights-only
             load_path, _ = self.engine.load_checkpoint(
                 str(self.ckpt_root), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=False

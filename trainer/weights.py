@@ -33,6 +33,7 @@ def consolidated(root: Path, tag: str) -> tuple[dict[str, torch.Tensor], dict]:
     if why is not None:
         raise SystemExit(f"{root / tag}: {why}")
     st = ckpt.read_trainer_state(root / tag, 0)  # first: a refused file stops before DeepSpeed reads any
+    ckpt.check_deepspeed_files(root / tag)
     with ckpt.safe_torch_load():  # zero_to_fp32 calls torch.load(weights_only=False): forced weights-only
         sd = get_fp32_state_dict_from_zero_checkpoint(str(root), tag=tag)
     mcfg = st["model_config"]

@@ -63,9 +63,29 @@ def test_deepspeed_shard_with_code_is_refused_by_weights_export(tmp_path):
     for kind in ("model", "optim"):
         torch.save({"x": _Pwn(marker)}, d / f"zero_pp_rank_0_mp_rank_00_{kind}_states.pt")
     _complete(d)
-    with pytest.raises(Exception, match=r"(?i)weights only load failed|unsupported global"):
+    with pytest.raises(
+        ckpt.CheckpointError, match=r"zero_pp_rank_0_mp_rank_00_model_states\.pt: refused .*system"
+    ):
         weights.consolidated(tmp_path, ckpt.tag_for(10))
     assert not marker.exists()
+    # without the static pre-check, the forced weights-only load still refuses it (what it cannot see)
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    with ckpt.safe_torch_load(), pytest.raises(Exception, match=r"(?i)weights only load failed"):
+        get_fp32_state_dict_from_zero_checkpoint(str(tmp_path), tag=ckpt.tag_for(10))
+    assert not marker.exists()
+
+
+def test_real_deepspeed_files_pass_the_static_check(tmp_path):
+    """What DeepSpeed's ZeRO-3 engine writes (the classes of deepspeed_safe_globals) is not refused."""
+    from deepspeed.runtime.fp16.loss_scaler import LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+
+    torch.save(
+        {"loss_scaler": LossScaler(1.0), "zero_stage": ZeroStageEnum.weights}, tmp_path / "o_optim_states.pt"
+    )
+    torch.save({"module": {"w": torch.ones(2)}}, tmp_path / "m_model_states.pt")
+    ckpt.check_deepspeed_files(tmp_path)
 
 
 def test_deepspeed_checkpoint_engine_load_is_forced_weights_only(tmp_path):
