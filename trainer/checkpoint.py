@@ -18,7 +18,8 @@ So the trainer's own state is JSON, a `trainer_rank<r>.pt` of older versions is 
 `weights_only=True` and NumPy's array types allowed (what those files hold), and DeepSpeed's files, which
 DeepSpeed itself loads with `weights_only=False`, are read inside `safe_torch_load()`: torch's
 `TORCH_FORCE_WEIGHTS_ONLY_LOAD` turns every `torch.load` into a weights-only one, with the two plain
-DeepSpeed classes its ZeRO optimizer state holds allowed (`DEEPSPEED_SAFE_GLOBALS`).
+DeepSpeed classes its ZeRO optimizer state holds allowed (`deepspeed_safe_globals`). Before that,
+`check_deepspeed_files` reads each file's pickle statically, so a refused file is named in the error.
 """
 
 from __future__ import annotations
