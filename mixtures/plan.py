@@ -21,7 +21,8 @@ from core.errors import ConfigError, InputError
 from core.files import doc_parquet_files, parquet_schema
 from core.selectors import selection_mask
 from mixtures.recipe import Recipe
-from mixtures.sampler import check_source_manifest, phase_quotas
+from mixtures.sampler import phase_quotas
+from mixtures.validate import check_sources
 
 CHINCHILLA_TOKENS_PER_PARAM = 20
 H100_BF16_DENSE_FLOPS = 989e12
@@ -61,7 +62,6 @@ def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
     src = recipe.sources[name]
     if src.shards is not None and (src.shards / "manifest.json").is_file():
         manifest = json.loads((src.shards / "manifest.json").read_text())
-        check_source_manifest(recipe, name, manifest)  # the trainer's rule: refuse what it refuses
         return int(manifest["tokens"]), True
     if src.docs is None:
         return None, False
@@ -86,6 +86,8 @@ def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
 def make_plan(recipe: Recipe, seq_len: int = 1) -> Plan:
     if seq_len <= 0:  # phase_quotas divides by it
         raise ConfigError(f"sequence length must be a positive integer, got {seq_len}")
+    # what the sampler and the trainer refuse, plan refuses too (sources not tokenized yet are estimated)
+    check_sources(recipe, require_shards=False)
     sources: dict[str, SourcePlan] = {}
     for name, src in recipe.sources.items():
         avail, exact = available_tokens(recipe, name)

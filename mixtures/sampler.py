@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from mixtures.recipe import Phase, Recipe, RecipeError
+from mixtures.validate import check_sources, drawn_sources
 from tokens.shards import IndexedShard
 
 STATE_VERSION = 1
@@ -92,7 +93,7 @@ class SourceStream:
         mpath = shard_dir / "manifest.json"
         if not mpath.is_file():
             raise RecipeError(
-                f"source {name}: no manifest.json in {shard_dir} (run `python -m curation tokenize` first)"
+                f"source {name}: no manifest.json in {shard_dir} (run `python -m tokens tokenize` first)"
             )
         self.name = name
         self.manifest = json.loads(mpath.read_text())
@@ -196,23 +197,11 @@ class MixtureSampler:
             )
         self.recipe, self.seq_len, self.rank, self.world_size = recipe, seq_len, rank, world_size
         self.heldout_sequences = heldout_sequences
-        used = [s for s in recipe.sources if any(s in ph.weights for ph in recipe.phases)]
+        check_sources(recipe)  # the recipe against its shards' manifests: the same check as plan and trainer
         self.streams: dict[str, SourceStream] = {}
-        tok_hashes = set()
-        for name in used:
+        for name in drawn_sources(recipe):
             src = recipe.sources[name]
-            if src.shards is None:
-                raise RecipeError(f"{recipe.path}: sources.{name} has no `shards` folder; tokenize it first")
-            st = SourceStream(name, src.shards, recipe.seed, heldout_sequences * seq_len)
-            if src.select and st.manifest.get("select") != src.select_spec():
-                raise RecipeError(
-                    f"{recipe.path}: sources.{name}.select is {src.select_spec()} but {src.shards} was "
-                    f"tokenized with {st.manifest.get('select')}; re-tokenize or fix the recipe"
-                )
-            tok_hashes.add(st.manifest["tokenizer"]["sha256"])
-            self.streams[name] = st
-        if len(tok_hashes) > 1:
-            raise RecipeError(f"{recipe.path}: sources were tokenized with different tokenizers")
+            self.streams[name] = SourceStream(name, src.shards, recipe.seed, heldout_sequences * seq_len)
         self.quotas = [phase_quotas(ph, seq_len) for ph in recipe.phases]
         self.phase_sequences = [sum(q.values()) for q in self.quotas]
         self.total_sequences = sum(self.phase_sequences)
@@ -321,18 +310,3 @@ class MixtureSampler:
                 mine = s
         assert mine is not None
         return mine
-
-
-def check_source_manifest(recipe: Recipe, name: str, manifest: dict[str, Any]) -> None:
-    """RecipeError where source `name`'s `select` differs from the one its shards were tokenized with.
-
-    The rule MixtureSampler applies to every source it opens, as a function `python -m mixtures
-    plan` calls too (on the manifest alone, without opening shards), so the plan refuses exactly
-    the recipes the trainer refuses. A source without `select` takes its shards as they are.
-    """
-    src = recipe.sources[name]
-    if src.select and manifest.get("select") != src.select_spec():
-        raise RecipeError(
-            f"{recipe.path}: sources.{name}.select is {src.select_spec()} but {src.shards} was "
-            f"tokenized with {manifest.get('select')}; re-tokenize or fix the recipe"
-        )

@@ -320,6 +320,22 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
     return cfg
 
 
+def load_recipe(cfg: TrainConfig):
+    """The run's recipe, checked against its shards' manifests (mixtures/validate.py, the check `plan` and
+    the sampler make), as a ConfigError naming `data.recipe`. Not part of load_config: a config is valid
+    on its own (tests and `to_dict` round trips build configs whose recipe lives elsewhere); the trainer
+    calls this before its process group starts."""
+    from mixtures.recipe import Recipe, RecipeError
+    from mixtures.validate import check_sources
+
+    try:
+        recipe = Recipe.load(cfg.data.recipe)
+        check_sources(recipe)
+    except RecipeError as e:
+        raise ConfigError(f"data.recipe: {e}") from None
+    return recipe
+
+
 # ------------------------------------------------------------------ DeepSpeed JSON
 
 

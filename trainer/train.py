@@ -39,10 +39,11 @@ if __package__ in (None, ""):  # started as a script by the launcher: make the r
 import numpy as np
 import torch
 
-from mixtures.recipe import Recipe
+from mixtures.recipe import RecipeError
 from mixtures.sampler import MixtureSampler
+from tokens.shards import ShardFormatError
 from trainer import checkpoint as ckpt
-from trainer.config import ConfigError, TrainConfig, deepspeed_config, load_config
+from trainer.config import ConfigError, TrainConfig, deepspeed_config, load_config, load_recipe
 from trainer.data import Batches
 from trainer.faults import ENV_VAR, Faults, faults_from_env
 from trainer.metrics import MetricsWriter, device_peak, flops_per_token, mfu
@@ -65,6 +66,16 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+
+
+def launch_rank_world() -> tuple[int, int]:
+    """(rank, world size) as the launcher set them for init_distributed (deepspeed, torchrun: RANK and
+    WORLD_SIZE; mpirun: OMPI_COMM_WORLD_*); (0, 1) for a plain `python trainer/train.py`."""
+    env = os.environ
+    for r, w in (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+        if r in env and w in env:
+            return int(env[r]), int(env[w])
+    return 0, 1
 
 
 def shm_workspace_path(rank: int) -> Path:
@@ -106,15 +117,22 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, faults: Faults | None = None):
         self.cfg = cfg
         self.faults = faults if faults is not None else Faults()  # test-only (trainer/faults.py)
-        self._init_distributed()
+        # Every check of the config and the data before the process group: a bad recipe is an exit 2 in
+        # seconds, on every rank alike, not a traceback per rank after minutes of distributed start-up.
+        self.rank, self.world = launch_rank_world()
         cfg.schedule.check_divisible(self.world)
+        self.ds_config = deepspeed_config(cfg, self.world, torch.cuda.is_available())
+        tok = self._init_data()
+        if self._init_distributed() != (self.rank, self.world):  # a launcher that sets no RANK/WORLD_SIZE
+            cfg.schedule.check_divisible(self.world)
+            self.ds_config = deepspeed_config(cfg, self.world, self.on_cuda)
+            tok = self._init_data()
 
         # same seed on every rank: every rank builds identical initial weights before ZeRO-3 shards them
         random.seed(cfg.seed)
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
 
-        tok = self._init_data()
         self._init_engine(tok)
 
         self.guard = SpikeGuard(cfg.spike)
@@ -135,12 +153,14 @@ class Trainer:
         if self.faults.active:
             _log(self.rank, f"[trainer] TEST FAULTS ACTIVE ({ENV_VAR}): {self.faults.to_dict()}")
 
-    def _init_distributed(self) -> None:
-        """Process group, this rank's device, and CPU threads per rank."""
+    def _init_distributed(self) -> tuple[int, int]:
+        """Process group, this rank's device, and CPU threads per rank; returns the launcher's
+        (rank, world) before this call, for the caller to compare with the process group's."""
         import deepspeed
         import torch.distributed as dist
         from deepspeed.accelerator import get_accelerator
 
+        before = (self.rank, self.world)
         deepspeed.init_distributed()
         self.dist = dist
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
@@ -155,20 +175,26 @@ class Trainer:
             # processes of one host share its cores; oversubscribing them slows every rank down
             local = int(os.environ.get("LOCAL_SIZE", os.environ.get("LOCAL_WORLD_SIZE", 1)))
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local, 1)))
+        return before
 
     def _init_data(self) -> dict:
-        """This rank's slice of the recipe's stream and the held-out rows; returns the shards' tokenizer entry."""
+        """This rank's slice of the recipe's stream and the held-out rows; returns the shards' tokenizer entry.
+
+        Runs before the process group starts: every recipe and shard error is a ConfigError naming
+        `data.recipe` (exit 2), from the same checks as `mixtures plan` (mixtures/validate.py)."""
         cfg = self.cfg
-        recipe = Recipe.load(cfg.data.recipe)
         self.seq_len = cfg.data.seq_len
-        sampler = MixtureSampler(
-            recipe,
-            self.seq_len + 1,
-            self.rank,
-            self.world,
-            allow_over_cap=cfg.data.allow_over_cap,
-            heldout_sequences=cfg.eval.sequences_per_source,
-        )
+        try:
+            sampler = MixtureSampler(
+                load_recipe(cfg),
+                self.seq_len + 1,
+                self.rank,
+                self.world,
+                allow_over_cap=cfg.data.allow_over_cap,
+                heldout_sequences=cfg.eval.sequences_per_source,
+            )
+        except (RecipeError, ShardFormatError) as e:
+            raise ConfigError(f"data.recipe: {e}") from None
         self.batches = Batches(sampler)
         # (sequences_per_source, seq_len + 1) per source, the same on every rank; never in the training stream
         self.heldout = sampler.heldout() if cfg.eval.sequences_per_source else {}
@@ -200,7 +226,6 @@ class Trainer:
             foreach=False,
             fused=self.on_cuda,
         )
-        self.ds_config = deepspeed_config(cfg, self.world, self.on_cuda)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
             model=model, optimizer=opt, config=self.ds_config
         )
@@ -231,12 +256,14 @@ class Trainer:
 
     def load(self, tag: str, keep_quarantine: bool = False) -> None:
         path = self.ckpt_root / tag
-        load_path, _ = self.engine.load_checkpoint(
-            str(self.ckpt_root), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=False
-        )
+        st = ckpt.load_trainer_state(path, self.rank, self.world)  # first: JSON, and the world-size check
+        ckpt.check_deepspeed_files(path)  # a refused file is named here, before DeepSpeed reads any
+        with ckpt.safe_torch_load():  # DeepSpeed's own torch.load(weights_only=False), forced weights-only
+            load_path, _ = self.engine.load_checkpoint(
+                str(self.ckpt_root), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=False
+            )
         if load_path is None:
             raise RuntimeError(f"DeepSpeed could not load {path}")
-        st = ckpt.load_trainer_state(path, self.rank, self.world)
         quarantine = list(self.batches.quarantine)
         self.step = st["step"]
         self.tokens_consumed = st["tokens_consumed"]
@@ -577,10 +604,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = load_config(args.config, args.overrides)
         faults = faults_from_env()
+        trainer = Trainer(cfg, faults)  # recipe and shards are checked before its process group starts
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
-    trainer = Trainer(cfg, faults)
     try:
         trainer.run()
     finally:

@@ -7,7 +7,7 @@ ZeRO-3 shards each fp32 master parameter across ranks (zero_pp_rank_<r>_…_opti
 `zero_to_fp32` merges them offline, on CPU, without a process group — we call it and write safetensors with
 the model config in the metadata, so `load_model(path)` rebuilds the exact module. A tied LM head is stored
 once (safetensors refuses aliased tensors) and re-tied on load. Only checkpoints that verify (COMPLETE.json,
-sizes and sha256) are read.
+sizes and sha256) are read, and none of their files can run code when loaded (trainer/checkpoint.py).
 """
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ def consolidated(root: Path, tag: str) -> tuple[dict[str, torch.Tensor], dict]:
     why = ckpt.verify(root / tag, "size")
     if why is not None:
         raise SystemExit(f"{root / tag}: {why}")
-    sd = get_fp32_state_dict_from_zero_checkpoint(str(root), tag=tag)
-    st = torch.load(root / tag / "trainer_rank0.pt", weights_only=False)
+    st = ckpt.read_trainer_state(root / tag, 0)  # first: a refused file stops before DeepSpeed reads any
+    ckpt.check_deepspeed_files(root / tag)
+    with ckpt.safe_torch_load():  # zero_to_fp32 calls torch.load(weights_only=False): forced weights-only
+        sd = get_fp32_state_dict_from_zero_checkpoint(str(root), tag=tag)
     mcfg = st["model_config"]
     sd = {k: v.detach().to(torch.float32).contiguous() for k, v in sd.items()}
     if mcfg.get("tie_embeddings", True):

@@ -54,7 +54,10 @@ def test_estimate_from_selected_documents(tmp_path):
 def _one_source_recipe(tmp_path, weight="1"):
     shards = tmp_path / "shards"
     shards.mkdir()
-    (shards / "manifest.json").write_text('{"tokens": 1000, "select": {}}')
+    # the fields a tokenize manifest has that plan reads (no shard files: a source of 1,000 tokens)
+    (shards / "manifest.json").write_text(
+        '{"tokens": 1000, "select": {}, "files": [], "tokenizer": {"sha256": "t"}}'
+    )
     path = tmp_path / "r.yaml"
     path.write_text(
         "total_tokens: 100\nsources: {web: {shards: shards}}\n"

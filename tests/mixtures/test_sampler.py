@@ -278,3 +278,52 @@ def test_plan_refuses_what_the_sampler_refuses(sources, select, capsys):
     assert main(["plan", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"sources.web.select is {select}" in err and str(srcs["web"]) in err
+
+
+def _one_source_recipe(root, shards, select=None):
+    src = {"shards": str(shards), **({"select": select} if select else {})}
+    data = {"name": "t", "seed": 11, "total_tokens": 1_280, "sources": {"web": src},
+            "phases": [{"name": "main", "share": 1.0, "weights": {"web": 1}}]}  # fmt: skip
+    return Recipe.from_dict(data, source="test", base=root)
+
+
+def test_select_other_than_the_shards_is_refused_by_plan_sampler_and_trainer_check(sources):
+    """One validator (mixtures/validate.py) for the three: plan used to pass what the sampler refused."""
+    from mixtures.validate import check_sources
+
+    root, srcs = sources
+    r = _one_source_recipe(root, srcs["web"], select={"lang": "en"})  # the shards were made without one
+    msgs = []
+    for call in (lambda: check_sources(r), lambda: make_plan(r, SEQ), lambda: MixtureSampler(r, SEQ)):
+        with pytest.raises(
+            RecipeError, match=r"sources\.web\.select is \{'lang': 'en'\} but .* tokenized with"
+        ) as e:
+            call()
+        msgs.append(str(e.value))
+    assert len(set(msgs)) == 1  # the same message from each
+    assert set(check_sources(_one_source_recipe(root, srcs["web"]))) == {"web"}
+
+
+@pytest.mark.parametrize("damage", ["truncate_bin", "delete_idx"])
+def test_damaged_shard_is_found_from_the_manifest_before_reading(sources, tmp_path, damage):
+    import shutil
+
+    from mixtures.validate import check_sources
+
+    root, srcs = sources
+    shards = tmp_path / "web"
+    shutil.copytree(srcs["web"], shards)
+    entry = json.loads((shards / "manifest.json").read_text())["files"][0]
+    if damage == "truncate_bin":
+        p = shards / entry["bin"]
+        p.write_bytes(p.read_bytes()[:-2])
+        want = (
+            rf"{entry['bin']} has {entry['bin_bytes'] - 2} bytes, manifest.json records {entry['bin_bytes']}"
+        )
+    else:
+        (shards / entry["idx"]).unlink()
+        want = rf"{entry['idx']} is listed in manifest.json but missing"
+    r = _one_source_recipe(root, shards)
+    for call in (lambda: check_sources(r), lambda: make_plan(r, SEQ), lambda: MixtureSampler(r, SEQ)):
+        with pytest.raises(RecipeError, match=r"sources\.web\.shards: .*" + want):
+            call()

@@ -1,0 +1,94 @@
+"""The one check of a recipe against its sources' token shards, before any work starts.
+
+`check_sources(recipe)` is what `MixtureSampler`, `python -m mixtures plan` and the trainer (before its
+process group starts) all call, so a recipe the trainer would refuse is refused by each of them with the
+same message. It reads only each source's `manifest.json` and stats the files it lists (no shard is
+opened), so it costs milliseconds even for thousands of shards:
+
+- a source drawn from by some phase has a `shards` folder holding a readable `manifest.json`;
+- the recipe's `select` of a source is the selection its shards were tokenized with (a recipe that says
+  `quality: ">= 0.6"` over shards made with `>= 0.4` trains on data other than the one it describes);
+- every `.bin`/`.idx` the manifest lists exists, and each `.bin` has the size the manifest recorded
+  (a truncated or missing shard is found here, not by a rank at step 4,000);
+- all sources were tokenized with the same tokenizer (sha256 of its file).
+
+`plan` runs before tokenizing too: with `require_shards=False` a source without `shards` or without a
+manifest yet is left out of the checks (the plan estimates it from its documents and says so), while a
+manifest that exists is held to every check above.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mixtures.recipe import Recipe, RecipeError
+
+
+def drawn_sources(recipe: Recipe) -> list[str]:
+    """Sources some phase draws from (weight > 0), in recipe order."""
+    return [s for s in recipe.sources if any(s in ph.weights for ph in recipe.phases)]
+
+
+def check_sources(recipe: Recipe, require_shards: bool = True) -> dict[str, dict[str, Any]]:
+    """Each drawn source's manifest, after the checks of the module docstring; RecipeError naming the key."""
+    where = recipe.path or recipe.name
+    manifests: dict[str, dict[str, Any]] = {}
+    for name in drawn_sources(recipe):
+        src = recipe.sources[name]
+        if src.shards is None or not (src.shards / "manifest.json").is_file():
+            if not require_shards:
+                continue
+            if src.shards is None:
+                raise RecipeError(f"{where}: sources.{name} has no `shards` folder; tokenize it first")
+            raise RecipeError(
+                f"{where}: sources.{name}.shards: no manifest.json in {src.shards} "
+                "(run `python -m tokens tokenize` first)"
+            )
+        manifest = _read_manifest(where, name, src.shards)
+        if src.select and manifest.get("select") != src.select_spec():
+            raise RecipeError(
+                f"{where}: sources.{name}.select is {src.select_spec()} but {src.shards} was "
+                f"tokenized with {manifest.get('select')}; re-tokenize or fix the recipe"
+            )
+        _check_files(where, name, src.shards, manifest)
+        manifests[name] = manifest
+    tokenizers = {n: m["tokenizer"].get("sha256") for n, m in manifests.items()}
+    if len(set(tokenizers.values())) > 1:
+        detail = ", ".join(f"{n}: {str(h)[:12]}" for n, h in tokenizers.items())
+        raise RecipeError(f"{where}: sources were tokenized with different tokenizers ({detail})")
+    return manifests
+
+
+def _read_manifest(where: Any, name: str, shards: Path) -> dict[str, Any]:
+    path = shards / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise RecipeError(f"{where}: sources.{name}.shards: {path} is not readable JSON ({e})") from None
+    if (
+        not isinstance(manifest, dict)
+        or not isinstance(manifest.get("files"), list)
+        or "tokenizer" not in manifest
+    ):
+        raise RecipeError(
+            f"{where}: sources.{name}.shards: {path} is not a tokenize manifest (files, tokenizer)"
+        )
+    return manifest
+
+
+def _check_files(where: Any, name: str, shards: Path, manifest: dict[str, Any]) -> None:
+    for entry in manifest["files"]:
+        for key in ("bin", "idx"):
+            p = shards / entry[key]
+            if not p.is_file():
+                raise RecipeError(
+                    f"{where}: sources.{name}.shards: {p} is listed in manifest.json but missing"
+                )
+        size, want = (shards / entry["bin"]).stat().st_size, entry.get("bin_bytes")
+        if want is not None and size != want:
+            raise RecipeError(
+                f"{where}: sources.{name}.shards: {shards / entry['bin']} has {size} bytes, manifest.json "
+                f"records {want} (truncated or replaced; re-tokenize)"
+            )
