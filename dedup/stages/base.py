@@ -19,6 +19,7 @@ import shutil
 import sys
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,7 +143,7 @@ class Flow:
     bytes: int = 0
 
 
-class Stage:
+class Stage(ABC):
     """Base of a dedup stage (see the module docstring); subclasses set the class attributes."""
 
     name: ClassVar[str]
@@ -155,8 +156,9 @@ class Stage:
     def enabled(self, cfg: DedupJobConfig) -> bool:
         return True
 
+    @abstractmethod
     def run(self, ctx: StageContext) -> dict[str, Any]:
-        raise NotImplementedError
+        """Do the stage's work (writing under ctx.store) and return its info (counts, `removed`)."""
 
     def add_to_stats(self, stats: Stats, info: dict[str, Any], flow: Flow) -> None:
         """Its funnel row (what came in, drops per reason from info["removed"], what went on) and counters."""
