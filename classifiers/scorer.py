@@ -1,0 +1,94 @@
+"""The scorer contract: what `python -m classifiers score` asks of a model that annotates documents.
+
+dolma's rule, which the project follows: scorers *annotate*, recipes *select*. A scorer adds float
+columns to every document and never drops one; thresholds live in mixture recipes (`select:`).
+
+The score job (classifiers/score.py) holds a list of `ScorerSpec`s (kind + model folder + options),
+validated on the driver before Spark starts (`describe`), and builds the scorer itself once per
+executor Python process (`load`, cached: Spark reuses Python workers across tasks). Each batch of
+documents is handed to `Scorer.score` with its texts and languages; the result is one float32 array
+per output column, NaN where the document gets null (null text, no model for its language).
+
+A kind is registered once, here in `KINDS`, by import path, so this module imports no model code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from abc import ABC, abstractmethod
+from functools import cache
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from core.config import ConfigModel
+
+
+class Scorer(ABC):
+    """A loaded model that turns a batch of documents into float columns."""
+
+    kind: ClassVar[str]
+    """The option name on the command line (`--quality`, `--perplexity`, `--toxicity`)."""
+
+    @property
+    @abstractmethod
+    def columns(self) -> tuple[str, ...]:
+        """The float32 columns this scorer writes, in order (e.g. `("perplexity", "perplexity_bpb")`)."""
+
+    @abstractmethod
+    def score(self, texts: list[str | None], langs: list[str | None]) -> dict[str, np.ndarray]:
+        """One float32 array of len(texts) per column; NaN marks a null (no text, no model for the language)."""
+
+    @classmethod
+    @abstractmethod
+    def describe(cls, model: str, options: dict[str, Any]) -> dict[str, Any]:
+        """What identifies the scores (model sha256, settings), JSON-able; raises a UserError if
+        `model` is not a usable model folder or an option is wrong. Runs on the driver, before Spark."""
+
+    @classmethod
+    @abstractmethod
+    def load(cls, model: str, options: dict[str, Any]) -> Scorer:
+        """Build the scorer from its folder (called once per process through `load_scorer`)."""
+
+
+class ScorerSpec(ConfigModel):
+    """One scorer of a score job: which kind, which model folder, with which options."""
+
+    kind: str
+    model: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    identity: dict[str, Any] = Field(default_factory=dict)
+    """`describe`'s result: the part that names the scores (and the output folder's fingerprint)."""
+
+
+# kind -> "module:Class". Listed by path so that `classifiers.score` imports no model code it does not use.
+KINDS: dict[str, str] = {
+    "quality": "classifiers.model:QualityScorer",
+}
+
+
+def scorer_class(kind: str) -> type[Scorer]:
+    if kind not in KINDS:
+        raise KeyError(f"unknown scorer kind {kind!r} (known: {', '.join(sorted(KINDS))})")
+    module, name = KINDS[kind].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def make_spec(kind: str, model: str, options: dict[str, Any] | None = None) -> ScorerSpec:
+    """A validated spec: `describe` runs here, on the driver, so a bad model fails before Spark."""
+    options = dict(options or {})
+    return ScorerSpec(
+        kind=kind, model=model, options=options, identity=scorer_class(kind).describe(model, options)
+    )
+
+
+@cache
+def _load(kind: str, model: str, options_json: str) -> Scorer:
+    return scorer_class(kind).load(model, json.loads(options_json))
+
+
+def load_scorer(spec: ScorerSpec) -> Scorer:
+    """The scorer of `spec`, loaded once per process."""
+    return _load(spec.kind, spec.model, json.dumps(spec.options, sort_keys=True))
