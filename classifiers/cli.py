@@ -13,13 +13,16 @@ import argparse
 import json
 from pathlib import Path
 
+import yaml
+
 from classifiers.config import QualityTrainConfig
 from classifiers.evaluate import evaluate
 from classifiers.metrics import metrics_table
 from classifiers.score import run_score
+from classifiers.scorer import ScorerSpec, make_spec
 from classifiers.train import train_quality
 from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
-from core.errors import OutputConflict
+from core.errors import ConfigError, OutputConflict
 from core.output import check_folder_path
 from core.spark import parse_spark_conf
 
@@ -41,10 +44,33 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--threshold", type=float, default=0.5, help="for precision/recall (default 0.5)")
     ev.add_argument("--predictions", default=None, metavar="FILE", help="also write per-document scores")
 
-    sc = sub.add_parser("score", help="add the quality column to Parquet documents on Spark")
+    sc = sub.add_parser(
+        "score", help="add score columns (quality, perplexity, toxicity) to Parquet documents"
+    )
     sc.add_argument("--input", required=True, metavar="DIR", help="extract output, or a folder of Parquet")
     sc.add_argument("--output", required=True, metavar="DIR")
-    sc.add_argument("--model", required=True, metavar="MODEL_DIR")
+    sc.add_argument("--model", default=None, metavar="MODEL_DIR", help="quality model (train-quality)")
+    sc.add_argument(
+        "--perplexity",
+        action="append",
+        default=[],
+        metavar="LM_DIR",
+        help="reference LM (train-lm); repeat for per-language models",
+    )
+    sc.add_argument(
+        "--toxicity",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="toxicity model (see classifiers/toxicity.py)",
+    )
+    sc.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KIND.KEY=VALUE",
+        help="a scorer option, e.g. perplexity.max_tokens=512 (YAML value)",
+    )
     add_spark_args(sc)
     sc.add_argument("--batch-size", type=int, default=1024, help="rows per prediction call")
     sc.add_argument("--no-progress", action="store_true", help="do not print the progress line")
@@ -84,11 +110,36 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scorer_specs(args: argparse.Namespace) -> list[ScorerSpec]:
+    """--perplexity/--toxicity models with their --option values, described (checked) before Spark."""
+    options: dict[str, dict[str, object]] = {}
+    for raw in args.option:
+        key, sep, value = raw.partition("=")
+        kind, dot, name = key.partition(".")
+        if not sep or not dot or not name:
+            raise ConfigError(f"--option {raw!r}: expected KIND.KEY=VALUE, e.g. perplexity.max_tokens=512")
+        options.setdefault(kind, {})[name] = yaml.safe_load(value) if value.strip() else ""
+    wanted = {
+        "quality": [args.model] if args.model else [],
+        "perplexity": args.perplexity,
+        "toxicity": args.toxicity,
+    }
+    for kind in options:
+        if kind == "quality":
+            raise ConfigError("--option quality.…: the quality scorer takes no options")
+        if not wanted.get(kind):
+            raise ConfigError(f"--option {kind}.…: no --{kind} model given to take it")
+    if not any(wanted.values()):
+        raise ConfigError("score: give at least one of --model (quality), --perplexity, --toxicity")
+    return [make_spec(k, m, options.get(k)) for k in ("perplexity", "toxicity") for m in wanted[k]]
+
+
 def _score(args: argparse.Namespace) -> int:
     res = run_score(
         args.input,
         args.output,
         args.model,
+        scorers=_scorer_specs(args),
         master=args.master,
         spark_conf=parse_spark_conf(args.spark_conf),
         batch_size=args.batch_size,
@@ -96,9 +147,11 @@ def _score(args: argparse.Namespace) -> int:
     )
     status = print_run("score", res)
     bins = {k: v for k, v in sorted(res.stats.counters.items()) if k.startswith("quality_bin_")}
-    print(
-        "quality histogram: " + ", ".join(f"{k.removeprefix('quality_bin_')}: {v}" for k, v in bins.items())
-    )
+    if bins:
+        print(
+            "quality histogram: "
+            + ", ".join(f"{k.removeprefix('quality_bin_')}: {v}" for k, v in bins.items())
+        )
     return status
 
 

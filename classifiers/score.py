@@ -1,22 +1,25 @@
-"""Quality scoring as a stage: adds the float32 `quality` column (P(high quality)) to documents.
+"""Scoring as a stage: adds float32 score columns (quality, perplexity, toxicity) to documents.
 
-Two entry points share `score_unit`, which knows nothing of Spark (CONVENTIONS 1):
-- `python -m classifiers score --input DIR --output DIR --model MODEL_DIR` runs `run_score`, a job
-  of core's per-file runner (core.runner.run_per_file): one Spark task per input Parquet file (a
-  file is never split), each task streams its file in batches of `batch_size` rows through
-  `QualityModel.predict` (one fastText C++ call per batch) and writes `docs/<unit>.parquet` with
-  every input column kept, in order, plus `quality`. `score_file` runs one file without Spark.
-- the `extract` job calls `load_model(...).predict_one` per kept document when its config sets
-  `quality.model` (curation/pipeline.py), so both paths give the same number for the same text.
+`python -m classifiers score --input DIR --output DIR [--model QUALITY_DIR] [--perplexity LM_DIR ...]
+[--toxicity MODEL ...] [--option KIND.KEY=VALUE ...]` runs `run_score`, a job of core's per-file
+runner (core.runner.run_per_file): one Spark task per input Parquet file (a file is never split);
+each task streams its file in batches of `batch_size` rows through every scorer of the job
+(classifiers/scorer.py: the contract; quality.py, perplexity.py, toxicity.py: the kinds) and writes
+`docs/<unit>.parquet` with every input column kept, in order, plus the score columns. `score_file`
+runs one file without Spark. The `extract` job scores quality inline instead when its config sets
+`quality.model` (curation/pipeline.py), through the same model code, so both give the same number.
 
-The model is loaded once per executor Python process (`classifiers.model.load_model` caches it;
-Spark reuses Python workers across tasks). If the input already has a `quality` column (every
-`extract` output has one, null unless a model ran there), it is replaced in place: it is this
-stage's own column; every other column is kept. Null texts get a null score and are counted.
+Scorers are described (model hashes, options checked) on the driver before Spark starts, and
+loaded once per executor Python process (Spark reuses Python workers across tasks). A score column
+already in the input (every `extract` output has a `quality` column, null unless a model ran there)
+is replaced in place; every other column is kept. Null texts, and documents in a language no model
+of a kind covers, get null and are counted (`<column>_null`; `quality_null_text` for quality).
+Several models of one kind (per-language perplexity models) fill one set of columns.
 
-Output folder (core/output.py): `_config.json` (model sha256 + settings, fingerprinted; a rerun
-with another model into the same folder is refused), `docs/`, `stats/`, `done/` markers written
-last, `stats.json`, `_SUCCESS`. Scores are never thresholded here: recipes do that.
+Output folder (core/output.py): `_config.json` (the models' identities + settings, fingerprinted; a
+rerun with another model into the same folder is refused), `docs/`, `stats/`, `done/` markers
+written last, `stats.json`, `_SUCCESS`. Scores are never thresholded here: recipes do that (dolma's
+rule: scorers annotate, recipes select).
 """
 
 from __future__ import annotations
@@ -32,12 +35,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import model_validator
 
 from classifiers.data import DataError, expand
-from classifiers.model import ModelError, load_model, read_metadata
+from classifiers.scorer import Scorer, ScorerSpec, load_scorer, make_spec, scorer_class
 from core.config import ConfigModel
 from core.errors import ConfigError
-from core.files import parquet_schema, sha256_file
+from core.files import parquet_schema
 from core.output import OutputDir
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
 from core.stats import Stats
@@ -51,27 +55,48 @@ HIST_BINS = 10  # score histogram in the stats (tenths): how a threshold would c
 
 
 class ScoreJobConfig(ConfigModel):
-    """What decides a score output: the model (by hash) and how files are read and written."""
+    """What decides a score output: the scorers (by their models' identity) and how files are read and written."""
 
-    model: str
-    """The model folder (train-quality output)."""
-    model_sha256: str
-    """Hash of its model.bin: what the fingerprint names, so retraining in place is detected."""
+    scorers: list[ScorerSpec]
+    """In column order; several of one kind (per-language models) fill one set of columns."""
     batch_size: int = 1024
     """Rows per prediction call and per Parquet read; bounds task memory."""
     compression_level: int = 3
     """zstd level, as `extract` writes."""
 
+    @model_validator(mode="after")
+    def _check(self) -> ScoreJobConfig:
+        if not self.scorers:
+            raise ValueError("no scorer: give --model (quality), --perplexity or --toxicity")
+        covered: dict[str, set[str]] = {}  # kind -> languages its models score ("*": every language)
+        for s in self.scorers:
+            langs = set(s.identity.get("languages") or ["*"])
+            seen = covered.setdefault(s.kind, set())
+            if seen and ("*" in seen or "*" in langs or seen & langs):
+                # one set of columns per kind: a second model may only add languages the first lacks
+                raise ValueError(f"two {s.kind} models score the same languages ({s.model})")
+            seen |= langs
+        return self
+
     @classmethod
-    def for_model(cls, model_dir: str | Path, **kw: Any) -> ScoreJobConfig:
-        d = Path(model_dir).resolve()
-        return cls(model=str(d), model_sha256=read_metadata(d)["model_sha256"], **kw)
+    def for_model(
+        cls, model_dir: str | Path | None, extra: list[ScorerSpec] = (), **kw: Any
+    ) -> ScoreJobConfig:
+        """The quality model (if any) first, then the other scorers; models are checked here, before Spark."""
+        specs = [make_spec("quality", str(Path(model_dir).resolve()))] if model_dir is not None else []
+        return cls(scorers=[*specs, *extra], **kw)
 
     def fingerprint(self) -> str:
-        # The path is left out: the same model moved elsewhere gives the same scores. json.dumps'
-        # default separators (not core.config.fingerprint_of's): the formula existing score folders
-        # and the `refinery_score` metadata of scored files were named with.
-        d = {k: v for k, v in self.to_dict().items() if k != "model"}
+        # Model paths are left out: the same model moved elsewhere gives the same scores. A
+        # quality-only job keeps the formula (json.dumps' default separators, these three keys)
+        # that existing score folders and the `refinery_score` metadata of scored files were named with.
+        d: dict[str, Any] = {"batch_size": self.batch_size, "compression_level": self.compression_level}
+        for s in self.scorers:
+            if s.kind == "quality":
+                d["model_sha256"] = s.identity["model_sha256"]
+        others = [{"kind": s.kind, **s.identity} for s in self.scorers if s.kind != "quality"]
+        if others:
+            d["scorers"] = others
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -97,11 +122,29 @@ def list_inputs(input_dir: str | Path) -> tuple[Path, list[Path]]:
     return root, files
 
 
-def _output_schema(schema: pa.Schema, meta: dict[bytes, bytes]) -> pa.Schema:
-    field = pa.field(COLUMN, pa.float32())
-    i = schema.get_field_index(COLUMN)
-    out = schema.set(i, field) if i >= 0 else schema.append(field)
+def _output_schema(schema: pa.Schema, columns: list[str], meta: dict[bytes, bytes]) -> pa.Schema:
+    """Input columns kept in order; a score column already there (extract writes a null `quality`)
+    is replaced in place, the others are appended."""
+    out = schema
+    for col in columns:
+        field = pa.field(col, pa.float32())
+        i = out.get_field_index(col)
+        out = out.set(i, field) if i >= 0 else out.append(field)
     return out.with_metadata({**(schema.metadata or {}), **meta})
+
+
+def _score_batch(scorers: list[tuple[str, Scorer]], texts: list, langs: list) -> dict[str, np.ndarray]:
+    """Every scorer's columns for one batch; several models of a kind fill each other's NaNs."""
+    cols: dict[str, np.ndarray] = {}
+    for _, scorer in scorers:
+        for col, values in scorer.score(texts, langs).items():
+            if len(values) != len(texts):
+                raise RuntimeError(
+                    f"{scorer.kind} scorer returned {len(values)} values for {len(texts)} texts"
+                )
+            values = np.asarray(values, dtype=np.float32)
+            cols[col] = values if col not in cols else np.where(np.isnan(cols[col]), values, cols[col])
+    return cols
 
 
 def score_file(path: str | Path, unit: str, cfg: ScoreJobConfig, out_root: str | Path) -> dict[str, Any]:
@@ -120,57 +163,61 @@ def score_unit(path: str, unit: str, cfg: ScoreJobConfig, out_root: str) -> dict
     stats = Stats()
     st = stats.stage(STAGE)
     tmp = out.tmp_path("docs", unit, ".parquet")
-    model = load_model(cfg.model)
-    if model.sha256 != cfg.model_sha256:
-        raise RuntimeError(f"model {cfg.model} changed since the job started (sha256 {model.sha256})")
+    scorers = [(spec.kind, load_scorer(spec)) for spec in cfg.scorers]
+    _check_unchanged(cfg)
+    columns = list(dict.fromkeys(c for _, sc in scorers for c in sc.columns))
     pf = pq.ParquetFile(path)
     meta = {
         b"refinery_score": json.dumps(
             {
                 "job": "score",
                 "config_fingerprint": cfg.fingerprint(),
-                "model_sha256": cfg.model_sha256,
+                **({"model_sha256": m} if (m := _quality_sha(cfg)) else {}),
+                "scorers": [{"kind": s.kind, **s.identity} for s in cfg.scorers],
                 "input": str(path),
                 "unit": unit,
             }
         ).encode()
     }
-    schema = _output_schema(pf.schema_arrow, meta)
-    qi = schema.get_field_index(COLUMN)
+    schema = _output_schema(pf.schema_arrow, columns, meta)
+    has_lang = "lang" in pf.schema_arrow.names
     hist = np.zeros(HIST_BINS, dtype=np.int64)
     rows = 0
     with pq.ParquetWriter(tmp, schema, compression="zstd", compression_level=cfg.compression_level) as w:
         for batch in pf.iter_batches(batch_size=cfg.batch_size):
             with stats.timed(STAGE):
                 texts = batch.column("text").to_pylist()
-                idx = [i for i, t in enumerate(texts) if t is not None]
-                scores = np.zeros(len(texts), dtype=np.float32)
-                scores[idx] = model.predict([texts[i] for i in idx])
-                mask = np.ones(len(texts), dtype=bool)
-                mask[idx] = False
-                q = pa.array(scores, type=pa.float32(), mask=mask)
+                langs = batch.column("lang").to_pylist() if has_lang else [None] * len(texts)
+                scores = _score_batch(scorers, texts, langs)
                 table = pa.Table.from_batches([batch])
-                if COLUMN in table.column_names:
-                    table = table.set_column(qi, schema.field(COLUMN), q)
-                else:
-                    table = table.append_column(schema.field(COLUMN), q)
+                for col in columns:
+                    values = scores[col]
+                    arr = pa.array(values, type=pa.float32(), mask=np.isnan(values))
+                    i = table.schema.get_field_index(col)
+                    field = schema.field(col)
+                    table = table.set_column(i, field, arr) if i >= 0 else table.append_column(field, arr)
+                    nulls = int(np.isnan(values).sum())
+                    # `quality_null_text`: the counter's name from when quality was the only column
+                    stats.counters[f"{col}_null_text" if col == COLUMN else f"{col}_null"] += nulls
                 nbytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts if t is not None)
                 st.docs_in += len(texts)
                 st.docs_out += len(texts)
                 st.bytes_in += nbytes
                 st.bytes_out += nbytes
-                stats.counters["quality_null_text"] += len(texts) - len(idx)
-                hist += np.bincount(
-                    np.minimum((scores[idx] * HIST_BINS).astype(np.int64), HIST_BINS - 1),
-                    minlength=HIST_BINS,
-                )
+                if COLUMN in scores:
+                    q = scores[COLUMN][~np.isnan(scores[COLUMN])]
+                    hist += np.bincount(
+                        np.minimum((q * HIST_BINS).astype(np.int64), HIST_BINS - 1), minlength=HIST_BINS
+                    )
             w.write_table(table.cast(schema))
             rows += len(texts)
     # A 0-row input gives a 0-row output with the full schema: the unit is still done.
-    for b, n in enumerate(hist):
-        stats.counters[f"quality_bin_{b / HIST_BINS:.1f}-{(b + 1) / HIST_BINS:.1f}"] += int(n)
-    if stats.counters["quality_null_text"]:
-        log.warning("%s: %d rows with null text scored null", path, stats.counters["quality_null_text"])
+    if COLUMN in columns:
+        for b, n in enumerate(hist):
+            stats.counters[f"quality_bin_{b / HIST_BINS:.1f}-{(b + 1) / HIST_BINS:.1f}"] += int(n)
+    for key, n in stats.counters.items():
+        if n and (key.endswith("_null") or key.endswith("_null_text")):
+            log.info("%s: %d rows scored null (%s)", path, n, key)
     summary = {
         "input": str(path),
         "unit": unit,
@@ -184,27 +231,43 @@ def score_unit(path: str, unit: str, cfg: ScoreJobConfig, out_root: str) -> dict
     return {"docs": rows}
 
 
-def _model_hash(sha256: str, done: list[dict[str, Any]]) -> dict[str, Any]:
-    """stats.json records the model that made the scores (PerFileJob.stats_extra)."""
-    return {"model_sha256": sha256}
+def _quality_sha(cfg: ScoreJobConfig) -> str | None:
+    return next((s.identity["model_sha256"] for s in cfg.scorers if s.kind == "quality"), None)
+
+
+def _check_unchanged(cfg: ScoreJobConfig) -> None:
+    """A model replaced in its folder while the job runs would mix two models in one output."""
+    for spec in cfg.scorers:
+        now = scorer_class(spec.kind).describe(spec.model, spec.options)
+        if now != spec.identity:
+            raise RuntimeError(f"{spec.kind} model {spec.model} changed since the job started")
+
+
+def _model_hashes(cfg: ScoreJobConfig, done: list[dict[str, Any]]) -> dict[str, Any]:
+    """stats.json records the models that made the scores (PerFileJob.stats_extra)."""
+    extra: dict[str, Any] = {"scorers": [{"kind": s.kind, **s.identity} for s in cfg.scorers]}
+    if sha := _quality_sha(cfg):
+        extra["model_sha256"] = sha
+    return extra
 
 
 def run_score(
     input_dir: str | Path,
     output: str | Path,
-    model_dir: str | Path,
+    model_dir: str | Path | None,
     master: str | None = None,
     spark_conf: dict[str, str] | None = None,
     batch_size: int = 1024,
     progress: bool = True,
+    scorers: list[ScorerSpec] = (),
 ) -> RunResult:
-    """Score every Parquet file of `input_dir` on Spark; DataError/ModelError/OutputConflict up front."""
+    """Score every Parquet file of `input_dir` on Spark with the quality model (`model_dir`) and/or
+    `scorers` (classifiers.scorer.make_spec); DataError/ModelError/OutputConflict up front."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         # 0 would start Spark and fail every input on its first read
         raise ConfigError(f"--batch-size must be a positive integer, got {batch_size!r}")
-    cfg = ScoreJobConfig.for_model(model_dir, batch_size=batch_size)  # ModelError if not a model
-    if sha256_file(Path(cfg.model) / "model.bin") != cfg.model_sha256:
-        raise ModelError(f"{cfg.model}/model.bin does not match the model_sha256 of its metadata.json")
+    # models are described (ModelError) and the list checked (ConfigError) here, before Spark
+    cfg = ScoreJobConfig.for_model(model_dir, list(scorers), batch_size=batch_size)
     root, files = list_inputs(input_dir)
     out_root = OutputDir(output, SUBDIRS).root
     if out_root == Path(input_dir).resolve() or out_root == root.resolve():
@@ -217,7 +280,7 @@ def run_score(
         payload=cfg,
         stage_order=(STAGE,),
         subdirs=SUBDIRS,
-        stats_extra=partial(_model_hash, cfg.model_sha256),
+        stats_extra=partial(_model_hashes, cfg),
     )
     units = [(str(f), unit_for(f, root)) for f in files]
     return run_per_file(job, units, str(out_root), master, spark_conf, progress)

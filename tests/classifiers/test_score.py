@@ -14,6 +14,7 @@ from classifiers.evaluate import load_labelled
 from classifiers.metrics import roc_auc
 from classifiers.model import QualityModel
 from classifiers.score import ScoreJobConfig, score_file
+from classifiers.scorer import Scorer
 from core.output import OutputDir
 from curation.schema import DOC_SCHEMA
 
@@ -141,3 +142,60 @@ def test_evaluate_checks_before_the_work(tmp_path, model_dir, labelled, capsys):
     assert captured.out == ""  # refused before the model ran (no metrics printed)
     assert main([*base, "--predictions", str(tmp_path)]) == 2
     assert "is a folder; name a file" in capsys.readouterr().err
+
+
+class _LengthScorer(Scorer):
+    """A scorer written for the test: characters of the text, only for the language its "model" names."""
+
+    kind = "length"
+
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+
+    @property
+    def columns(self):
+        return ("length",)
+
+    def score(self, texts, langs):
+        return {
+            "length": np.array(
+                [len(t) if t is not None and g == self.lang else np.nan for t, g in zip(texts, langs)],
+                dtype=np.float32,
+            )
+        }
+
+    @classmethod
+    def describe(cls, model, options):
+        return {"languages": [model]}
+
+    @classmethod
+    def load(cls, model, options):
+        return cls(model)
+
+
+def test_per_language_models_fill_one_column_and_overlaps_are_refused(tmp_path, monkeypatch, model_dir):
+    import classifiers.scorer as scorer_mod
+
+    monkeypatch.setitem(scorer_mod.KINDS, "length", f"{__name__}:_LengthScorer")
+    texts = ["an English page", "eine deutsche Seite", "une page", None]
+    langs = ["en", "de", "fr", "en"]
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": ["a", "b", "c", "d"], "text": texts, "lang": langs}), src)
+    specs = [scorer_mod.make_spec("length", "en"), scorer_mod.make_spec("length", "de")]
+    cfg = ScoreJobConfig.for_model(model_dir, specs)
+    root = tmp_path / "scored"
+    OutputDir(root, ("docs", "stats", "done")).prepare("score", cfg.to_dict(), cfg.fingerprint())
+    assert score_file(src, "in", cfg, root)["status"] == "done"
+    out = pq.read_table(root / "docs" / "in.parquet")
+    assert out.column_names == ["id", "text", "lang", "quality", "length"]
+    # en and de from their own model; fr has none, the null text has none: both null, and counted
+    assert out.column("length").to_pylist() == [15.0, 19.0, None, None]
+    assert out.column("quality").null_count == 1  # only the null text
+    unit_stats = json.loads(next((root / "stats").glob("*.json")).read_text())
+    assert unit_stats["counters"]["length_null"] == 2
+    from core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="two length models score the same languages"):
+        ScoreJobConfig.for_model(None, [*specs, scorer_mod.make_spec("length", "de")])
+    with pytest.raises(ConfigError, match="no scorer"):
+        ScoreJobConfig.for_model(None, [])

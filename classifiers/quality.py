@@ -1,0 +1,48 @@
+"""The quality model as a score-job scorer: the `quality` column, P(high quality) from fastText.
+
+The model folder and its checks are classifiers/model.py's (`read_metadata`, `load_model`); this
+file only adapts them to the scorer contract of classifiers/scorer.py. Every text gets a score,
+whatever its language (the classifier was trained on what the user gave it); null text is null.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from classifiers.model import ModelError, QualityModel, load_model, read_metadata
+from classifiers.scorer import Scorer
+from core.errors import ConfigError
+from core.files import sha256_file
+
+
+class QualityScorer(Scorer):
+    kind = "quality"
+
+    def __init__(self, model: QualityModel) -> None:
+        self.model = model
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return ("quality",)
+
+    def score(self, texts: list[str | None], langs: list[str | None]) -> dict[str, np.ndarray]:
+        out = np.full(len(texts), np.nan, dtype=np.float32)
+        idx = [i for i, t in enumerate(texts) if t is not None]
+        out[idx] = self.model.predict([texts[i] for i in idx])
+        return {"quality": out}
+
+    @classmethod
+    def describe(cls, model: str, options: dict[str, Any]) -> dict[str, Any]:
+        if options:
+            raise ConfigError(f"the quality scorer takes no options, got {', '.join(sorted(options))}")
+        sha = read_metadata(model)["model_sha256"]  # ModelError if not a model folder
+        if sha256_file(Path(model) / "model.bin") != sha:
+            raise ModelError(f"{model}/model.bin does not match the model_sha256 of its metadata.json")
+        return {"model_sha256": sha}
+
+    @classmethod
+    def load(cls, model: str, options: dict[str, Any]) -> QualityScorer:
+        return cls(load_model(model))
