@@ -7,6 +7,8 @@ never runs a model, it compares a column that an earlier stage wrote. Forms (YAM
     lang: [en, de]            membership
     quality: ">= 0.6"         comparison: one of >=, <=, >, <, ==, != then a number or a word
     dup_cluster_size: "<= 1"
+    perplexity: "> 30 and < 3000"   a band: comparisons joined by `and`, all must hold (both
+                              tails of a score dropped, as the perplexity filter of the design does)
 
 Any column works; a missing column is a `SelectorError` naming the column, the file and the
 columns it does have. Rows whose column is null are not selected and are counted per selector
@@ -77,15 +79,38 @@ def parse_selector(column: str, spec: Any) -> Selector:
     )
 
 
+_AND = re.compile(r"\s+and\s+", re.IGNORECASE)
+
+
 def parse_selectors(spec: Any, where: str = "select") -> tuple[Selector, ...]:
     if spec is None:
         return ()
     if not isinstance(spec, dict):
         raise SelectorError(f"{where} must be a mapping of column: condition, got {spec!r}")
+    out: list[Selector] = []
     try:
-        return tuple(parse_selector(k, v) for k, v in spec.items())
+        for column, cond in spec.items():
+            parts = _AND.split(cond.strip()) if isinstance(cond, str) else [cond]
+            if len(parts) > 1 and not all(_CMP.match(p) for p in parts):
+                # `lang: "en and de"` is not a band: only comparisons join with `and`
+                raise SelectorError(
+                    f"select.{column}: {cond!r}: only comparisons join with 'and', e.g. '> 30 and < 3000'"
+                )
+            sels = [parse_selector(column, p) for p in parts]
+            out += sels
     except SelectorError as e:
         raise SelectorError(f"{where}: {e}") from None
+    return tuple(out)
+
+
+def selectors_spec(selectors: tuple[Selector, ...]) -> dict[str, Any]:
+    """The canonical `column: condition` mapping of `selectors` (what manifests and fingerprints record);
+    a band's comparisons are joined back with ` and `."""
+    out: dict[str, Any] = {}
+    for s in selectors:
+        spec = s.to_spec()
+        out[s.column] = f"{out[s.column]} and {spec}" if s.column in out else spec
+    return out
 
 
 def _scalar(raw: str) -> Any:

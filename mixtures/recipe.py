@@ -42,7 +42,7 @@ from pydantic_core import PydanticCustomError
 
 from core.config import ConfigModel, build_config, read_yaml_mapping
 from core.errors import ConfigError
-from core.selectors import Selector, parse_selectors
+from core.selectors import Selector, parse_selectors, selectors_spec
 
 
 class RecipeError(ConfigError):
@@ -187,7 +187,7 @@ class Source:
     """Cap on tokens drawn / tokens available over the whole recipe."""
 
     def select_spec(self) -> dict[str, Any]:
-        return {s.column: s.to_spec() for s in self.select}
+        return selectors_spec(self.select)
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)

@@ -37,7 +37,7 @@ from core.errors import InputError
 from core.files import doc_parquet_files, parquet_schema, sha256_file
 from core.output import OutputDir, atomic_write_json
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
-from core.selectors import Selector, SelectorError, parse_selectors, selection_mask
+from core.selectors import Selector, SelectorError, parse_selectors, selection_mask, selectors_spec
 from core.spark import check_master
 from core.stats import Stats
 from tokens.shards import build_manifest, dtype_for_vocab, write_shard_files
@@ -249,7 +249,7 @@ def tokenize_config(source: str, selectors: tuple[Selector, ...], tok: Any, file
     """What decides a source's shards; recorded in `_config.json` and fingerprinted."""
     return {
         "source": source,
-        "select": {s.column: s.to_spec() for s in selectors},
+        "select": selectors_spec(selectors),
         "tokenizer_sha256": tok.sha256,
         "eod_token": tok.eod_token,
         # The input list is part of the config: another list into the same source is refused.

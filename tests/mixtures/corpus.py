@@ -86,7 +86,7 @@ def build_source(
 ) -> Path:
     """shards/<source> with manifest.json from `files`, through the job's own per-file function
     and manifest builder, without Spark (the Spark path is tested in tests/curation/test_tokenize.py)."""
-    from core.selectors import parse_selectors
+    from core.selectors import parse_selectors, selectors_spec
     from tokens.job import TokenizeTask, tokenize_file
     from tokens.shards import build_manifest
     from tokens.tokenizer import load_tokenizer
@@ -105,7 +105,7 @@ def build_source(
     )
     done = [tokenize_file(i, str(f), task) for i, f in enumerate(files)]
     assert all(d["status"] == "done" for d in done), done
-    config = {"select": {s.column: s.to_spec() for s in sels}}
+    config = {"select": selectors_spec(sels)}
     manifest = build_manifest(source, config, "test", tok, done)
     (out / "manifest.json").write_text(json.dumps(manifest))
     return out

@@ -1,0 +1,41 @@
+"""Recipe selectors: the band form (`> a and < b`) that drops both tails of a score."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from core.selectors import SelectorError, parse_selectors, selection_mask, selectors_spec
+
+
+def test_band_keeps_only_the_middle_and_counts_each_tail():
+    sels = parse_selectors({"perplexity": "> 30 AND < 3000", "lang": "en"})
+    table = pa.table(
+        {
+            "perplexity": [5.0, 30.0, 31.0, 2999.5, 3000.0, 9e9, None],
+            "lang": ["en", "en", "en", "en", "en", "en", "en"],
+        }
+    )
+    mask, drops = selection_mask(table, sels)
+    # the bounds are strict: 30 and 3000 themselves are out
+    assert mask.to_pylist() == [False, False, True, True, False, False, False]
+    assert drops == {
+        "select:perplexity > 30": 2,
+        "select:perplexity < 3000": 2,
+        "null:perplexity": 1,
+    }
+    # recorded as written (canonical spacing), so a manifest names the band it was made with
+    assert selectors_spec(sels) == {"perplexity": "> 30 and < 3000", "lang": "en"}
+    assert parse_selectors(selectors_spec(sels)) == sels
+
+
+def test_single_conditions_record_as_before():
+    """Tokenize fingerprints hash this mapping: one comparison must keep its old canonical form."""
+    sels = parse_selectors({"quality": ">=0.02", "lang": ["en", "de"], "dup_cluster_size": 1})
+    assert selectors_spec(sels) == {"quality": ">= 0.02", "lang": ["en", "de"], "dup_cluster_size": 1}
+
+
+@pytest.mark.parametrize("bad", ["en and de", "> 3 and banana", "== en and de"])
+def test_and_joins_only_comparisons(bad):
+    with pytest.raises(SelectorError, match="only comparisons join with 'and'"):
+        parse_selectors({"x": bad})
