@@ -9,6 +9,7 @@ extract pipeline, and Leipzig sentences), two sources and two phases, a debug mo
 - exact resume: the same run SIGKILLed after step 17 and relaunched → steps 16..30 and the held-out losses
   bit-identical to A, final weights bit-identical, TensorBoard shows each step once;
 - fallback: newest checkpoint corrupted and a newer incomplete one planted → resumes from the one before;
+  the same when a shard of the newest was deleted;
 - spike guard: one poisoned step is skipped; two in a row roll back to the last checkpoint, and the
   poisoned rows are never trained again;
 - export/average CLIs: weights load into the model, generate the trainer's own final sample and give its
@@ -277,6 +278,26 @@ def test_corrupt_newest_checkpoint_falls_back(setup):
     assert sorted(c) == [26, 27, 28, 29, 30]
     for s in c:
         assert c[s]["loss"] == a[s]["loss"]
+
+
+def test_deleted_checkpoint_shard_falls_back(setup):
+    """A shard lost from the newest checkpoint (a cleanup script, a partial copy between machines):
+    the COMPLETE marker still lists it, so resume names it and takes the checkpoint before."""
+    root, cfg_path, run_a = setup
+    run_e = root / "e"
+    shutil.copytree(run_a / "ckpt", run_e / "ckpt")
+    newest = run_e / "ckpt" / "step_00000030"
+    victim = sorted(newest.glob("*model_states.pt"))[-1]
+    victim.unlink()
+    res = launch(cfg_path, f"checkpoint.dir={run_e / 'ckpt'}", f"logging.dir={run_e}")
+    out = res.stdout + res.stderr
+    assert f"skipping {newest}: missing file {victim.name}" in out
+    resumed = [r for r in records(run_e) if r.get("event") == "resume"]
+    assert resumed[-1]["from"] == "step_00000025"
+    a, e = step_records(run_a), step_records(run_e)
+    assert sorted(e) == [26, 27, 28, 29, 30]
+    for s in e:  # the same data and state as the uninterrupted run: bit-identical losses
+        assert e[s]["loss"] == a[s]["loss"]
 
 
 def test_spike_skip_and_rollback_with_quarantine(setup):
