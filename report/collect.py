@@ -6,13 +6,14 @@ Layout read (what scripts/demo.py writes; any part may be missing, its section i
     DIR/dedup/stats.json        exact / url / minhash / cluster / lines stages; cluster counters
     DIR/dedup/docs/*.parquet    dup_cluster_size of the kept documents (one kept per cluster)
     DIR/scored/stats.json       counters quality_bin_0 … quality_bin_9 (tenths of P(high quality))
+    DIR/scored/docs/*.parquet   quality, perplexity and toxicity columns: histograms and quantiles
     DIR/tokens/shards/*/manifest.json   tokens and documents per source
     DIR/recipe.yaml or mixtures/demo.yaml   the recipe: its plan gives tokens per source and phase
     DIR/train/metrics.jsonl     per-step loss, tokens/s, phase; the `end` event
     DIR/timings.json            seconds per demo stage
 
-Nothing is recomputed from documents except the duplicate-cluster size histogram and the languages of
-kept documents (counted from the Parquet columns because the stats do not hold them).
+Nothing is recomputed from documents except the duplicate-cluster size histogram, the languages of
+kept documents and the score histograms (read from the Parquet columns because the stats do not hold them).
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def quality(stats: dict[str, Any] | None, run: Path | None = None) -> dict[str, 
         vals = [
             v
             for f in _parquet_files(docs)
+            if "quality" in pq.read_schema(f).names  # a score job may have run without a quality model
             for v in pq.read_table(f, columns=["quality"]).column(0).to_pylist()
         ]
         q = np.array([v for v in vals if v is not None], dtype=np.float64)
@@ -126,6 +128,66 @@ def quality(stats: dict[str, Any] | None, run: Path | None = None) -> dict[str, 
         out["quantiles"] = (
             {str(p): float(np.quantile(q, p)) for p in (0.1, 0.25, 0.5, 0.75, 0.9)} if q.size else {}
         )
+    return out
+
+
+# Score columns other than quality, and how each is binned: perplexity spans orders of magnitude
+# (log10 bins from 1 to 1e5; beyond counted in the last bin), toxicity is a probability (20 bins).
+SCORE_COLUMNS = {"perplexity": ("log", 1.0, 1e5), "toxicity": ("linear", 0.0, 1.0)}
+
+
+def scores(run: Path) -> dict[str, Any]:
+    """Histogram, quantiles and nulls of each score column the scored documents have, plus the
+    comparisons the recipe makes on it (drawn as lines: a band shows both of its bounds)."""
+    docs = run / "scored" / "docs"
+    if not docs.is_dir():
+        return {}
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    files = _parquet_files(docs)
+    bounds = recipe_bounds(run)
+    out: dict[str, Any] = {}
+    for col, (scale, lo, hi) in SCORE_COLUMNS.items():
+        vals = [
+            v
+            for f in files
+            if col in pq.read_schema(f).names
+            for v in pq.read_table(f, columns=[col])[0].to_pylist()
+        ]
+        if not vals:
+            continue
+        x = np.array([v for v in vals if v is not None], dtype=np.float64)
+        clipped = np.clip(x, lo, hi)
+        if scale == "log":
+            counts, edges = np.histogram(np.log10(clipped), bins=20, range=(np.log10(lo), np.log10(hi)))
+        else:
+            counts, edges = np.histogram(clipped, bins=20, range=(lo, hi))
+        out[col] = {
+            "scale": scale,
+            "edges": [float(10**e) if scale == "log" else float(e) for e in edges],
+            "counts": [int(c) for c in counts],
+            "null": len(vals) - int(x.size),
+            "quantiles": {str(p): float(np.quantile(x, p)) for p in (0.01, 0.1, 0.5, 0.9, 0.99)}
+            if x.size
+            else {},
+            "recipe": bounds.get(col, []),
+        }
+    return out
+
+
+def recipe_bounds(run: Path) -> dict[str, list[dict[str, Any]]]:
+    """column -> the recipe's comparisons on it: [{source, op, value}], in recipe order."""
+    rp = recipe_path(run)
+    if rp is None:
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, src in Recipe.load(rp).sources.items():
+        for sel in src.select:
+            if sel.op in (">=", ">", "<=", "<") and isinstance(sel.value, int | float):
+                out.setdefault(sel.column, []).append(
+                    {"source": name, "op": sel.op, "value": float(sel.value)}
+                )
     return out
 
 
@@ -241,6 +303,7 @@ def collect(run: str | Path) -> dict[str, Any]:
         "languages": languages(run),
         "quality": quality(sc, run),
         "quality_thresholds": quality_thresholds(run),
+        "scores": scores(run),
         "dup_clusters": dup_clusters(run, dd),
         "tokens": tokens(run),
         "training": training(run),

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-CHARTS = ("funnel", "languages", "quality", "dup_clusters", "tokens", "loss", "throughput")
+CHARTS = ("funnel", "languages", "quality", "scores", "dup_clusters", "tokens", "loss", "throughput")
 
 
 def _plt():
@@ -107,6 +107,33 @@ def chart_quality(r: dict[str, Any], out: Path) -> str | None:
             a2.axvline(t, color="black", ls="--", lw=1)
             a2.text(t, max(lb["counts"]) * 0.95, f" recipe ≥ {t}", va="top")
     return _save(fig, out, "quality")
+
+
+def chart_scores(r: dict[str, Any], out: Path) -> str | None:
+    """One histogram per score column (perplexity, toxicity) with the recipe's bounds on it."""
+    sc = r.get("scores") or {}
+    if not sc:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(sc), figsize=(6 * len(sc), 4), squeeze=False)
+    for ax, (col, h) in zip(axes[0], sc.items()):
+        e = h["edges"]
+        ax.bar(e[:-1], h["counts"], width=[hi - lo for lo, hi in itertools.pairwise(e)], align="edge",
+               color="#55a868", edgecolor="white")  # fmt: skip
+        if h["scale"] == "log":
+            ax.set_xscale("log")
+        ax.set_xlabel(f"{col} ({h['scale']} scale; outside the range counted in the end bins)")
+        ax.set_ylabel("documents")
+        ax.set_title(f"{col}: {sum(h['counts'])} scored, {h['null']} null, with the recipe's bounds")
+        for b in h["recipe"]:
+            ax.axvline(b["value"], color="black", ls="--", lw=1)
+            ax.text(
+                b["value"],
+                max(h["counts"] or [1]) * 0.95,
+                f" {b['source']}: {b['op']} {b['value']:g}",
+                va="top",
+            )
+    return _save(fig, out, "scores")
 
 
 def chart_dup_clusters(r: dict[str, Any], out: Path) -> str | None:
@@ -237,6 +264,13 @@ def _section_tables(r: dict[str, Any]) -> dict[str, str]:
     qa = r["quality"].get("quantiles", {})
     if qa:
         t["quality"] += _table(["quantile", "score"], [[k, v] for k, v in qa.items()])
+    t["scores"] = "".join(
+        _table([f"{col} quantile", "value"], [[k, v] for k, v in h["quantiles"].items()])
+        + _table(
+            ["recipe source", "bound"], [[b["source"], f"{b['op']} {b['value']:g}"] for b in h["recipe"]]
+        )
+        for col, h in (r.get("scores") or {}).items()
+    )
     dc = r["dup_clusters"]
     t["dup_clusters"] = _table(
         ["cluster size", "clusters"], [[k, v] for k, v in dc["kept_docs_by_cluster_size"].items()]
@@ -284,6 +318,7 @@ TITLES = {
     "funnel": "Funnel and drop reasons",
     "languages": "Languages",
     "quality": "Quality scores",
+    "scores": "Perplexity and toxicity",
     "dup_clusters": "Duplicate clusters",
     "tokens": "Tokens per source and phase",
     "loss": "Loss curve",
@@ -297,6 +332,7 @@ def render(r: dict[str, Any], out: Path) -> Path:
         "funnel": chart_funnel,
         "languages": chart_languages,
         "quality": chart_quality,
+        "scores": chart_scores,
         "dup_clusters": chart_dup_clusters,
         "tokens": chart_tokens,
         "loss": chart_loss,

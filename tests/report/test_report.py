@@ -104,3 +104,41 @@ def test_languages_use_extract_counters_when_present(tmp_path):
     got = languages(tmp_path)
     assert got["seen"] == {"en": 7, "de": 3}
     assert got["kept"] == {} and got["rejected_sample"] == {}
+
+
+def test_score_histograms_show_the_recipe_band(tmp_path):
+    """Perplexity/toxicity columns of scored/ become histograms with the recipe's bounds on them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from report.render import render
+
+    run = tmp_path / "run"
+    (run / "scored" / "docs").mkdir(parents=True)
+    (run / "scored" / "stats.json").write_text(json.dumps({"counters": {}}))
+    ppl = [3.0, 12.0, 150.0, 150.0, 2_000.0, 5e6, None]  # 5e6 is past the last edge (1e5)
+    tox = [0.01, 0.02, 0.9, None, 0.3, 0.0, 0.5]
+    pq.write_table(
+        pa.table({"text": ["x"] * 7, "perplexity": pa.array(ppl, pa.float32()), "toxicity": tox}),
+        run / "scored" / "docs" / "part-0.parquet",
+    )
+    (run / "recipe.yaml").write_text(
+        "name: t\ntotal_tokens: 1000\nsources:\n"
+        "  hq: {shards: s, select: {perplexity: '> 10 and < 1000', toxicity: '< 0.5'}}\n"
+        "phases:\n  - {name: main, share: 1.0, weights: {hq: 1}}\n"
+    )
+    r = collect(run)["scores"]
+    p, t = r["perplexity"], r["toxicity"]
+    assert sum(p["counts"]) == 6 and p["null"] == 1 and p["counts"][-1] == 1  # clipped into the last bin
+    # bin i covers [edges[i], edges[i+1]), 4 bins per decade: the two 150s share a bin, 3 is in 1–10
+    i150 = max(i for i, e in enumerate(p["edges"][:-1]) if e <= 150)
+    assert p["counts"][i150] == 2 and sum(p["counts"][:4]) == 1
+    assert [(b["op"], b["value"]) for b in p["recipe"]] == [(">", 10.0), ("<", 1000.0)]
+    assert (
+        sum(t["counts"]) == 6
+        and t["null"] == 1
+        and t["recipe"] == [{"source": "hq", "op": "<", "value": 0.5}]
+    )
+    html = render({**collect(run), "training": {}}, run / "report").read_text()
+    assert "Perplexity and toxicity" in html and "hq" in html and "&lt; 1000" in html
+    assert (run / "report" / "scores.png").read_bytes().startswith(PNG_MAGIC)
