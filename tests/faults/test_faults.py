@@ -2,7 +2,7 @@
 the unit, and never in output that a later stage would take as complete.
 
 Here: a Spark executor's Python worker killed mid-task (Spark retries the task), a full disk
-(ENOSPC) while a unit commits, a corrupt input Parquet file for each job that reads documents, and
+(ENOSPC injected while a unit commits, and a real one: a size-limited tmpfs), a corrupt input Parquet file for each job that reads documents, and
 a truncated token shard. Faults tested elsewhere, with the same rule: the driver killed mid-job
 and rerun (tests/curation/test_job.py::test_resume_after_kill_gives_same_output, dedup's resume
 tests), a corrupt or incomplete newest checkpoint (tests/trainer/test_train_deepspeed.py::
@@ -71,6 +71,43 @@ def test_enospc_while_committing_leaves_no_finished_looking_unit(tmp_path, warc_
     assert not list((out / "docs").glob("*.parquet"))
 
     monkeypatch.setattr(core.output.os, "replace", real_replace)
+    assert process_file(uri, cfg, str(out))["status"] == "done"
+    clean = tmp_path / "clean"
+    OutputDir(clean).prepare("extract", cfg.to_dict(), cfg.fingerprint())
+    assert process_file(uri, cfg, str(clean))["status"] == "done"
+    assert _rows(out / "docs") == _rows(clean / "docs") and _rows(out / "docs")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 64 KiB filesystem (tmpfs with a size limit): writes fail with the kernel's own ENOSPC."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
+    if res.returncode != 0:  # like the gpu tier without CUDA: the platform cannot give this fault
+        pytest.skip(f"cannot mount a size-limited tmpfs here (needs CAP_SYS_ADMIN): {res.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_real_full_disk_fails_the_unit_and_a_rerun_with_space_completes(tmp_path, warc_dir, small_disk):
+    """The output folder is on a filesystem too small for one WARC's documents. The unit fails naming
+    ENOSPC, leaves no marker and no temporary file (the space is given back), and once the filesystem
+    is grown the rerun gives exactly what a clean run gives."""
+    cfg = ExtractJobConfig()
+    uri = str(warc_dir / "BL-20140325121225068-00000-32090~opera~8443.warc.gz")  # ~0.4 MB of documents
+    out = small_disk / "out"
+    OutputDir(out).prepare("extract", cfg.to_dict(), cfg.fingerprint())
+    res = process_file(uri, cfg, str(out))
+    assert res["status"] == "failed" and "No space left on device" in res["error"], res
+    assert not list((out / "done").glob("*.json")), "a failed unit must not look finished"
+    assert not list(out.rglob(".*.tmp-*")), "temporary files left behind"
+    assert not list((out / "docs").glob("*.parquet"))
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
     assert process_file(uri, cfg, str(out))["status"] == "done"
     clean = tmp_path / "clean"
     OutputDir(clean).prepare("extract", cfg.to_dict(), cfg.fingerprint())
