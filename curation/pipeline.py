@@ -27,6 +27,7 @@ dropped (`pii_error`: never written unscrubbed), one whose scoring raises keeps 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -145,7 +146,10 @@ class _DocWriter:
 
     def __init__(self, path, schema: pa.Schema, metadata: dict[bytes, bytes], level: int) -> None:
         self.schema = schema.with_metadata(metadata)
-        self.writer = pq.ParquetWriter(path, self.schema, compression="zstd", compression_level=level)
+        # The file is ours to close: after a failed write (ENOSPC) pyarrow's own handle can outlive
+        # the exception, and a deleted file still open keeps its space taken on a full disk.
+        self.file = open(path, "wb")  # noqa: SIM115 (closed by close/abort)
+        self.writer = pq.ParquetWriter(self.file, self.schema, compression="zstd", compression_level=level)
         self.buf: list[dict[str, Any]] = []
         self.count = 0
 
@@ -166,6 +170,14 @@ class _DocWriter:
     def close(self) -> None:
         self.flush()
         self.writer.close()
+        self.file.close()
+
+    def abort(self) -> None:
+        """Close the file after a failure, buffered rows discarded (the runner deletes it)."""
+        self.buf = []
+        with contextlib.suppress(Exception):  # the failure being handled is the one to report
+            self.writer.close()
+        self.file.close()
 
 
 def doc_schema(stages: list[DocumentStage]) -> pa.Schema:
@@ -222,21 +234,26 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
     scrubber = next((st.scrubber for st in stages if isinstance(st, PiiStage)), None)
     rejected = _Rejected(cfg.output.rejected_per_reason, cfg.output.snippet_chars, scrubber)
     try:
-        with local_copy(uri, retries=cfg.reader.download_retries) as path:
-            _run(path, warc_name, cfg, stages, stats, writer, rejected)
-    except (FileNotFoundError, PermissionError) as e:
-        if is_remote(uri) and isinstance(e, FileNotFoundError):
-            raise
-        # A local input deleted or unreadable after the driver listed it: a counted skip.
-        stats.enter("read", 0)
-        stats.drop("read", "file_unreadable", 0)
-        rejected.add("read", "file_unreadable", url=None, warc_file=warc_name, detail=str(e)[:300])
-    writer.close()
-    pq.write_table(
-        pa.Table.from_pylist(rejected.rows, schema=REJECTED_SCHEMA.with_metadata(meta)),
-        rej_tmp,
-        compression="zstd",
-    )
+        try:
+            with local_copy(uri, retries=cfg.reader.download_retries) as path:
+                _run(path, warc_name, cfg, stages, stats, writer, rejected)
+        except (FileNotFoundError, PermissionError) as e:
+            if is_remote(uri) and isinstance(e, FileNotFoundError):
+                raise
+            # A local input deleted or unreadable after the driver listed it: a counted skip.
+            stats.enter("read", 0)
+            stats.drop("read", "file_unreadable", 0)
+            rejected.add("read", "file_unreadable", url=None, warc_file=warc_name, detail=str(e)[:300])
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    with open(rej_tmp, "wb") as f:  # closed even when the write fails (see _DocWriter)
+        pq.write_table(
+            pa.Table.from_pylist(rejected.rows, schema=REJECTED_SCHEMA.with_metadata(meta)),
+            f,
+            compression="zstd",
+        )
     summary = {
         "input": uri,
         "unit": unit,

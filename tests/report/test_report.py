@@ -91,7 +91,8 @@ def test_report_html_prints_the_numbers_and_charts(run_dir):
         assert png.read_bytes()[:8] == PNG_MAGIC, chart
         assert f'src="{chart}.png"' in html
     # No tokens or training yet: those sections say so instead of failing.
-    assert html.count("no data for this section") == 3
+    # (perplexity and toxicity: this run scored quality only)
+    assert html.count("no data for this section") == 4
 
 
 def test_languages_use_extract_counters_when_present(tmp_path):
