@@ -7,7 +7,6 @@ are exact for this environment; the floors leave room for edits of the texts, no
 
 from __future__ import annotations
 
-import itertools
 import json
 import pickle
 import shutil
@@ -25,6 +24,7 @@ from classifiers.score import ScoreJobConfig, score_file
 from classifiers.scorer import load_scorer, make_spec
 from classifiers.toxicity import (
     PROFANITY_CHECK,
+    PROFANITY_CHECK_SHA256,
     ProfanityCheck,
     ToxicityScorer,
     profanity_check_files,
@@ -32,7 +32,7 @@ from classifiers.toxicity import (
 )
 from core.errors import UserError
 from core.output import OutputDir
-from tests.classifiers.toxicity_texts import CLEAN, HARD_NEGATIVES, TOXIC, labelled
+from tests.classifiers.toxicity_texts import CLEAN, HARD_NEGATIVES, TOXIC, labelled, training_texts
 
 
 @pytest.fixture(scope="module")
@@ -191,23 +191,9 @@ def test_another_package_version_is_refused(tmp_path, monkeypatch):
         make_spec("toxicity", PROFANITY_CHECK)
 
 
-# Training data written for this test: insults against ordinary sentences about places. None of
-# these lines is one of the evaluation texts of toxicity_texts.py.
-_INSULT_ADJ = ["stupid", "pathetic", "worthless", "disgusting", "ugly", "brainless", "useless", "fucking"]
-_INSULT_NOUN = ["idiot", "moron", "loser", "jerk", "asshole", "piece of shit", "clown", "bastard"]
-_PLACE_ADJ = ["new", "small", "friendly", "quiet", "old", "local", "bright", "busy"]
-_PLACE_NOUN = ["library", "garden", "train station", "bakery", "museum", "park", "market", "school"]
-
-
 def _training_files(folder: Path) -> tuple[Path, Path]:
-    toxic = [
-        f"you are a {a} {n}, shut up" if i % 2 else f"go to hell, you {a} {n}"
-        for i, (a, n) in enumerate(itertools.product(_INSULT_ADJ, _INSULT_NOUN))
-    ]
-    clean = [
-        f"the {a} {n} opens at nine on weekdays" if i % 2 else f"we visited the {a} {n} last weekend"
-        for i, (a, n) in enumerate(itertools.product(_PLACE_ADJ, _PLACE_NOUN))
-    ]
+    """toxicity_texts.training_texts() as a text file (toxic) and a JSONL file (clean)."""
+    toxic, clean = training_texts()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "toxic.txt").write_text("\n".join(toxic) + "\n", encoding="utf-8")
     (folder / "clean.jsonl").write_text(
@@ -291,3 +277,28 @@ def test_train_toxicity_cli_bad_input(tmp_path, capsys):
         == 2
     )
     assert "languages must be a non-empty list" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.spark
+def test_score_job_on_spark_with_the_default_model(spark, tmp_path, extract_out, capsys):
+    """`score --toxicity profanity-check` on real extracted pages: executors give the driver's numbers."""
+    out = tmp_path / "scored"
+    master = spark.sparkContext.master
+    argv = ["score", "--input", str(extract_out), "--output", str(out), "--toxicity", PROFANITY_CHECK]
+    argv += ["--option", "toxicity.window_words=30", "--master", master, "--no-progress"]
+    assert main(argv) == 0, capsys.readouterr().err
+    local = load_scorer(make_spec("toxicity", PROFANITY_CHECK, {"window_words": 30}))
+    rows = 0
+    for p in sorted((extract_out / "docs").glob("*.parquet")):
+        src = pq.read_table(p)
+        got = pq.read_table(out / "docs" / p.name).column("toxicity").to_numpy(zero_copy_only=False)
+        want = local.score(src.column("text").to_pylist(), src.column("lang").to_pylist())["toxicity"]
+        np.testing.assert_array_equal(got, want)  # same pinned model and code: bit-identical
+        rows += len(src)
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["docs_written"] == rows > 0
+    (ident,) = stats["scorers"]
+    assert ident["kind"] == "toxicity" and ident["window_words"] == 30
+    assert (
+        ident["files_sha256"]["model.joblib"] == PROFANITY_CHECK_SHA256["profanity_check/data/model.joblib"]
+    )

@@ -12,9 +12,13 @@ Written for this project (no third-party data), in three groups:
   They are labelled 0 (not toxic): a data filter that removes them removes medicine and history.
 
 `labelled()` gives every text with its label (1 toxic, 0 otherwise) and its group.
+`training_texts()` is separate training data for `train-toxicity` (insults against sentences about
+places, from templates): none of its lines is one of the evaluation texts above.
 """
 
 from __future__ import annotations
+
+import itertools
 
 TOXIC: list[str] = [
     "You are a fucking idiot and everyone here knows it.",
@@ -144,3 +148,22 @@ def labelled() -> list[tuple[str, int, str]]:
         + [(t, 0, "clean") for t in CLEAN]
         + [(t, 0, "hard_negative") for t in HARD_NEGATIVES]
     )
+
+
+_INSULT_ADJ = ["stupid", "pathetic", "worthless", "disgusting", "ugly", "brainless", "useless", "fucking"]
+_INSULT_NOUN = ["idiot", "moron", "loser", "jerk", "asshole", "piece of shit", "clown", "bastard"]
+_PLACE_ADJ = ["new", "small", "friendly", "quiet", "old", "local", "bright", "busy"]
+_PLACE_NOUN = ["library", "garden", "train station", "bakery", "museum", "park", "market", "school"]
+
+
+def training_texts() -> tuple[list[str], list[str]]:
+    """(toxic, clean): 64 template lines each, for a small train-toxicity model."""
+    toxic = [
+        f"you are a {a} {n}, shut up" if i % 2 else f"go to hell, you {a} {n}"
+        for i, (a, n) in enumerate(itertools.product(_INSULT_ADJ, _INSULT_NOUN))
+    ]
+    clean = [
+        f"the {a} {n} opens at nine on weekdays" if i % 2 else f"we visited the {a} {n} last weekend"
+        for i, (a, n) in enumerate(itertools.product(_PLACE_ADJ, _PLACE_NOUN))
+    ]
+    return toxic, clean
