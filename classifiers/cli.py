@@ -1,4 +1,4 @@
-"""Command line: `python -m classifiers train-quality | train-toxicity | evaluate | score` (also under spark-submit).
+"""Command line: `python -m classifiers train-quality | train-toxicity | evaluate | score` (spark-submit too).
 
 Bad input (missing or empty files, no `text` column, a config that does not validate, a folder
 that is not a model, an output that exists) is a core `UserError`, reported as `error: ...` with

@@ -1,4 +1,4 @@
-"""Typed configs of `train-quality` and `train-toxicity` (core.config models): loaded from YAML, validated on load.
+"""Typed configs of `train-quality` and `train-toxicity` (core.config models), validated on load.
 
 Both train the same fastText classifier (classifiers/train.py); `FastTextTrainConfig` holds what
 they share and each command has its subclass (the toxicity one differs in `min_chars` and adds

@@ -24,21 +24,23 @@ test rants spliced in, a whole-text score is a steep function of the toxic share
 60-word rant in 1,000 clean words, 0.6-0.7 at 20 % toxic words, 0.93 at 33 %, so it both hides a
 toxic passage in a long page and saturates long before a page is mostly abuse. The maximum over
 short windows was no better the other way: one window at >= 0.5 is found in 20 of 105 Wikipedia
-articles (15-word windows) and 4 of 105 (60-word). So a document is cut into windows of about
-`window_words` words (default 50, roughly one comment, the texts the model was trained on: lines
-are kept together and joined up to that length, longer lines are cut into equal pieces) and its
-score is the **mean of the windows' P(toxic), weighted by their words**: about the share of the
-text that reads as toxic (0.16 / 0.24 / 0.36 / 0.44 for the 9 / 20 / 33 / 43 % mixes above, over
-a floor of ~0.02 on clean prose). A text of up to `window_words` words is one window: its score is
-exactly the model's own P(toxic). Only the first `classifiers.text.MAX_CHARS` characters are read.
-Null text, and a text with no word, get null.
+articles (windows of whole sentences, 15 words or more) and in 4 of 105 (60 words or more). So a
+document is cut into windows of about `window_words` words (default 50, roughly one comment,
+the kind of text the model was trained on: lines are kept together and joined up to that length,
+longer lines are cut into equal pieces) and its score is the **mean of the windows' P(toxic),
+weighted by their words**: about the share of the text that reads as toxic (0.16 / 0.24 / 0.36 /
+0.44 for the 9 / 20 / 33 / 43 % mixes above, over a floor of ~0.02 on clean prose). A text of up
+to `window_words` words is one window: its score is exactly the model's own P(toxic). Only the
+first `classifiers.text.MAX_CHARS` characters are read. Null text, and a text with no word, get
+null.
 
 Languages. profanity-check is English only, and scoring other languages anyway is worse than not
 scoring them: on the Leipzig sentences of the shared data, 0.4 % of English sentences reach 0.5
-but 11 % of German, 25 % of Afrikaans and 58 % of Sesotho ones (words that look like English
-profanity, or no known word at all). So it scores `lang == "en"` and documents with no `lang`
-(a table without a `lang` column is taken to be what the user says it is); any other language
-gets null, counted by the score job as `toxicity_null`. A recipe selector on `toxicity` does not
+but 11 % of German, 25 % of Afrikaans and 58 % of Sesotho ones (their words collide with the
+English vocabulary the model weighs; a text with no known word at all scores 0.036). So it scores
+`lang == "en"` and documents with no language (a null `lang`, or no `lang` column: nothing says
+they are not English, and the user asked for the score); any other language gets null, counted
+by the score job as `toxicity_null`. A recipe selector on `toxicity` does not
 select null rows: apply it to English sources, or train a model per language.
 
 Known weaknesses (the test texts, tests/classifiers/toxicity_texts.py, show each):
@@ -82,7 +84,9 @@ SKLEARN_VERSION = "1.9.1"
 PROFANITY_CHECK_SHA256 = {
     # sha256 of the files of the alt-profanity-check 1.9.1 wheel from the package index.
     "profanity_check/data/model.joblib": "aeafc04849d4d93db4721cf30a86ebf22085595294b8a07d51918e7fa98f538b",
-    "profanity_check/data/vectorizer.joblib": "19c5200dc6a41f026e0558e2f164f5fe8d8f58e502b46b37e4385037fcfa4831",
+    "profanity_check/data/vectorizer.joblib": (
+        "19c5200dc6a41f026e0558e2f164f5fe8d8f58e502b46b37e4385037fcfa4831"
+    ),
 }
 PROFANITY_CHECK_LANGUAGES = ("en",)
 

@@ -1,4 +1,4 @@
-"""The toxicity scorer: the packaged model on texts written for the test, documents, languages, train-toxicity.
+"""The toxicity scorer: the packaged model on written texts, long documents, languages, train-toxicity.
 
 Texts are tests/classifiers/toxicity_texts.py (written for this project). The profanity-check
 model and scikit-learn are pinned and the scorer is deterministic, so the measured numbers below
