@@ -3,10 +3,12 @@
     python -m classifiers train-quality --positive FILES --negative FILES --output MODEL_DIR
     python -m classifiers evaluate --model MODEL_DIR --labelled FILE
     python -m classifiers score --input DIR --output DIR --model MODEL_DIR   (Spark)
+    python -m classifiers train-toxicity --positive TOXIC --negative CLEAN --output MODEL_DIR
 
 Modules, one job each: `text` (the one text -> fastText line normalisation every path shares),
 `data` (training documents from JSONL / Parquet / text files), `config` (typed training config),
 `train`, `model` (load once per process, batched prediction), `metrics` (ROC-AUC and friends in
-numpy), `evaluate`, `score` (the per-file stage and its Spark job), `cli`.
+numpy), `evaluate`, `score` (the per-file stage and its Spark job), `scorer` (the contract of a
+score column) with `quality` and `toxicity` (profanity-check or a train-toxicity model), `cli`.
 Nothing heavy is imported here: fastText and Spark load where they are used (CONVENTIONS 9).
 """

@@ -1,4 +1,4 @@
-"""Command line: `python -m classifiers train-quality | evaluate | score` (also under spark-submit).
+"""Command line: `python -m classifiers train-quality | train-toxicity | evaluate | score` (spark-submit too).
 
 Bad input (missing or empty files, no `text` column, a config that does not validate, a folder
 that is not a model, an output that exists) is a core `UserError`, reported as `error: ...` with
@@ -15,11 +15,12 @@ from pathlib import Path
 
 import yaml
 
-from classifiers.config import QualityTrainConfig
+from classifiers.config import QualityTrainConfig, ToxicityTrainConfig
 from classifiers.evaluate import evaluate
 from classifiers.metrics import metrics_table
 from classifiers.score import run_score
 from classifiers.scorer import ScorerSpec, make_spec
+from classifiers.toxicity import train_toxicity
 from classifiers.train import train_quality
 from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
 from core.errors import ConfigError, OutputConflict
@@ -37,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder (must not exist)")
     add_config_args(tr, "classifiers/config.py for the keys")
     tr.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
+
+    _add_train_toxicity(sub)
 
     ev = sub.add_parser("evaluate", help="ROC-AUC, precision, recall on labelled JSONL")
     ev.add_argument("--model", required=True, metavar="MODEL_DIR")
@@ -77,11 +80,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _train(args: argparse.Namespace) -> int:
-    cfg = QualityTrainConfig.load(args.config, args.overrides)
+def _add_train_toxicity(sub: argparse._SubParsersAction) -> None:
+    tt = sub.add_parser("train-toxicity", help="train a fastText toxicity model on your own labelled text")
+    tt.add_argument("--positive", nargs="+", required=True, metavar="FILE", help="toxic text")
+    tt.add_argument("--negative", nargs="+", required=True, metavar="FILE", help="clean text")
+    tt.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder (must not exist)")
+    add_config_args(tt, "classifiers/config.py (ToxicityTrainConfig) for the keys")
+    tt.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
+
+
+def _train_toxicity(args: argparse.Namespace) -> int:
+    return _train(args, ToxicityTrainConfig, train_toxicity)
+
+
+def _train(args: argparse.Namespace, config_cls=QualityTrainConfig, train=train_quality) -> int:
+    cfg = config_cls.load(args.config, args.overrides)
     if args.seed is not None:
         cfg = cfg.replace(seed=args.seed)
-    meta = train_quality(args.positive, args.negative, args.output, cfg)
+    meta = train(args.positive, args.negative, args.output, cfg)
     c = meta["counts"]
     print(f"model: {args.output}  (sha256 {meta['model_sha256'][:12]}, {meta['fasttext_version']})")
     print(
@@ -158,5 +174,10 @@ def _score(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
-    run = {"train-quality": _train, "evaluate": _evaluate, "score": _score}[args.command]
+    run = {
+        "train-quality": _train,
+        "train-toxicity": _train_toxicity,
+        "evaluate": _evaluate,
+        "score": _score,
+    }[args.command]
     return guarded(lambda: run(args))

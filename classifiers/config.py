@@ -1,4 +1,8 @@
-"""Typed config of `train-quality` (a core.config model): loaded from YAML and validated on load.
+"""Typed configs of `train-quality` and `train-toxicity` (core.config models), validated on load.
+
+Both train the same fastText classifier (classifiers/train.py); `FastTextTrainConfig` holds what
+they share and each command has its subclass (the toxicity one differs in `min_chars` and adds
+`languages`, see `ToxicityTrainConfig`).
 
 Defaults suit the shared data (a few hundred documents per class after balancing): softmax with
 word bigrams as DCLM's quality classifier uses, lr 0.5 and 25 epochs (fastText's own 0.1 x 5 left
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field, model_validator
 
@@ -66,8 +70,8 @@ class FastTextParams(ConfigModel):
         }
 
 
-class QualityTrainConfig(ConfigModel):
-    """What `train-quality` trains with; recorded (and fingerprinted) in the model's metadata.json."""
+class FastTextTrainConfig(ConfigModel):
+    """What a fastText classifier trains with; recorded (and fingerprinted) in the model's metadata.json."""
 
     seed: int = 0
     """Seeds the shuffle, the class balancing, the held-out split and fastText itself."""
@@ -83,7 +87,7 @@ class QualityTrainConfig(ConfigModel):
     fasttext: FastTextParams = Field(default_factory=FastTextParams)
 
     @model_validator(mode="after")
-    def _check(self) -> QualityTrainConfig:
+    def _check(self) -> FastTextTrainConfig:
         if not 0.0 < self.holdout_fraction < 1.0:
             raise ConfigError(f"holdout_fraction must be in (0, 1), got {self.holdout_fraction!r}")
         check_choice("balance", self.balance, ("downsample", "none"))
@@ -98,10 +102,32 @@ class QualityTrainConfig(ConfigModel):
         return fingerprint_of(self.to_dict())
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> QualityTrainConfig:
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> Self:
         return build_config(cls, data, source)
 
     @classmethod
-    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> QualityTrainConfig:
+    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> Self:
         """Defaults when `path` is None; else the YAML file; then `section.key=value` overrides."""
         return load_config(cls, path, overrides)
+
+
+class QualityTrainConfig(FastTextTrainConfig):
+    """What `train-quality` trains with (the shared fields and defaults, unchanged)."""
+
+
+class ToxicityTrainConfig(FastTextTrainConfig):
+    """What `train-toxicity` trains with: toxic texts (positive) against clean ones (negative)."""
+
+    min_chars: int = 1
+    """Toxic comments are short ("fuck off" is 8 characters): only empty texts are skipped, where
+    the quality default (100) would drop most insults of a comment data set."""
+    languages: list[str] | None = None
+    """Languages (lid.176 codes, the `lang` column) the model scores; other languages get null.
+    null = every language (the model is whatever the data taught it). Recorded in metadata.json,
+    so the score job can hold one toxicity model per language."""
+
+    @model_validator(mode="after")
+    def _check_languages(self) -> ToxicityTrainConfig:
+        if self.languages is not None and (not self.languages or not all(self.languages)):
+            raise ConfigError(f"languages must be a non-empty list of codes or null, got {self.languages!r}")
+        return self

@@ -1,10 +1,14 @@
-"""A trained quality model folder: load it once per process, predict P(high quality) in batches.
+"""A trained fastText classifier folder: load it once per process, predict P(positive label) in batches.
 
-MODEL_DIR holds `model.bin` (fastText supervised, labels `__label__hq` / `__label__lq`) and
-`metadata.json` (written by `train.py`: parameters, training files with sha256 and counts, fastText
-version, held-out evaluation, and `model_sha256`, the hash of model.bin that names the model in
-output fingerprints). Loading checks both files exist and that model.bin still has that hash, so a
-folder whose model was replaced by hand is refused instead of silently mislabelled.
+MODEL_DIR holds `model.bin` (fastText supervised; the quality model's labels are `__label__hq` /
+`__label__lq`, the toxicity model's `__label__toxic` / `__label__clean`) and `metadata.json`
+(written by `train.py`: parameters, training files with sha256 and counts, fastText version,
+held-out evaluation, and `model_sha256`, the hash of model.bin that names the model in output
+fingerprints). Loading checks both files exist and that model.bin still has that hash, so a
+folder whose model was replaced by hand is refused instead of silently mislabelled; and that
+model.bin has the positive label of the kind asked for, so a quality model is never read as a
+toxicity model or the other way round. `QualityModel` is the quality kind; classifiers/toxicity.py
+subclasses `FastTextClassifier` for its own.
 
 Models are cached per Python process keyed by folder and hash: a Spark executor's Python worker
 is reused across tasks (spark.python.worker.reuse, on by default), so each worker loads the model
@@ -19,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -30,27 +34,29 @@ from core.files import sha256_file
 MODEL_FILE = "model.bin"
 METADATA_FILE = "metadata.json"
 
-_MODELS: dict[tuple[str, str], QualityModel] = {}
+_MODELS: dict[tuple[type, str, str], Any] = {}
 
 
 class ModelError(InputError):
     """A model folder is missing, incomplete or inconsistent; the message names the path."""
 
 
-def read_metadata(model_dir: str | Path) -> dict[str, Any]:
-    """metadata.json of a model folder, after checking the folder has what scoring needs."""
+def read_metadata(model_dir: str | Path, trainer: str = "train-quality") -> dict[str, Any]:
+    """metadata.json of a model folder, after checking the folder has what scoring needs.
+
+    `trainer` is the command that makes such folders, named in the errors."""
     d = Path(model_dir)
     if not d.is_dir():
         raise ModelError(f"model folder not found: {d}")
     for name in (MODEL_FILE, METADATA_FILE):
         if not (d / name).is_file():
-            raise ModelError(f"{d} is not a model folder: {name} is missing (train one with train-quality)")
+            raise ModelError(f"{d} is not a model folder: {name} is missing (train one with {trainer})")
     try:
         meta = json.loads((d / METADATA_FILE).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ModelError(f"{d / METADATA_FILE}: not valid JSON: {e}") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("model_sha256"), str):
-        raise ModelError(f"{d / METADATA_FILE}: no model_sha256 (not written by train-quality?)")
+        raise ModelError(f"{d / METADATA_FILE}: no model_sha256 (not written by {trainer}?)")
     return meta
 
 
@@ -62,22 +68,30 @@ def _ensure_fasttext():
     return fasttext
 
 
-class QualityModel:
-    """`predict(texts) -> float32 array of P(high quality)`; build with `load_model`."""
+class FastTextClassifier:
+    """`predict(texts) -> float32 array of P(positive label)`; a subclass names its kind's label."""
+
+    positive_label: ClassVar[str]
+    kind: ClassVar[str]
+    """What the positive label means ("quality"), for errors."""
+    trainer: ClassVar[str]
+    """The command that trains this kind ("train-quality"), for errors."""
 
     def __init__(self, model_dir: str | Path, verify: bool = True) -> None:
         self.dir = Path(model_dir).resolve()
-        self.metadata = read_metadata(self.dir)
+        self.metadata = read_metadata(self.dir, self.trainer)
         self.sha256 = self.metadata["model_sha256"]
         if verify and sha256_file(self.dir / MODEL_FILE) != self.sha256:
             raise ModelError(f"{self.dir / MODEL_FILE} does not match the model_sha256 of its metadata.json")
         fasttext = _ensure_fasttext()
         self.ft = fasttext.load_model(str(self.dir / MODEL_FILE))
-        if LABEL_HIGH not in self.ft.labels:
-            raise ModelError(f"{self.dir / MODEL_FILE} has no {LABEL_HIGH} label: not a quality model")
+        if self.positive_label not in self.ft.labels:
+            raise ModelError(
+                f"{self.dir / MODEL_FILE} has no {self.positive_label} label: not a {self.kind} model"
+            )
 
     def predict(self, texts: Sequence[str]) -> np.ndarray:
-        """P(high quality) per text, shape (len(texts),), float32. One C++ call for the batch."""
+        """P(positive label) per text, shape (len(texts),), float32. One C++ call for the batch."""
         if not texts:
             return np.zeros(0, dtype=np.float32)
         lines = [fasttext_line(t) for t in texts]
@@ -90,7 +104,7 @@ class QualityModel:
         out = np.empty(len(lines), dtype=np.float32)
         for i, (lab, p) in enumerate(zip(labels, probs)):
             # k=-1 returns every label, sorted by probability; softmax over 2 labels sums to 1.
-            out[i] = p[lab.index(LABEL_HIGH)] if LABEL_HIGH in lab else 0.0
+            out[i] = p[lab.index(self.positive_label)] if self.positive_label in lab else 0.0
         # fastText's softmax can round a hair above 1.0; a probability column must stay in [0, 1].
         return np.clip(out, 0.0, 1.0)
 
@@ -98,11 +112,22 @@ class QualityModel:
         return float(self.predict([text])[0])
 
 
-def load_model(model_dir: str | Path) -> QualityModel:
-    """The model of `model_dir`, loaded (and its hash checked) once per process."""
+class QualityModel(FastTextClassifier):
+    """`predict(texts) -> float32 array of P(high quality)`; build with `load_model`."""
+
+    positive_label = LABEL_HIGH
+    kind = "quality"
+    trainer = "train-quality"
+
+
+M = TypeVar("M", bound=FastTextClassifier)
+
+
+def load_model(model_dir: str | Path, cls: type[M] = QualityModel) -> M:  # type: ignore[assignment]
+    """The `cls` model of `model_dir`, loaded (and its hash checked) once per process."""
     d = Path(model_dir).resolve()
-    key = (str(d), read_metadata(d)["model_sha256"])
+    key = (cls, str(d), read_metadata(d, cls.trainer)["model_sha256"])
     model = _MODELS.get(key)
     if model is None:
-        model = _MODELS[key] = QualityModel(d)
+        model = _MODELS[key] = cls(d)
     return model

@@ -12,6 +12,9 @@ positives and random web text as negatives, is the filter that worked best):
 5. score the held-out documents through the same `QualityModel.predict` that `score` and
    `evaluate` use, and write MODEL_DIR atomically: model.bin + metadata.json are built in a
    temporary sibling folder and renamed into place, so a crash never leaves a half-written model.
+
+`train-toxicity` (classifiers/toxicity.py) is the same recipe with other labels and another model
+class: `train_fasttext` takes them as a `FastTextTask`; `train_quality` is its quality instance.
 """
 
 from __future__ import annotations
@@ -26,15 +29,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from classifiers.config import QualityTrainConfig
+from classifiers.config import FastTextTrainConfig, QualityTrainConfig
 from classifiers.data import DataError, FileDocs, read_inputs
 from classifiers.metrics import binary_metrics
-from classifiers.model import METADATA_FILE, MODEL_FILE, QualityModel, _ensure_fasttext
+from classifiers.model import METADATA_FILE, MODEL_FILE, FastTextClassifier, QualityModel, _ensure_fasttext
 from classifiers.text import LABEL_HIGH, LABEL_LOW, MAX_CHARS, fasttext_line
 from core.errors import OutputConflict
 from core.files import sha256_file
@@ -44,6 +48,21 @@ log = logging.getLogger(__name__)
 FORMAT = "refinery-quality-fasttext-v1"
 # Held-out metrics are reported at this threshold; recipes choose their own (scores are columns).
 DEFAULT_THRESHOLD = 0.5
+
+
+@dataclass(frozen=True)
+class FastTextTask:
+    """What one kind of fastText classifier trains: its labels, its folder format, its model class."""
+
+    format: str
+    """metadata.json's `format`."""
+    positive_label: str
+    negative_label: str
+    model_cls: type[FastTextClassifier]
+    """Scores the held-out split: the class that will score the folder later."""
+
+
+QUALITY = FastTextTask(FORMAT, LABEL_HIGH, LABEL_LOW, QualityModel)
 
 
 def _dedup(docs: list[str]) -> tuple[list[str], int]:
@@ -66,7 +85,7 @@ def _fasttext_version() -> str:
 
 
 def prepare_split(
-    pos_files: list[FileDocs], neg_files: list[FileDocs], cfg: QualityTrainConfig
+    pos_files: list[FileDocs], neg_files: list[FileDocs], cfg: FastTextTrainConfig
 ) -> tuple[dict[str, list[str]], dict[str, int]]:
     """Dedup, balance and split: {'train_pos', 'train_neg', 'holdout_pos', 'holdout_neg'} + counts."""
     pos, pos_dups = _dedup([d for f in pos_files for d in f.docs])
@@ -114,7 +133,7 @@ model.save_model(a["output"])
 """
 
 
-def _train_in_subprocess(train_file: Path, model_path: Path, cfg: QualityTrainConfig) -> None:
+def _train_in_subprocess(train_file: Path, model_path: Path, cfg: FastTextTrainConfig) -> None:
     """`fasttext.train_supervised` in a fresh Python process.
 
     Why: in fasttext-numpy2 0.10.4, every training after the first one in a process fails with
@@ -142,6 +161,17 @@ def _train_in_subprocess(train_file: Path, model_path: Path, cfg: QualityTrainCo
 def train_quality(
     positive: list[str | Path], negative: list[str | Path], output: str | Path, cfg: QualityTrainConfig
 ) -> dict[str, Any]:
+    """Train the quality model (high-quality text vs web documents); returns its metadata."""
+    return train_fasttext(positive, negative, output, cfg, QUALITY)
+
+
+def train_fasttext(
+    positive: list[str | Path],
+    negative: list[str | Path],
+    output: str | Path,
+    cfg: FastTextTrainConfig,
+    task: FastTextTask,
+) -> dict[str, Any]:
     """Train, evaluate on the held-out split, write MODEL_DIR; returns its metadata."""
     out = Path(output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -155,7 +185,8 @@ def train_quality(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        rows = [(LABEL_HIGH, d) for d in split["train_pos"]] + [(LABEL_LOW, d) for d in split["train_neg"]]
+        rows = [(task.positive_label, d) for d in split["train_pos"]]
+        rows += [(task.negative_label, d) for d in split["train_neg"]]
         random.Random(cfg.seed).shuffle(rows)  # fastText streams its file in order: mix the classes
         train_file = tmp / "train.txt"
         with open(train_file, "w", encoding="utf-8") as f:
@@ -166,8 +197,8 @@ def train_quality(
         train_seconds = time.time() - t_train
         train_file.unlink()
         meta: dict[str, Any] = {
-            "format": FORMAT,
-            "labels": {"positive": LABEL_HIGH, "negative": LABEL_LOW},
+            "format": task.format,
+            "labels": {"positive": task.positive_label, "negative": task.negative_label},
             "model_sha256": sha256_file(tmp / MODEL_FILE),
             "model_bytes": (tmp / MODEL_FILE).stat().st_size,
             "fasttext_version": _fasttext_version(),
@@ -184,7 +215,7 @@ def train_quality(
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-        model = QualityModel(tmp)
+        model = task.model_cls(tmp)
         scores = model.predict(split["holdout_pos"] + split["holdout_neg"])
         labels = np.r_[np.ones(len(split["holdout_pos"])), np.zeros(len(split["holdout_neg"]))]
         meta["heldout"] = binary_metrics(labels, scores, DEFAULT_THRESHOLD)
