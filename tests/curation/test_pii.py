@@ -85,6 +85,31 @@ POSITIVES: dict[str, list[tuple[str, str]]] = {
         ("Toll free 1-800-476-0446", "1-800-476-0446"),
         ("Tel: 467 3395", "467 3395"),  # weak two-group shape, with a keyword
         ("0961-7596216 is my number", "0961-7596216"),  # two groups with a trunk 0
+        # International call prefix instead of '+': "00" (ITU-T) and "011" (NANP)
+        ("Ring 0044 20 7946 0958 from abroad", "0044 20 7946 0958"),
+        ("from the US dial 011 44 20 7946 0958.", "011 44 20 7946 0958"),
+        ("Johannesburg office 011 234 5678", "011 234 5678"),  # 011 as an area code stays national
+        ("(+44) 20 7946 0958 is the desk", "(+44) 20 7946 0958"),
+        ("Paris: +33 1 23 45 67 89", "+33 1 23 45 67 89"),
+        ("Mumbai +91 98765 43210", "+91 98765 43210"),
+        ("Berlin +49 (0)30 1234567", "+49 (0)30 1234567"),
+        # One-digit long-distance prefix before the area code
+        ("toll free 1 (800) 555-0199 today", "1 (800) 555-0199"),
+        ("Moscow office 8 (495) 123-45-67", "8 (495) 123-45-67"),
+        # Slash after a trunk-prefixed area code (DIN 5008, Belgium, Austria)
+        ("Büro 030/1234567, bitte", "030/1234567"),
+        ("Brussels 02/123 45 67", "02/123 45 67"),
+        # National layouts of other countries
+        ("Sydney (02) 9876 5432", "(02) 9876 5432"),
+        ("Tokyo 03-1234-5678", "03-1234-5678"),
+        ("Zurich 044 123 45 67", "044 123 45 67"),
+        # A number inside the sentence's own parentheses: the parentheses stay
+        ("the desk (415-555-2671) is staffed", "415-555-2671"),
+        ("our lab ((800) 505-7223) answers", "(800) 505-7223"),
+        ("Julie (+852 3727 2691) replied", "+852 3727 2691"),
+        # Extensions
+        ("Call +1 (415) 555-2671 extension 204.", "+1 (415) 555-2671 extension 204"),
+        ("1-800-555-0199 x12", "1-800-555-0199 x12"),
     ],
     "card": [
         ("visa 4111 1111 1111 1111 exp 12/29", "4111 1111 1111 1111"),
@@ -172,6 +197,12 @@ NEGATIVES: dict[str, list[str]] = {
         "tel 12345",
         "+0 123 456 789",  # country codes never start with 0
         "000 12 3456",  # SSN shape (here an invalid SSN) is not a phone
+        "on 05/12/2020 at noon",  # slashes: a date
+        "ratio 030/1234/567",  # two slashes: not the DIN 5008 form
+        "scores 3/1234567",  # a slash after a group without the trunk 0
+        "(1990-2000)",  # years in the sentence's parentheses
+        "(+0 123 456 789)",  # country codes never start with 0, in parentheses or not
+        "0012 34",  # too few digits after the call prefix
     ],
     "card": [
         "4111 1111 1111 1112",  # Luhn-invalid
