@@ -1,8 +1,9 @@
 """Scrub personal data and secrets from document text with checksum-validated, linear-time regexes.
 
 What: `scrub(text, config)` finds e-mail addresses, public IPv4/IPv6 addresses, phone numbers,
-payment card numbers, US social security numbers, IBANs and secrets (AWS access key ids, PEM
-private key blocks, HTTP bearer tokens), replaces each with a typed placeholder (`<EMAIL>`, ...)
+payment card numbers, US social security numbers, IBANs, secrets (AWS access key ids, PEM
+private key blocks, HTTP bearer tokens) and US/UK/Canadian postal addresses (curation/
+pii_address.py), replaces each with a typed placeholder (`<EMAIL>`, ...)
 and returns the new text plus one `PiiSpan` per replacement, with offsets into the ORIGINAL text.
 `PiiScrubber(config)` wraps it as a per-document stage returning per-type counts, for use inside
 Spark partitions (this module imports no Spark; its only state is a bounded memo of IP answers).
@@ -24,7 +25,9 @@ check its issuer defines, so that random digit strings are left alone:
 - secrets: PEM private key blocks (RFC 7468 labels), bearer tokens (RFC 6750 b64token syntax;
   only the token is replaced), AWS access key ids (IAM user guide: "AKIA" long-term, "ASIA"
   temporary, 20 characters).
-Name, street address and other free-text PII need NER, not regexes, and are out of scope.
+- address: the grammar of USPS Pub 28, Royal Mail and Canada Post addresses (house number,
+  street name, street type from their lists, units, city/state/ZIP or postcode), see its module.
+Names and other free-text PII need NER, not regexes, and are out of scope.
 
 Linear time. Python's `re` is a backtracking engine, so a careless pattern is quadratic (a run
 re-scanned from every start position) or exponential (nested quantifiers) on hostile input; see
@@ -69,9 +72,11 @@ from typing import Final, Literal, NamedTuple, get_args
 
 from core.errors import ConfigError
 from core.stage import Document, DocumentStage, Drop
+from curation.pii_address import PATTERNS as ADDRESS_PATTERNS
+from curation.pii_address import find_addresses
 from curation.schema import PII_COUNT_FIELDS
 
-PiiType = Literal["secret", "card", "iban", "ssn", "email", "ip", "phone"]
+PiiType = Literal["secret", "card", "iban", "ssn", "email", "ip", "phone", "address"]
 # Order matters: it is the tie-break priority when two types claim exactly the same characters.
 PII_TYPES: Final[tuple[PiiType, ...]] = get_args(PiiType)
 _PRIORITY: Final[dict[str, int]] = {t: i for i, t in enumerate(PII_TYPES)}
@@ -97,6 +102,7 @@ class PiiPlaceholders:
     email: str = "<EMAIL>"
     ip: str = "<IP>"
     phone: str = "<PHONE>"
+    address: str = "<ADDRESS>"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -808,6 +814,7 @@ _FINDERS: Final[dict[PiiType, Finder]] = {
     "email": _find_emails,
     "ip": _find_ips,
     "phone": _find_phones,
+    "address": find_addresses,
 }
 # Every compiled pattern, for the structural linear-time test.
 PATTERNS: Final[dict[str, re.Pattern[str]]] = {
@@ -830,6 +837,7 @@ PATTERNS: Final[dict[str, re.Pattern[str]]] = {
     "phone_context_before": _PHONE_CONTEXT_BEFORE,
     "phone_context_after": _PHONE_CONTEXT_AFTER,
     "isbn": _ISBN,
+    **ADDRESS_PATTERNS,
 }
 
 _DEFAULT_CONFIG: Final = PiiConfig()
