@@ -1,8 +1,9 @@
 """Scrub personal data and secrets from document text with checksum-validated, linear-time regexes.
 
 What: `scrub(text, config)` finds e-mail addresses, public IPv4/IPv6 addresses, phone numbers,
-payment card numbers, US social security numbers, IBANs and secrets (AWS access key ids, PEM
-private key blocks, HTTP bearer tokens), replaces each with a typed placeholder (`<EMAIL>`, ...)
+payment card numbers, US social security numbers, IBANs, secrets (AWS access key ids, PEM
+private key blocks, HTTP bearer tokens) and US/UK/Canadian postal addresses (curation/
+pii_address.py), replaces each with a typed placeholder (`<EMAIL>`, ...)
 and returns the new text plus one `PiiSpan` per replacement, with offsets into the ORIGINAL text.
 `PiiScrubber(config)` wraps it as a per-document stage returning per-type counts, for use inside
 Spark partitions (this module imports no Spark; its only state is a bounded memo of IP answers).
@@ -17,12 +18,16 @@ check its issuer defines, so that random digit strings are left alone:
 - IP: only `ipaddress` `is_global`, non-multicast addresses (RFC 6890 special-purpose ranges,
   i.e. private, loopback, link-local, documentation, CGNAT ... are not personal data);
 - e-mail: RFC 5321 length limits (local part <= 64, domain <= 253), dotted domain, alphabetic TLD;
-- phone: E.164 (at most 15 digits) plus shape rules that drop dates, year ranges, ZIP+4, SSN
-  shapes, version/IP-like dotted numbers and bare digit runs (order ids);
+- phone: E.164 (at most 15 digits; "+", "00" or the NANP's "011" before the country code) plus
+  shape rules that drop dates, year ranges, ZIP+4, SSN shapes, version/IP-like dotted numbers
+  and bare digit runs (order ids); the national layouts of ITU-T E.123 and the national plans
+  (area code in parentheses, after a one-digit prefix "1 (800)" / "8 (495)", DIN 5008 "030/1234567");
 - secrets: PEM private key blocks (RFC 7468 labels), bearer tokens (RFC 6750 b64token syntax;
   only the token is replaced), AWS access key ids (IAM user guide: "AKIA" long-term, "ASIA"
   temporary, 20 characters).
-Name, street address and other free-text PII need NER, not regexes, and are out of scope.
+- address: the grammar of USPS Pub 28, Royal Mail and Canada Post addresses (house number,
+  street name, street type from their lists, units, city/state/ZIP or postcode), see its module.
+Names and other free-text PII need NER, not regexes, and are out of scope.
 
 Linear time. Python's `re` is a backtracking engine, so a careless pattern is quadratic (a run
 re-scanned from every start position) or exponential (nested quantifiers) on hostile input; see
@@ -67,9 +72,11 @@ from typing import Final, Literal, NamedTuple, get_args
 
 from core.errors import ConfigError
 from core.stage import Document, DocumentStage, Drop
+from curation.pii_address import PATTERNS as ADDRESS_PATTERNS
+from curation.pii_address import find_addresses
 from curation.schema import PII_COUNT_FIELDS
 
-PiiType = Literal["secret", "card", "iban", "ssn", "email", "ip", "phone"]
+PiiType = Literal["secret", "card", "iban", "ssn", "email", "ip", "phone", "address"]
 # Order matters: it is the tie-break priority when two types claim exactly the same characters.
 PII_TYPES: Final[tuple[PiiType, ...]] = get_args(PiiType)
 _PRIORITY: Final[dict[str, int]] = {t: i for i, t in enumerate(PII_TYPES)}
@@ -95,6 +102,7 @@ class PiiPlaceholders:
     email: str = "<EMAIL>"
     ip: str = "<IP>"
     phone: str = "<PHONE>"
+    address: str = "<ADDRESS>"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -520,30 +528,39 @@ def _find_ibans(text: str) -> list[tuple[int, int]]:
 # Phone numbers
 # ---------------------------------------------------------------------------------------------
 
-# Candidate: a '+', '(' or digit, then 5-30 more digits, spaces, dots, dashes or parentheses
-# (possessive, capped), then an optional extension "x123" / "ext. 123". Not inside a word,
-# number, path or time, and not right after "digit + separator" (rule 3; lookbehinds after the
-# first character, as in `_IPV4`). Which of these runs are phone numbers is decided in
-# `_phone_shape` and, for the weakest shape, by nearby keywords.
+# Candidate: a '+', '(' (or "(+") or digit, then 5-30 more digits, spaces, dots, dashes,
+# parentheses or slashes (possessive, capped), then an optional extension "x123" / "ext. 123" / "extension 12".
+# Not inside a word, number, path or time, and not right after "digit + separator" (rule 3;
+# lookbehinds after the first character, as in `_IPV4`). Which of these runs are phone numbers is
+# decided in `_phone_shape` and, for the weakest shape, by nearby keywords.
 _PHONE = re.compile(
-    r"(?P<body>[+(\d](?<![\w+.\-/][+(\d])(?<!\d[ ,:][+(\d])[\d .()\-]{5,30}+)"
-    r"(?P<ext>(?:[xX]|[Ee]xt\.?[ ]?)\d{1,6}+)?",
+    r"(?P<body>[+(\d](?<![\w+.\-/][+(\d])(?<!\d[ ,:][+(\d])(?:(?<=\()\+)?[\d .()\-/]{5,30}+)"
+    r"(?P<ext>(?:[xX]|[Ee]xt(?:ension)?\.?[ ]?)\d{1,6}+)?",
     _A,
 )
 # A phone keyword shortly before (or a line label right after) the number. Only the weakest shape,
 # two digit groups ("467 3395"), needs one: without it, house numbers, ZIP codes, ISBN parts and
 # ranges look the same. The words are the usual labels of contact details (Presidio's phone
-# recognizer uses a similar list), not tuned to any data set.
+# recognizer uses a similar list), not tuned to any data set. Not "number": it also labels
+# document and catalogue numbers ("report number OTS 60-51085" in the Wikipedia sample).
 _PHONE_CONTEXT_BEFORE = re.compile(
-    r"(?i)\b(?:phone|telephone|tel|mobile|cell|cellphone|fax|call|contact|dial|whatsapp|sms|hotline)\b",
+    r"(?i)\b(?:phone|telephone|tel|mobile|cell|cellphone|fax|call|contact|dial|whatsapp|sms|hotline"
+    r"|ring)\b",
     _A,
 )
 _PHONE_CONTEXT_AFTER = re.compile(r"(?i)[ ]?[(\-]?(?:phone|tel|mobile|cell|fax|office|home|work)\b", _A)
+# "(555) 123-4567" opens with an area code; "(555-123-4567)" or "((555) 123-4567)" is a number in
+# the sentence's own parentheses, which the span must not take.
+_AREA_CODE_PARENS = re.compile(r"\(\+?\d{1,5}\)", _A)
 _YEAR_MIN, _YEAR_MAX = 1000, 2099
 # The fewest digits `_phone_shape` accepts (national numbers: 7; international: 8). Candidates with
 # fewer ("10.0.0.1 " in IPv6-like text, 60,000 per MB) are skipped before its ~10 us of work.
 _PHONE_MIN_DIGITS: Final = 7
-_NON_DIGITS: Final = str.maketrans("", "", " .()-+")
+_NON_DIGITS: Final = str.maketrans("", "", " .()-+/")
+# International numbers written with the call prefix instead of '+' (ITU-T E.164 "00", used by
+# most countries; "011" from the NANP) need this many digits after "011", so that a national
+# number with area code 011 (Johannesburg "011 123 4567", Delhi "011 2345 6789") stays national.
+_NANP_EXIT_MIN_DIGITS: Final = 10
 
 
 def _is_year(group: str) -> bool:
@@ -560,35 +577,82 @@ def _is_date(a: str, b: str, c: str) -> bool:
     return False
 
 
+def _phone_core(s: str) -> tuple[str, bool]:
+    """(the number after any international prefix, whether it is international): "+44 20 ...",
+    "(+44) 20 ...", "0044 20 ..." and "011 44 20 ..." all give ("44 20 ...", True)."""
+    if s.startswith("+"):
+        return s[1:], True
+    if s.startswith("(+"):
+        close = s.find(")")
+        if 3 <= close <= 5 and s[2:close].isdigit():
+            return s[2:close] + s[close + 1 :], True  # the country code in parentheses
+        return s, False
+    if s.startswith("00"):
+        rest = s[2:].lstrip(" .-")
+        if rest[:1].isdigit() and rest[0] != "0":
+            return rest, True
+    elif (
+        s.startswith("011")
+        and s[3:4] in (" ", "-", ".")
+        and len(s.translate(_NON_DIGITS)) - 3 >= _NANP_EXIT_MIN_DIGITS
+    ):
+        return s[4:].lstrip(" .-"), True
+    return s, False
+
+
+def _phone_parens(core: str, intl: bool) -> tuple[bool, bool] | None:
+    """(has parentheses, has the "(0)" trunk) if `core`'s parentheses are a phone's, else None.
+
+    At most one pair, holding 1-5 digits: a national area code at the start or after a one-digit
+    long-distance prefix ("1 (800) ...", Russia's "8 (495) ..."), or after an international
+    country code either an area code or the "(0)" trunk prefix.
+    """
+    if "(" not in core and ")" not in core:
+        return False, False
+    open_, close = core.find("("), core.find(")")
+    if core.count("(") != 1 or core.count(")") != 1 or close < open_:
+        return None
+    inner = core[open_ + 1 : close]
+    if not (1 <= len(inner) <= 5 and inner.isdigit()):
+        return None
+    head = core[:open_].rstrip(" ")
+    if intl:
+        if not (1 <= len(head) <= 3 and head.isdigit()):
+            return None
+        return True, inner == "0"  # "+44 (0)20 ...": the 0 is dialled nationally only
+    if head and not (len(head) == 1 and head.isdigit()):
+        return None
+    return True, False
+
+
+def _phone_slash(core: str) -> str | None:
+    """`core` with its slash made a plain separator, or None if the slash is not a phone's.
+
+    One slash, right after a trunk-prefixed area code of 2-5 digits: the German DIN 5008 form
+    "030/1234567" (older but common), Belgian and Austrian "02/123 45 67". Anything else with a
+    slash is a date, a fraction or a path.
+    """
+    slash = core.find("/")
+    if core.count("/") != 1 or not (2 <= slash <= 5 and core[0] == "0" and core[:slash].isdigit()):
+        return None
+    return core.replace("/", " ")
+
+
 def _phone_shape(body: str) -> tuple[int, bool]:
     """(length of the phone number at the start of candidate `body` or 0, whether it needs context)."""
-    if body[0] in "+(" and not body[1].isdigit():
+    if body[0] in "+(" and not (body[1].isdigit() or body[:2] == "(+"):
         return 0, False
-    s = body.rstrip(" .-(")
+    s = body.rstrip(" .-(/")
     if s.count(")") > s.count("(") and s.endswith(")"):
-        s = s[:-1].rstrip(" .-(")  # "(call 555-123-4567)": the ')' closes the sentence's '('
+        s = s[:-1].rstrip(" .-(/")  # "(call 555-123-4567)": the ')' closes the sentence's '('
     length = len(s)
-    intl = s.startswith("+")
-    core = s[1:] if intl else s
-
-    # Parentheses: at most one pair, holding 1-5 digits: a national area code at the start, or
-    # after an international country code either an area code or the "(0)" trunk prefix.
-    trunk = parens = False
-    if "(" in core or ")" in core:
-        open_, close = core.find("("), core.find(")")
-        if core.count("(") != 1 or core.count(")") != 1 or close < open_:
-            return 0, False
-        inner = core[open_ + 1 : close]
-        if not (1 <= len(inner) <= 5 and inner.isdigit()):
-            return 0, False
-        if intl:
-            head = core[:open_].rstrip(" ")
-            if not (1 <= len(head) <= 3 and head.isdigit()):
-                return 0, False
-            trunk = inner == "0"  # "+44 (0)20 ...": the 0 is dialled nationally only
-        elif open_ != 0:
-            return 0, False
-        parens = True
+    core, intl = _phone_core(s)
+    if "/" in core and (intl or (core := _phone_slash(core)) is None):
+        return 0, False
+    paren_info = _phone_parens(core, intl)
+    if paren_info is None:
+        return 0, False
+    parens, trunk = paren_info
 
     parts = _DIGIT_GROUPS.split(core)  # [sep, digits, sep, digits, ..., sep]
     groups = parts[1::2]
@@ -609,6 +673,13 @@ def _phone_shape(body: str) -> tuple[int, bool]:
         return 0, False  # a bare digit run is an order id, a count, a timestamp ... as often
     if any(len(g) == 1 for g in groups[1:]):
         return 0, False  # ISBNs, lists, scores: phone groups after the first have 2+ digits
+    return _national_shape(groups, seps, n_digits, parens, length)
+
+
+def _national_shape(
+    groups: list[str], seps: list[str], n_digits: int, parens: bool, length: int
+) -> tuple[int, bool]:
+    """The shape rules for a national number (no country code); `_phone_shape`'s result."""
     real_seps = {sep for sep in seps if sep}
     shape = [len(g) for g in groups]
     # Dotted numbers are mostly versions, IPs, decimals and dates; keep the two common dotted
@@ -638,10 +709,15 @@ def _find_phones(text: str) -> list[tuple[int, int]]:
         body = m["body"]
         if len(body.translate(_NON_DIGITS)) < _PHONE_MIN_DIGITS:
             continue  # cheap exact pre-check: `_phone_shape` accepts no fewer digits
+        start = m.start()
+        if body[0] == "(" and not _AREA_CODE_PARENS.match(body):
+            body = body[1:]  # "(555-123-4567)": the sentence's parenthesis, not an area code
+            start += 1
+            if not (body[:1].isdigit() or body[:1] == "+" or _AREA_CODE_PARENS.match(body)):
+                continue
         length, weak = _phone_shape(body)
         if not length:
             continue
-        start = m.start()
         end = start + length
         if m["ext"] is not None and end >= m.end("body") - 1:
             end = m.end()  # "555-123-4567x89" / "555-123-4567 ext. 89"
@@ -738,6 +814,7 @@ _FINDERS: Final[dict[PiiType, Finder]] = {
     "email": _find_emails,
     "ip": _find_ips,
     "phone": _find_phones,
+    "address": find_addresses,
 }
 # Every compiled pattern, for the structural linear-time test.
 PATTERNS: Final[dict[str, re.Pattern[str]]] = {
@@ -750,6 +827,7 @@ PATTERNS: Final[dict[str, re.Pattern[str]]] = {
     "iban_hint": _IBAN_HINT,
     "iban": _IBAN,
     "phone": _PHONE,
+    "area_code_parens": _AREA_CODE_PARENS,
     "aws_key": _AWS_KEY,
     "bearer": _BEARER,
     "pem_begin": _PEM_BEGIN,
@@ -759,6 +837,7 @@ PATTERNS: Final[dict[str, re.Pattern[str]]] = {
     "phone_context_before": _PHONE_CONTEXT_BEFORE,
     "phone_context_after": _PHONE_CONTEXT_AFTER,
     "isbn": _ISBN,
+    **ADDRESS_PATTERNS,
 }
 
 _DEFAULT_CONFIG: Final = PiiConfig()

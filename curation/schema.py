@@ -21,7 +21,7 @@ import hashlib
 import pyarrow as pa
 
 # Field order = curation.pii.PII_TYPES (tests check they agree; schema.py stays import-light).
-PII_COUNT_FIELDS = ("secret", "card", "iban", "ssn", "email", "ip", "phone")
+PII_COUNT_FIELDS = ("secret", "card", "iban", "ssn", "email", "ip", "phone", "address")
 PII_COUNTS_TYPE = pa.struct([pa.field(t, pa.int32()) for t in PII_COUNT_FIELDS])
 
 DOC_SCHEMA = pa.schema(

@@ -21,7 +21,7 @@ import pytest
 import core.stage as core_stage
 from core.stage import Document, DocumentStage, Drop, run_stages
 from core.stats import Stats
-from curation import pii
+from curation import pii, pii_address
 from curation.config import ConfigError
 from curation.pii import (
     PII_TYPES,
@@ -85,6 +85,72 @@ POSITIVES: dict[str, list[tuple[str, str]]] = {
         ("Toll free 1-800-476-0446", "1-800-476-0446"),
         ("Tel: 467 3395", "467 3395"),  # weak two-group shape, with a keyword
         ("0961-7596216 is my number", "0961-7596216"),  # two groups with a trunk 0
+        # International call prefix instead of '+': "00" (ITU-T) and "011" (NANP)
+        ("Ring 0044 20 7946 0958 from abroad", "0044 20 7946 0958"),
+        ("from the US dial 011 44 20 7946 0958.", "011 44 20 7946 0958"),
+        ("Johannesburg office 011 234 5678", "011 234 5678"),  # 011 as an area code stays national
+        ("(+44) 20 7946 0958 is the desk", "(+44) 20 7946 0958"),
+        ("Paris: +33 1 23 45 67 89", "+33 1 23 45 67 89"),
+        ("Mumbai +91 98765 43210", "+91 98765 43210"),
+        ("Berlin +49 (0)30 1234567", "+49 (0)30 1234567"),
+        # One-digit long-distance prefix before the area code
+        ("toll free 1 (800) 555-0199 today", "1 (800) 555-0199"),
+        ("Moscow office 8 (495) 123-45-67", "8 (495) 123-45-67"),
+        # Slash after a trunk-prefixed area code (DIN 5008, Belgium, Austria)
+        ("Büro 030/1234567, bitte", "030/1234567"),
+        ("Brussels 02/123 45 67", "02/123 45 67"),
+        # National layouts of other countries
+        ("Sydney (02) 9876 5432", "(02) 9876 5432"),
+        ("Tokyo 03-1234-5678", "03-1234-5678"),
+        ("Zurich 044 123 45 67", "044 123 45 67"),
+        # A number inside the sentence's own parentheses: the parentheses stay
+        ("the desk (415-555-2671) is staffed", "415-555-2671"),
+        ("our lab ((800) 505-7223) answers", "(800) 505-7223"),
+        ("Julie (+852 3727 2691) replied", "+852 3727 2691"),
+        # Extensions
+        ("Call +1 (415) 555-2671 extension 204.", "+1 (415) 555-2671 extension 204"),
+        ("1-800-555-0199 x12", "1-800-555-0199 x12"),
+    ],
+    "address": [
+        # United States (USPS Pub 28): suffix, unit, directions, city/state/ZIP(+4)
+        ("I live at 1234 Elm Street, Springfield, IL 62704 now.", "1234 Elm Street, Springfield, IL 62704"),
+        ("Ship to 742 Evergreen Terrace", "742 Evergreen Terrace"),
+        (
+            "Office: 350 Fifth Avenue, Suite 3300, New York, NY 10118",
+            "350 Fifth Avenue, Suite 3300, New York, NY 10118",
+        ),
+        (
+            "Send it to 1600 Pennsylvania Ave NW, Washington, DC 20500-0003.",
+            "1600 Pennsylvania Ave NW, Washington, DC 20500-0003",
+        ),
+        ("at 123 N. Lake Shore Drive Apt 4B today", "123 N. Lake Shore Drive Apt 4B"),
+        ("mail: 55 W 42nd St #12, New York, NY 10036", "55 W 42nd St #12, New York, NY 10036"),
+        (
+            "John Smith\n1234 Maple Ave\nSpringfield, IL 62704\nUSA",
+            "1234 Maple Ave\nSpringfield, IL 62704\nUSA",
+        ),
+        ("12 Willow Bend, Apt 5", "12 Willow Bend, Apt 5"),  # generic suffix, vouched by the unit
+        ("addr: 88 oak lane apt 3", "88 oak lane apt 3"),  # lower case, vouched by the unit
+        ("in 1990 Main Street, Apt 5", "1990 Main Street, Apt 5"),  # a year-like number with a unit
+        ("PO Box 1024, Austin, TX 78701", "PO Box 1024, Austin, TX 78701"),
+        ("P.O. Box 77 is closed", "P.O. Box 77"),
+        ("PSC 1234, Box 5678\nAPO AE 09012", "PSC 1234, Box 5678\nAPO AE 09012"),
+        ("USS Nimitz\nFPO AP 96620", "USS Nimitz\nFPO AP 96620"),
+        # United Kingdom (Royal Mail): flat before the number, postcode
+        ("Flat 3, 12 High Street, London SW1A 2AA", "Flat 3, 12 High Street, London SW1A 2AA"),
+        ("Write to 10 Downing Street, London SW1A 2AA.", "10 Downing Street, London SW1A 2AA"),
+        ("She moved to 4 Privet Close, Little Whinging", "4 Privet Close"),
+        ("27 Old Gloucester Street, London WC1N 3AX, UK", "27 Old Gloucester Street, London WC1N 3AX, UK"),
+        ("221B Baker Street", "221B Baker Street"),
+        # Canada (Canada Post): province, postal code, French order
+        ("Head office: 100 Queen St W, Toronto, ON M5H 2N2", "100 Queen St W, Toronto, ON M5H 2N2"),
+        ("Unit 5, 80 Bloor Street East", "Unit 5, 80 Bloor Street East"),
+        ("Deliver to 24 Sussex Drive, Ottawa, Ontario K1M 1M4", "24 Sussex Drive, Ottawa, Ontario K1M 1M4"),
+        (
+            "1234, rue Sainte-Catherine Ouest, Montréal (Québec) H3G 1P1",
+            "1234, rue Sainte-Catherine Ouest, Montréal (Québec) H3G 1P1",
+        ),
+        ("au 12 rue de la Gare.", "12 rue de la Gare"),
     ],
     "card": [
         ("visa 4111 1111 1111 1111 exp 12/29", "4111 1111 1111 1111"),
@@ -134,6 +200,28 @@ POSITIVES: dict[str, list[tuple[str, str]]] = {
 }
 
 NEGATIVES: dict[str, list[str]] = {
+    "address": [
+        "in 1990 Main Street was widened",  # a year after "in"
+        "Since 1985 Park Avenue has changed",
+        "In 2004 Hollywood Boulevard reopened",
+        "Chapter 12 Street Fighter",  # a suffix word with no street name before it
+        "Top 10 Road Trips",
+        "x = 3 Square + 4 Circle",  # math
+        "version 2.1 Main Street",  # a version number, not a house number
+        "won 3-1 at Elland Road",  # a score: "at" is no part of a street name
+        "Final score 102-98 at Madison Square Garden",
+        "the 8 Mile Road",  # a number after an article names the road
+        " 1925 Along the Road\n 1926 Essays New and Old",  # a bibliography
+        "Catalogue GL 522 and CL 522",
+        "Highway 63 north of Fort McMurray, Alberta",  # "City, Province" alone vouches for nothing
+        "all 9 Supreme Court justices",  # generic suffixes need a unit or postal code
+        "Top 40 Hit Parade",
+        "12 Hyde Park",
+        "Apollo 11 Command Module",
+        "Room 101 is at the end",
+        "12345 Main",  # no suffix
+        "Suite 5",  # a unit alone
+    ],
     "email": [
         "user@localhost",
         "a@b.c",
@@ -172,6 +260,12 @@ NEGATIVES: dict[str, list[str]] = {
         "tel 12345",
         "+0 123 456 789",  # country codes never start with 0
         "000 12 3456",  # SSN shape (here an invalid SSN) is not a phone
+        "on 05/12/2020 at noon",  # slashes: a date
+        "ratio 030/1234/567",  # two slashes: not the DIN 5008 form
+        "scores 3/1234567",  # a slash after a group without the trunk 0
+        "(1990-2000)",  # years in the sentence's parentheses
+        "(+0 123 456 789)",  # country codes never start with 0, in parentheses or not
+        "0012 34",  # too few digits after the call prefix
     ],
     "card": [
         "4111 1111 1111 1112",  # Luhn-invalid
@@ -232,6 +326,8 @@ def test_positive(pii_type: str, text: str, value: str) -> None:
 
 
 PHONE_SHAPED = {"123-45-67890", "1234-56-7890", "123-45 6789"}
+# Not a phone number, but a street address: a unit ("Apartment 467") before "3395 Main Street".
+ADDRESS_SHAPED = {"Apartment 467 3395 Main Street"}
 
 
 @pytest.mark.parametrize(
@@ -241,9 +337,11 @@ def test_negative(pii_type: str, text: str) -> None:
     assert find_pii(text, PiiConfig(enabled=(pii_type,))) == []
     # Every type enabled: another type must not catch what this one rightly refuses either (the
     # phone finder must not take an invalid SSN or a Luhn-invalid card), except for strings that
-    # are not this type's shape at all but are a valid phone number.
+    # are not this type's shape at all but are a valid phone number or address.
     if text in PHONE_SHAPED:
         assert found(text) == [("phone", text)]
+    elif text in ADDRESS_SHAPED:
+        assert found(text) == [("address", text)]
     else:
         assert scrub(text) == (text, [])
 
@@ -281,7 +379,8 @@ def test_iban_lengths_cover_the_examples_and_agree_with_them() -> None:
 MIXED = (
     "Hi, I'm at jane.roe@example.org or +1 (555) 123-4567; server 93.184.216.34 "
     "(LAN 192.168.0.7). Card 4111 1111 1111 1111, SSN 536-22-8726, "
-    "IBAN GB82 WEST 1234 5698 7654 32, key AKIAIOSFODNN7EXAMPLE. Bye!"
+    "IBAN GB82 WEST 1234 5698 7654 32, key AKIAIOSFODNN7EXAMPLE. Post: 42 Elm Street, "
+    "Apt 7, Boston, MA 02118. Bye!"
 )
 MIXED_VALUES = {
     "email": "jane.roe@example.org",
@@ -291,6 +390,7 @@ MIXED_VALUES = {
     "ssn": "536-22-8726",
     "iban": "GB82 WEST 1234 5698 7654 32",
     "secret": "AKIAIOSFODNN7EXAMPLE",
+    "address": "42 Elm Street, Apt 7, Boston, MA 02118",
 }
 
 
@@ -308,7 +408,7 @@ def test_offsets_map_back_to_the_original_text() -> None:
     assert scrubbed == _apply_right_to_left(MIXED, spans)
     assert scrubbed == (
         "Hi, I'm at <EMAIL> or <PHONE>; server <IP> (LAN 192.168.0.7). Card <CARD>, SSN <SSN>, "
-        "IBAN <IBAN>, key <SECRET>. Bye!"
+        "IBAN <IBAN>, key <SECRET>. Post: <ADDRESS>. Bye!"
     )
 
 
@@ -477,9 +577,10 @@ def test_rule_checker_catches_backtracking_patterns() -> None:
 
 
 def test_every_pattern_obeys_the_linear_time_rules() -> None:
-    compiled = {id(v) for v in vars(pii).values() if isinstance(v, re.Pattern)}
     listed = {id(p) for p in pii.PATTERNS.values()}
-    assert compiled <= listed, "a module-level pattern is missing from pii.PATTERNS"
+    for module in (pii, pii_address):
+        compiled = {id(v) for v in vars(module).values() if isinstance(v, re.Pattern)}
+        assert compiled <= listed, f"a module-level pattern of {module.__name__} is missing from pii.PATTERNS"
     for name, pattern in pii.PATTERNS.items():
         assert _regex_problems(pattern.pattern, pattern.flags) == [], name
 
@@ -499,6 +600,7 @@ DENSE_VALUES = {
     "iban": "GB82 WEST 1234 5698 7654 32",
     "ssn": "536-22-8726",
     "secret": "AKIAIOSFODNN7EXAMPLE",
+    "address": "1234 Elm Street, Springfield, IL 62704",
 }
 
 # 1 MB inputs that make careless patterns blow up: long runs of one pattern's characters without
@@ -549,8 +651,30 @@ ADVERSARIAL: dict[str, Callable[[], str]] = {
     "any:newlines": lambda: "\n" * MB,
     "dense:mixed": lambda: _fill(
         "Contact {email} or {phone} from {ip} about card {card}, IBAN {iban}, SSN {ssn} and key "
-        "{secret}, then some ordinary words to pad the line out a bit more. ".format(**DENSE_VALUES)
+        "{secret}, post to {address}. ".format(**DENSE_VALUES)
     ),
+    # Addresses: numbers and words without a street type, runs of street types, generic types and
+    # doubtful numbers that each need the (bounded) tail match, and dense real addresses.
+    "address:123 Main": lambda: _fill("123 Main "),
+    "address:1 A B C D": lambda: _fill("1 A B C D "),
+    "address:Street": lambda: _fill("Street "),
+    "address:123 Street*": lambda: "123 " + _fill("Street "),
+    "address:weak": lambda: _fill("1 Lake Park "),
+    "address:lower": lambda: _fill("1 lake park "),
+    "address:years": lambda: _fill("in 1990 Main Street "),
+    "address:rue": lambda: _fill("12 rue "),
+    "address:route": lambda: _fill("1 Route 9 "),
+    "address:units": lambda: _fill("Apt 1 "),
+    "address:city-run": lambda: "1 Main St, " + _fill("Aa "),
+    "address:separators": lambda: "1 Main St" + _fill(" ,\n"),
+    "address:dense": lambda: _fill("123 Main Street "),
+    "address:dense-comma": lambda: _fill("1 Main St, "),
+    "address:dense-unit": lambda: _fill("123 Main St Apt 4 "),
+    "address:dense-us": lambda: _fill("1234 Main Street, Springfield, IL 62704\n"),
+    "address:dense-uk": lambda: _fill("Flat 3, 12 High Street, London SW1A 2AA\n"),
+    "address:po-box": lambda: _fill("PO Box 1 "),
+    "address:apo": lambda: _fill("APO AE 12345 "),
+    "address:military": lambda: _fill("PSC 1234, Box 5678\nAPO AE 09012\n"),
 }
 
 
@@ -561,6 +685,19 @@ ADVERSARIAL_MATCHES: dict[str, dict[str, int]] = {
     "secret:pem-no-end": {"secret": 1},
     "secret:pem-lines": {"secret": 27027},
     "secret:bearer-long": {"secret": 1},
+    # Each repeat of a real address is one address (1,000,000 // len(unit) whole repeats; the cut
+    # last one is no address); the runs of street types after one number are one address.
+    "address:123 Street*": {"address": 1},
+    "address:city-run": {"address": 1},
+    "address:separators": {"address": 1},
+    "address:dense": {"address": MB // len("123 Main Street ")},
+    "address:dense-comma": {"address": MB // len("1 Main St, ")},
+    "address:dense-unit": {"address": MB // len("123 Main St Apt 4 ")},
+    "address:dense-us": {"address": MB // len("1234 Main Street, Springfield, IL 62704\n")},
+    "address:dense-uk": {"address": MB // len("Flat 3, 12 High Street, London SW1A 2AA\n")},
+    "address:po-box": {"address": MB // len("PO Box 1 ")},
+    "address:apo": {"address": MB // len("APO AE 12345 ")},
+    "address:military": {"address": MB // len("PSC 1234, Box 5678\nAPO AE 09012\n")},
 }
 
 
@@ -764,7 +901,9 @@ def test_presidio_gold_and_eligible_counts(presidio_stats: dict) -> None:
     # Facts about the data file, measured once: how many gold spans of each type, and how many the
     # spec asks us to find. 10 of the 136 cards are 12-digit Maestro numbers (spec: 13-19 digits);
     # 3 of the 92 phone numbers are bare 10-digit runs (spec: plain long numbers are not matched).
-    # Every IP is public, every IBAN passes mod-97, every SSN is in an issued range.
+    # Every IP is public, every IBAN passes mod-97, every SSN is in an issued range. 112 of the 598
+    # street-address spans hold a US/UK/Canadian street line, PO box or military address; the rest
+    # are number-last European streets, intersections and fragments ("28030", "Apt. 297").
     counts = {t: (s.gold, s.eligible) for t, s in presidio_stats.items()}
     assert counts == {
         "secret": (0, 0),
@@ -774,15 +913,21 @@ def test_presidio_gold_and_eligible_counts(presidio_stats: dict) -> None:
         "email": (49, 49),
         "ip": (14, 14),
         "phone": (92, 89),
+        "address": (598, 112),
     }
 
 
 # Measured on presidio_synth_dev.json (bench/pii_recall.py): recall on eligible spans is 1.000 for
-# email, ip, card, ssn, iban and 0.978 (87/89) for phone; precision is 1.000 except phone 0.978
-# (two false positives: a driver licence number 2270-66-1551 and a street number "03262 2437").
-# Floors sit one or two misses below those, per type's count: e.g. ip 13/14 = 0.93.
-RECALL_FLOORS = {"email": 0.97, "ip": 0.92, "card": 0.98, "ssn": 0.93, "iban": 0.95, "phone": 0.95}
-PRECISION_FLOORS = {"email": 0.97, "ip": 0.92, "card": 0.98, "ssn": 0.93, "iban": 0.95, "phone": 0.93}
+# email, ip, card, ssn, iban, 0.978 (87/89) for phone and 0.955 (107/112) for address; precision
+# is 1.000 except phone 0.978 (two false positives: a driver licence number 2270-66-1551 and a
+# street number "03262 2437"). Floors sit one or two misses below those, per type's count: e.g.
+# ip 13/14 = 0.93, address 105/112 = 0.94 and 134/136 predicted = 0.985.
+RECALL_FLOORS = {
+    "email": 0.97, "ip": 0.92, "card": 0.98, "ssn": 0.93, "iban": 0.95, "phone": 0.95, "address": 0.93,
+}  # fmt: skip
+PRECISION_FLOORS = {
+    "email": 0.97, "ip": 0.92, "card": 0.98, "ssn": 0.93, "iban": 0.95, "phone": 0.93, "address": 0.98,
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("pii_type", list(RECALL_FLOORS))
@@ -792,20 +937,45 @@ def test_presidio_recall_and_precision(presidio_stats: dict, pii_type: str) -> N
     assert st.precision >= PRECISION_FLOORS[pii_type], (st.precision, st.false_positives)
 
 
+def test_presidio_address_recall_over_all_spans(presidio_stats: dict) -> None:
+    # All 598 spans, the issue's measure: 0.241 (144) measured. Most spans are outside the spec
+    # (see the counts test), so this is far below the issue's 0.85 aim; the floor guards against
+    # losing what the grammar does cover, a few spans below the measurement.
+    assert presidio_stats["address"].recall >= 0.23
+
+
 def test_presidio_ineligible_spans_are_left_alone(presidio_stats: dict) -> None:
     # The spec's exclusions hold on real data too: no 12-digit card, no bare digit-run phone.
-    for st in presidio_stats.values():
-        assert st.found == st.found_eligible
+    # (Not for addresses: a found address covers the unit and ZIP fragments the file labels apart.)
+    for t, st in presidio_stats.items():
+        if t != "address":
+            assert st.found == st.found_eligible, t
     assert presidio_stats["secret"].predicted == 0  # the data has no secrets: any match is wrong
 
 
 def test_real_prose_has_almost_no_matches() -> None:
     # 3 MB of Wikipedia articles: years, dates, ISBNs, populations, coordinates, but no contact
-    # details. Measured: 0 matches of any type; allow a few before calling it a regression.
+    # details. Measured: 0 matches of any type but address, and 2 addresses, both real places'
+    # (the Walk of Fame's "6263 Hollywood Boulevard" and the film "15 Maiden Lane"); allow a few
+    # before calling it a regression. The issue's bound for addresses is 10 per MB (30 here).
     path = shared_data_dir() / "quality" / "enwiki_sample_articles.jsonl"
     hits = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             text = json.loads(line)["text"]
             hits += [(s.type, text[s.start : s.end]) for s in find_pii(text)]
-    assert len(hits) <= 3, hits
+    others = [h for h in hits if h[0] != "address"]
+    assert len(others) <= 3, others
+    assert len(hits) - len(others) <= 5, hits
+
+
+def test_phone_recall_on_a_second_generator() -> None:
+    # bench/pii_phone_forms.py writes national and international layouts of 30 countries into new
+    # sentences (independent of the Presidio file). Measured: recall 1.000, precision 1.000 on the
+    # 1,000 records of seed 19 (0.906 before issue 19); the floor allows 20 misses, the issue's aim
+    # is 0.95.
+    bench = _load_bench()
+    st = bench.evaluate(bench.generate_phone_records(1000, 19))["phone"]
+    assert st.gold == 1000
+    assert st.recall >= 0.98, st.misses
+    assert st.precision >= 0.98, st.false_positives

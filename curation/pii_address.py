@@ -1,0 +1,472 @@
+"""Street addresses for the PII scrubber (curation/pii.py): US, UK and Canadian, by grammar, in linear time.
+
+What: `find_addresses(text)` returns the (start, end) spans of postal addresses written the way
+the three countries' postal services define them:
+- a street line: house number (`221B`, `12-14`), optional pre-direction, 1-4 street-name words
+  and a street suffix from USPS Publication 28 appendix C1 (US), the Royal Mail / Canada Post
+  street types (`Close`, `Crescent`, `Mews`, ...), optional post-direction (`NW`, `Ouest`); or
+  Canada's French order, type first (`1234, rue Sainte-Catherine Ouest`); or a numbered route
+  (`12345 State Route 9`);
+- optional secondary units (USPS appendix C2: `Apt`, `Suite`, `Unit`, `#`, ...; UK `Flat`), after
+  the street line or before it ("Flat 3, 12 High Street");
+- an optional locality: "City, ST 12345(-6789)" / "City, ON K1A 0B1" / "City (Québec) H3G 1P1",
+  "City, ST", or a UK postcode ("London SW1A 2AA");
+- the non-street forms of USPS Pub 28: `PO Box 123` and military addresses (`PSC 1234, Box 5678`
+  / `Unit 1234 Box 5678` / `USS Ship` followed by `APO|FPO|DPO AA|AE|AP 12345`).
+The span covers all of it, so the city and postal code are replaced with the street line.
+
+Precision. A house number followed by a capitalised name and a word such as "Street" is an
+address in most prose, but the USPS list also holds common nouns ("Park", "Point", "Union",
+"View") and capitalised runs of them occur in titles. So each street line is graded:
+- strong: a suffix whose ordinary meaning is a street type (`_STRONG_SUFFIXES`), every word
+  capitalised (or an ordinal "5th", or a connector "of", "de"), a house number that is not a year
+  after "in"/"since"/... ("in 1990 Main Street was...") and not after an article ("the 8 Mile
+  Road"): accepted alone;
+- otherwise (a generic suffix, lower-case text, a doubtful number): accepted only when a unit or a
+  locality with a state, province or postal code follows (or a unit precedes).
+Street names written number-last (continental Europe: "Kiannonkatu 98") and UK addresses without a
+house number are not matched: they have no marker this grammar could rely on without NER.
+
+Linear time, under the rules of curation/pii.py (no repeated groups, possessive unbounded
+repeats, attempts only where a token starts). Street lines are found by one pattern anchored on
+a house number that starts a token; its 1-4 name words are nested lazy optional groups (at most
+4 suffix tries per number, each a trie-shaped alternation that fails within a few characters), so
+an attempt costs O(1) and attempts start only at numbers. Units, localities and the words before
+a number are then matched at a fixed position or in a window of at most 60 characters, only for
+candidates that already matched a street suffix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Final
+
+
+def _words(text: str) -> list[str]:
+    """The whitespace-separated words of `text`: long word lists read better as one string."""
+    return text.split()
+
+
+# ---------------------------------------------------------------------------------------------
+# Word lists (lower case)
+# ---------------------------------------------------------------------------------------------
+
+# Street types whose ordinary meaning is a street: USPS Pub 28 C1 primary names and standard
+# abbreviations, Royal Mail thoroughfare types and Canada Post street types in English. Spelled-out
+# words that also name other things after a capitalised word ("Supreme Court", "First Place",
+# "Death Row", "Hit Parade", "Arctic Circle", "Times Square") are weak; their abbreviations are not.
+_STRONG_SUFFIXES: Final = frozenset(
+    _words(
+        "street st str strt avenue ave av aven avenu avn avnue road rd boulevard blvd boul boulv "
+        "drive dr driv drv lane ln ct crt pl terrace ter terr cir circ crcl crcle "
+        "parkway pkwy pky parkwy highway hwy expressway expy expwy freeway fwy turnpike tpke "
+        "alley aly allee crescent cres cresc crsnt close mews way wy bypass byp causeway cswy "
+        "plaza plz sq trail trl pike grove grv gardens gdns pde esplanade "
+        "embankment quay wynd drove broadway boardwalk lanes streets roads drives avenues"
+    )
+)
+# The rest of USPS C1 and the Royal Mail / Canada Post lists: also ordinary nouns ("Park Avenue"
+# is a street, "Hyde Park" is not), so a street line ending in one needs a unit or a locality.
+_WEAK_SUFFIXES: Final = (
+    frozenset(
+        _words(
+            "anex anx arcade arc bayou byu beach bch bend bnd bluff blf bluffs blfs bottom btm branch br "
+            "bridge brg brook brk brooks brks burg bg burgs bgs camp cp canyon cyn cape cpe center ctr "
+            "centre centers ctrs circles cirs cliff clf cliffs clfs club clb common cmn commons cmns "
+            "corner cor corners cors course crse cove cv coves cvs creek crk crest crst crossing xing "
+            "crossroad xrd crossroads xrds curve curv dale dl dam dm divide dv drives drs estate est "
+            "estates ests extension ext extensions exts fall falls fls ferry fry field fld fields flds "
+            "flat flt flats flts ford frd fords frds forest frst forge frg forges frgs fork frk forks frks "
+            "fort ft garden gdn gateway gtwy glen gln glens glns green grn greens grns groves grvs harbor "
+            "hbr harbour harbors hbrs haven hvn heights hts hill hl hills hls hollow holw inlet inlt "
+            "island is islands iss isle junction jct junctions jcts key ky keys kys knoll knl knolls knls "
+            "lake lk lakes lks land landing lndg light lgt lights lgts loaf lf lock lck locks lcks lodge "
+            "ldg loop mall manor mnr manors mnrs meadow mdw meadows mdws mill ml mills mls mission msn "
+            "motorway mtwy mount mt mountain mtn mountains mtns neck nck orchard orch oval overpass opas "
+            "park parks passage psge pass path pine pne pines pnes plain pln plains plns point pt points "
+            "pts port prt ports prts prairie pr radial radl ramp ranch rnch rapid rpd rapids rpds rest "
+            "rst ridge rdg ridges rdgs river riv route rte run shoal shl shoals shls shore shr shores shrs "
+            "skyway skwy spring spg springs spgs spur spurs squares sqs station sta stravenue stra stream "
+            "strm summit smt throughway trwy trace trce track trak trafficway trfy tunnel tunl "
+            "underpass upas union un unions uns valley vly valleys vlys viaduct via view vw views vws "
+            "village vlg villages vlgs ville vl vista vis walk walks wall ways well wl wells wls "
+            "court courts place row parade circle square "
+            "approach chase circus gate rise vale wharf yard acres bay circuit "
+            "dell downs end glade grounds heath highlands line link lookout maze moor pathway "
+            "private promenade range subdivision terraces thicket towers townline turnabout villas wood"
+        )
+    )
+    - _STRONG_SUFFIXES
+)
+_SUFFIXES: Final = _STRONG_SUFFIXES | _WEAK_SUFFIXES
+
+# Canada Post street types written before the name (French order), e.g. "1234, rue Sainte-Catherine".
+_STRONG_PREFIX_TYPES: Final = frozenset(
+    _words("rue avenue av boulevard boul blvd chemin ch allée montée côte impasse ruelle rang croissant")
+)
+_WEAK_PREFIX_TYPES: Final = frozenset(
+    _words("route rte place carré carrefour cours promenade quai sentier terrasse voie")
+)
+_PREFIX_TYPES: Final = _STRONG_PREFIX_TYPES | _WEAK_PREFIX_TYPES
+
+_DIRECTIONS: Final = _words(
+    "n s e w ne nw se sw north south east west northeast northwest southeast southwest "
+    "nord sud est ouest o no so"
+)
+# Lower-case words allowed inside a capitalised street name ("Avenue of the Americas").
+_CONNECTORS: Final = frozenset(_words("of the de du des la le les del della di da van von y"))
+
+# USPS state and territory codes, Canada Post province codes, and their names.
+_REGION_CODES: Final = _words(
+    "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ "
+    "NM NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY AS GU MP PR VI "
+    "AB BC MB NB NL NS NT NU ON PE QC SK YT"
+)
+_REGION_NAMES: Final = (
+    "Alabama", "Alaska", "Arizona", "Arkansas", "California", "Colorado", "Connecticut", "Delaware",
+    "Florida", "Georgia", "Hawaii", "Idaho", "Illinois", "Indiana", "Iowa", "Kansas", "Kentucky",
+    "Louisiana", "Maine", "Maryland", "Massachusetts", "Michigan", "Minnesota", "Mississippi",
+    "Missouri", "Montana", "Nebraska", "Nevada", "New Hampshire", "New Jersey", "New Mexico",
+    "New York", "North Carolina", "North Dakota", "Ohio", "Oklahoma", "Oregon", "Pennsylvania",
+    "Rhode Island", "South Carolina", "South Dakota", "Tennessee", "Texas", "Utah", "Vermont",
+    "Virginia", "Washington", "West Virginia", "Wisconsin", "Wyoming", "Puerto Rico",
+    "District of Columbia", "Alberta", "British Columbia", "Manitoba", "New Brunswick",
+    "Newfoundland and Labrador", "Nova Scotia", "Northwest Territories", "Nunavut", "Ontario",
+    "Prince Edward Island", "Québec", "Quebec", "Saskatchewan", "Yukon",
+)  # fmt: skip
+_COUNTRIES: Final = (
+    "USA|U\\.S\\.A\\.|US|U\\.S\\.|United States|United States of America|Canada|UK|U\\.K\\.|"
+    "United Kingdom|England|Scotland|Wales|Northern Ireland"
+)
+# USPS Pub 28 C2 secondary unit designators that take a number, plus UK "Flat" and long forms.
+_UNIT_WORDS: Final = _words(
+    "apartment apt suite ste unit flat room rm floor fl building bldg department dept lot "
+    "trailer trlr space spc hangar hngr pier slip penthouse ph"
+)
+# Words after which a 4-digit number is a year, not a house number ("in 1990 Main Street was").
+# Not "to", "of", "at": "moved to", "the corner of", "lives at" precede house numbers too.
+_TEMPORAL_WORDS: Final = frozenset(
+    _words(
+        "in since by until till during before after from between circa around through than year "
+        "years early late mid spring summer autumn fall winter"
+    )
+)
+# Function words that begin no street name: "1925 Along the Road" is a book in a bibliography.
+_NOT_NAMES: Final = frozenset(
+    _words(
+        "along on in at to for from with by of and or but into onto over under across through is was "
+        "are were has have had my our your his her their its this that these those"
+    )
+)
+_ARTICLES: Final = frozenset(("the", "a", "an"))
+# Street types and directions of 4 letters or fewer that are spelled out, not abbreviated: a
+# period after them ends the sentence ("at 15 Maiden Lane."), after "St." or "Blvd." it belongs
+# to the address. After a name ("rue de la Gare.") it ends the sentence too.
+_SHORT_WORDS: Final = frozenset(
+    _words(
+        "lane road way row pike mews quay wynd loop mall walk park pass path run rest port fork ford "
+        "glen hill isle key keys lake land lock mill neck oval pine ramp spur vale view wall well bay "
+        "bend camp cape club cove dale dam end fall flat gate line link moor rise wood yard via burg "
+        "rue cour quai voie rang "
+        "north south east west nord sud est"
+    )
+)
+
+
+def _trie(words: Iterable[str]) -> str:
+    """A regex alternation of `words` shaped as a trie: each attempt reads each character once.
+
+    A flat alternation of 400 words tries them one after the other at every house number; the
+    trie fails on the first character no word continues with. Only optional groups, no repeats.
+    """
+    root: dict = {}
+    for word in words:
+        node = root
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict) -> str:
+        end = "" in node
+        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if end else body
+
+    return build(root)
+
+
+# ---------------------------------------------------------------------------------------------
+# Patterns
+# ---------------------------------------------------------------------------------------------
+
+
+def _cased(words: Iterable[str]) -> list[str]:
+    """Each word as written in lower case, capitalised and in capitals ("st", "St", "ST"): the
+    tries are case-sensitive, about twice as fast as `(?i:...)` on text dense with numbers."""
+    return sorted({v for w in words for v in (w, w.capitalize(), w.upper())})
+
+
+def _reversed(words: Iterable[str]) -> list[str]:
+    return [w[::-1] for w in words]
+
+
+# A house number: 1-6 digits starting a token (the lookbehind after the first digit rejects a
+# position inside a number, a decimal, a path, a time or a phone number), an optional letter
+# ("221B") and an optional range ("12-14", Queens "104-20").
+_NUM = r"[0-9](?<![\w.,/\-#:+][0-9])[0-9]{0,5}+(?:[A-Za-z](?!\w))?(?:-[0-9]{1,5}+[A-Za-z]?(?!\w))?"
+# A word of a street or city name: letters first (any script's letters: "Côte-des-Neiges"), or an
+# ordinal ("5th"); a trailing period for abbreviations ("St. John").
+_ORDINAL = r"[0-9]{1,4}+(?:st|nd|rd|th|ST|ND|RD|TH)(?!\w)"
+_WORD = rf"(?:[^\W\d_][\w'’\-]{{0,30}}+|{_ORDINAL})\.?"
+_SP = r"[ ]{1,2}+"
+# Form A: number, 1-4 name words (nested lazy groups: the first suffix after one word, then after
+# two, ...), suffix. Form B: number, optional comma, a French-order street type, a name word.
+# Form C: number, an optional word ("State", "County", "US"), a numbered route. The lookahead
+# after the number rejects at once the numbers not followed by a word (most of them).
+_STREET = re.compile(
+    rf"(?P<num>{_NUM})(?=,?[ ]{{1,2}}+(?:[^\W\d_]|{_ORDINAL}))"
+    rf"(?:{_SP}(?P<name>{_WORD}(?:{_SP}{_WORD}(?:{_SP}{_WORD}(?:{_SP}{_WORD})??)??)??){_SP}"
+    rf"(?P<suffix>{_trie(_cased(_SUFFIXES))})(?!\w)\.?"
+    rf"|,?{_SP}(?P<ptype>{_trie(_cased(_PREFIX_TYPES))})(?!\w)\.?{_SP}(?P<pname>{_WORD})"
+    rf"|{_SP}(?:{_WORD}{_SP})??(?P<route>{_trie(_cased(('highway', 'hwy', 'route', 'rte')))})\.?"
+    rf"{_SP}[0-9]{{1,4}}+[A-Za-z]?(?!\w))"
+)
+# Up to three more words of a French-order name ("rue de la Gare").
+_MORE_WORDS = re.compile(rf"(?:{_SP}{_WORD})?(?:{_SP}{_WORD})?(?:{_SP}{_WORD})?")
+_NON_SPACE = re.compile(r"\S++")
+# The word after a street line: a street type ("Lake Shore Drive") or a post-direction ("St W").
+_NEXT_WORD = re.compile(rf"{_SP}(?P<word>{_WORD})(?!\w)")
+
+# Separator between the parts of an address: comma, line break (with e-mail quoting '>'), spaces.
+_SEP = r"[ \t]{0,2}+(?:\r?\n[ \t>]{0,4}+)?,?[ \t]{0,2}+(?:\r?\n[ \t>]{0,4}+)?"
+# A secondary unit: designator and an id holding a digit ("Apt 4B", "Suite 200", "# 12") or one
+# letter ("Suite A"); "unit and", "Suite Dreams" are words.
+_UNIT_ID = r"(?:(?=[A-Za-z\-]{0,9}[0-9])[A-Za-z0-9]{1,5}+(?:-[A-Za-z0-9]{1,4}+)?|[A-Za-z])(?!\w)"
+_UNIT = (
+    rf"(?:[ ]{{0,2}}+,[ ]{{0,2}}+|[ ]{{1,2}}+|[ ]{{0,2}}+\r?\n[ \t>]{{0,4}}+)"
+    rf"(?:{_trie(_cased(_UNIT_WORDS))}(?:\.|(?!\w))[ ]{{0,2}}+(?:(?:No|no|NO)\.?[ ]?|#[ ]?)?|#[ ]?)"
+    rf"{_UNIT_ID}"
+)
+_CITY_WORD = r"[A-ZÀ-ÖØ-Þ][\w'’.\-]{0,24}+"
+_CITY = rf"{_CITY_WORD}(?:[ ]{_CITY_WORD})?(?:[ ]{_CITY_WORD})?(?:[ ]{_CITY_WORD})?"
+_REGION = _trie([*_REGION_CODES, *_REGION_NAMES])
+_ZIP = r"[0-9]{5}(?:-[0-9]{4})?(?![\w\-])"
+# Canada Post: letter-digit-letter digit-letter-digit; D, F, I, O, Q, U never occur, W and Z not first.
+_CA_POSTAL = r"[ABCEGHJ-NPRSTVXY][0-9][ABCEGHJ-NPRSTV-Z][ ]?[0-9][ABCEGHJ-NPRSTV-Z][0-9](?!\w)"
+# Royal Mail: outward code (area letters, district) and inward code (sector digit, unit letters).
+_UK_POSTCODE = r"(?:[A-PR-UWYZ][A-HK-Y]?[0-9][A-Z0-9]?|GIR)[ ]{0,2}+[0-9][ABD-HJLNP-UW-Z]{2}(?!\w)"
+# "City, ST 12345", "City, ON K1A 0B1", "City (Québec) H3G 1P1", "City, ST", "City SW1A 2AA",
+# "SW1A 2AA"; then optionally the country. The city is matched once for all forms.
+_LOCALITY = (
+    rf"{_SEP}(?:{_CITY}{_SEP}"
+    rf"(?:\(?(?:{_REGION})\)?(?:(?:[ ]{{1,2}}+|{_SEP})(?P<postal>{_ZIP}|{_CA_POSTAL}))?(?![\w\-])"
+    rf"|(?P<postcode>{_UK_POSTCODE}))"
+    rf"|(?P<postcode2>{_UK_POSTCODE}))"
+    rf"(?:{_SEP}(?:{_COUNTRIES})(?!\w))?"
+)
+# What may follow a street line, PO box: up to two units ("Suite 967 Apt. 267"), then a locality.
+# Every part is optional, so one match call answers (an empty match: nothing follows).
+_TAIL = re.compile(rf"(?P<unit>{_UNIT})?(?:{_UNIT})?(?:{_LOCALITY})?")
+
+# Before a house number, read backwards (on the reversed 30 characters before it, so one match
+# at position 0 replaces a search over every start): a unit ("Flat 3, 12 High Street") or the
+# previous word (is the number a year after "in", or after an article?).
+_BEFORE_REVERSED = re.compile(
+    rf"[ ]{{0,2}}+[,/]?[ ]{{0,2}}+[A-Za-z0-9]{{1,5}}+(?=[#. ])#?[ ]{{0,2}}+\.?"
+    rf"{_trie(_reversed(_cased(_UNIT_WORDS)))}(?!\w)"
+    r"|[ ,]{1,3}+(?P<word>[A-Za-z]{1,12}+)(?![A-Za-z])"
+)
+_LOOKBACK: Final = 30
+
+_PO_BOX = re.compile(
+    r"[Pp](?<![\w][Pp])(?:\.?[ ]?[Oo]\.?[ ]?|(?:ost|OST)[ ](?:[Oo]ffice|OFFICE)[ ])(?:Box|BOX|box)"
+    r"[ ]{1,2}+#?[0-9]{1,6}+(?!\w)"
+)
+# USPS military addresses: the locality line "APO AE 09012" (case-insensitive: forms are often
+# typed in lower case), and before it a unit/box line or a ship's name, read backwards as above.
+_MILITARY = re.compile(
+    r"[AaFfDd](?<![\w][AaFfDd])(?i:po)[ ](?i:aa|ae|ap)[ ]{1,2}+[0-9]{5}(?:-[0-9]{4})?(?!\w)"
+)
+_MILITARY_LINE_REVERSED = re.compile(
+    r"(?:[ ]{0,2}+,|[ \t>]{0,4}+\n\r?)?[ \t]{0,2}+"
+    r"(?i:[0-9]{1,5}+[ ]xob[ ],?[0-9]{1,5}+[ ](?:csp|rmc|tinu)"
+    r"|[\w'’\-]{1,25}+(?:[ ][\w'’\-]{1,25}+)?[ ](?:ssu|snsu|vnsu|cgcsu))(?!\w)"
+)
+_MILITARY_LOOKBACK: Final = 60
+
+PATTERNS: Final[dict[str, re.Pattern[str]]] = {
+    "address_street": _STREET,
+    "address_more_words": _MORE_WORDS,
+    "address_non_space": _NON_SPACE,
+    "address_next_word": _NEXT_WORD,
+    "address_tail": _TAIL,
+    "address_before_reversed": _BEFORE_REVERSED,
+    "address_po_box": _PO_BOX,
+    "address_military": _MILITARY,
+    "address_military_line_reversed": _MILITARY_LINE_REVERSED,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Finder
+# ---------------------------------------------------------------------------------------------
+
+
+def _capitalised(word: str) -> bool:
+    """A word of a proper street name: capitalised, an ordinal or number, or a connector."""
+    return word[0].isupper() or word[0].isdigit() or word.lower() in _CONNECTORS
+
+
+def _norm(word: str) -> str:
+    return word.rstrip(".").lower()
+
+
+def _is_year(number: str) -> bool:
+    return len(number) == 4 and number.isdigit() and 1000 <= int(number) <= 2099
+
+
+def _suffix_line(text: str, m: re.Match[str]) -> tuple[int, bool, list[str]]:
+    """English order: (end, whether the street type is strong, words of the name and type)."""
+    end = m.end()
+    suffix = m["suffix"]
+    words = [*m["name"].split(), suffix]
+    strong = _norm(suffix) in _STRONG_SUFFIXES
+    # The first suffix may be part of the name ("Lake Shore Drive": "Lake" and "Shore" are USPS
+    # suffixes too): extend over up to two more capitalised suffix words to a street type (not
+    # "Glyn St street": a lower-case "street" after the name is the sentence's).
+    pos, more = end, []
+    for _ in range(2):
+        nxt = _NEXT_WORD.match(text, pos)
+        if nxt is None:
+            break
+        word = nxt["word"]
+        if _norm(word) not in _SUFFIXES or not word[0].isupper():
+            break
+        pos = nxt.end()
+        more.append(word)
+        if _norm(word) in _STRONG_SUFFIXES:
+            words += more
+            end, strong, more = pos, True, []
+    return end, strong, words
+
+
+def _prefix_line(text: str, m: re.Match[str]) -> tuple[int, bool, list[str]] | None:
+    """French order ("rue de la Gare"): (end, strong type, words of the name), or None."""
+    end = m.end()
+    words = [(m["pname"], end)]  # (word, where it ends)
+    for w in _NON_SPACE.finditer(_MORE_WORDS.match(text, end).group()):
+        word = w.group()
+        if not _capitalised(word) or _norm(word) in _UNIT_WORDS or _norm(word) in _DIRECTIONS:
+            break
+        words.append((word, end + w.end()))
+    while words and words[-1][0].lower() in _CONNECTORS:
+        words.pop()  # "rue de la" + a lower-case word: the connectors are not the name
+    if not words:
+        return None
+    return words[-1][1], _norm(m["ptype"]) in _STRONG_PREFIX_TYPES, [w for w, _ in words]
+
+
+def _street_line(text: str, m: re.Match[str]) -> tuple[int, bool] | None:
+    """(end of the street line, whether it needs a unit or locality to be accepted), or None."""
+    if m["route"] is not None:
+        return m.end(), True
+    line = _suffix_line(text, m) if m["suffix"] is not None else _prefix_line(text, m)
+    if line is None:
+        return None
+    end, strong, words = line
+    nxt = _NEXT_WORD.match(text, end)
+    if nxt is not None and _norm(nxt["word"]) in _DIRECTIONS:
+        end = nxt.end()  # "Queen St W"
+    if text[end - 1] == ".":
+        last = text[text.rfind(" ", 0, end) + 1 : end - 1].lower()
+        if len(last) > 4 or last in _SHORT_WORDS or (last not in _SUFFIXES and last not in _DIRECTIONS):
+            end -= 1  # "Hollywood Boulevard.", "rue de la Gare.": the sentence's period
+    return end, not strong or _doubtful_name(words, english=m["suffix"] is not None)
+
+
+def _doubtful_name(words: list[str], english: bool) -> bool:
+    """Whether `words` may be other than a proper street name: it needs capitalised words
+    (connectors aside, and in English order not first: "522 and CL 522" is a catalogue number)
+    and no function word before the type ("1925 Along the Road" is a book). One loop: this runs
+    for every street line, 60,000 times on a megabyte of addresses."""
+    if english and words[0].lower() in _CONNECTORS:
+        return True
+    proper = False
+    last = len(words) - 1
+    for i, w in enumerate(words):
+        lw = w.lower()
+        if lw in _CONNECTORS:
+            continue
+        if not (w[0].isupper() or w[0].isdigit()) or (i < last and lw.rstrip(".") in _NOT_NAMES):
+            return True
+        proper = True
+    return not proper
+
+
+def _tail(text: str, pos: int) -> tuple[int, bool]:
+    """(end of the units and locality after `pos`, whether they vouch for the address).
+
+    "City, ST" alone extends the span but does not vouch for a doubtful street line ("Highway 63
+    north of Fort McMurray, Alberta" is prose); a unit or a postal code does.
+    """
+    tail = _TAIL.match(text, pos)  # always matches, possibly empty
+    vouched = tail["unit"] is not None or tail.group("postal", "postcode", "postcode2") != (None, None, None)
+    return tail.end(), vouched
+
+
+def _find_streets(text: str) -> list[tuple[int, int]]:
+    found: list[tuple[int, int]] = []
+    last_end = 0
+    for m in _STREET.finditer(text):
+        line = _street_line(text, m)
+        if line is None:
+            continue
+        end, needs_more = line
+        end, vouched = _tail(text, end)
+        start = m.start()
+        before = _BEFORE_REVERSED.match(text[max(last_end, start - _LOOKBACK) : start][::-1])
+        if before is not None:
+            word = before["word"]
+            if word is None:
+                start -= before.end()  # a unit before the number, not the previous address's
+                vouched = True
+            else:
+                # A house number may be something else: a year after "in", "since", ... or any
+                # number after an article ("the 8 Mile Road").
+                word = word[::-1].lower()
+                if word in _ARTICLES or (word in _TEMPORAL_WORDS and _is_year(m["num"])):
+                    needs_more = True
+        if needs_more and not vouched:
+            continue
+        found.append((start, end))
+        last_end = end
+    return found
+
+
+def _find_boxes(text: str) -> list[tuple[int, int]]:
+    """PO boxes (with their locality) and military addresses."""
+    found: list[tuple[int, int]] = []
+    if "box" in text or "Box" in text or "BOX" in text:
+        found += [(m.start(), _TAIL.match(text, m.end()).end()) for m in _PO_BOX.finditer(text)]
+    if "PO " not in text and "po " not in text and "Po " not in text and "pO " not in text:
+        return found  # substring tests run at memchr speed; the pattern tries every a, d and f
+    for m in _MILITARY.finditer(text):
+        start = m.start()
+        line = _MILITARY_LINE_REVERSED.match(text[max(0, start - _MILITARY_LOOKBACK) : start][::-1])
+        found.append((start - (line.end() if line is not None else 0), m.end()))
+    return found
+
+
+def find_addresses(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each street address, PO box or military address in `text`, sorted.
+
+    Spans of different forms may overlap ("PO Box 12" inside a longer match); `curation.pii`
+    resolves overlaps for all types alike.
+    """
+    found = _find_streets(text)
+    found += _find_boxes(text)
+    found.sort()
+    return found
