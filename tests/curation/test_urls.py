@@ -151,9 +151,37 @@ def test_shipped_ut1_list_is_already_normalized_and_loads_whole():
 
 
 def test_word_lists_as_datatrove_normalizes_them():
-    assert "porn" in load_word_list("banned_words")
-    assert "ass" not in load_word_list("banned_words")  # '#ass' is a disabled entry of the file
-    assert "2girls1cup" in load_word_list("banned_subwords")  # "2 girls 1 cup"
-    assert "webcam" in load_word_list("soft_banned_words")
-    assert normalize_word("Hot-Chat/2 Girls") == "hotchat2girls"
-    assert url_words("http://Ex.com/a-PORN_b?x=1") == {"http", "Ex", "com", "a", "PORN", "b", "x", "1"}
+    assert b"porn" in load_word_list("banned_words")
+    assert b"ass" not in load_word_list("banned_words")  # '#ass' is a disabled entry of the file
+    assert b"2girls1cup" in load_word_list("banned_subwords")  # "2 girls 1 cup"
+    assert b"webcam" in load_word_list("soft_banned_words")
+    assert normalize_word(b"Hot-Chat/2 Girls") == b"hotchat2girls"
+    assert url_words(b"http://Ex.com/a-PORN_b?x=1") == {
+        b"http",
+        b"Ex",
+        b"com",
+        b"a",
+        b"PORN",
+        b"b",
+        b"x",
+        b"1",
+    }
+
+
+def test_words_on_bytes_equal_datatroves_regex_on_str(warc_dir):
+    """The bytes fast path against datatrove's own `normalize` and `normalizer.split` (its reference)."""
+    from datatrove.pipeline.filters.url_filter import normalize, normalizer
+
+    from tests.support.url_filter_reference import shared_warc_urls
+
+    urls = shared_warc_urls()[0] + [
+        "http://bücher.de/Straße/ÆØÅ-sex_Cam/",  # non-ASCII letters are separators in both
+        "https://例え.jp/パス?q=日本語&x=PORN",
+        "http://x.com/%F0%9F%98%80/😀-emoji",
+        "",
+        "/-/",
+    ]
+    for url in urls:
+        raw = url.encode("utf-8")
+        assert {w.decode() for w in url_words(raw)} == set(normalizer.split(url)) - {""}, url
+        assert normalize_word(raw).decode() == normalize(url), url
