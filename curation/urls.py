@@ -172,6 +172,8 @@ class DomainSet:
 
     def match(self, host: str) -> str | None:
         """The listed domain that `host` is or is under (the most specific), or None."""
+        if not host:
+            return None
         bitmap, shift = self._bitmap, self._shift
         # An IP address has no parent domains. IPv4 as the WHATWG URL standard tells it: the last
         # label is a number (no TLD is); IPv6 has colons.

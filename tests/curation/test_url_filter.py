@@ -260,7 +260,7 @@ WRITTEN_DISAGREEMENTS = {
 }
 
 
-def test_parity_on_written_urls_with_a_user_blocklist(ours, tld, tmp_path):
+def test_parity_on_written_urls_with_a_user_blocklist(tld, tmp_path):
     path = tmp_path / "mine.txt"
     path.write_text(WRITTEN_BLOCKLIST, encoding="utf-8")
     stage = UrlFilter(UrlFilterConfig(blocklists=[str(path)]))

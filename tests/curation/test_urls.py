@@ -113,6 +113,7 @@ def test_domain_set_matches_host_and_parent_domains_on_label_boundaries():
     assert s.match("w.xn--p1ai9") == "xn--p1ai9"  # a last label ending in a digit is not an IP
     assert s.match("2001:db8::1") == "2001:db8::1"
     assert DomainSet.from_domains([]).match("example.com") is None
+    assert s.match("") is None
 
 
 def test_domain_set_agrees_with_a_python_set_on_200k_random_domains():
