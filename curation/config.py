@@ -14,6 +14,7 @@ after the built-in filters, and `extract.class` swaps trafilatura for another ex
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
 import json
 from pathlib import Path
@@ -32,6 +33,7 @@ from core.config import (
 )
 from core.stage import check_arguments, resolve_stage
 from curation.pii import PII_TYPES, PiiConfig, PiiPlaceholders
+from curation.urls import UT1_CATEGORIES, datatrove_asset, parse_domain_file
 
 # datatrove filter blocks we call, by config key -> class name in datatrove.pipeline.filters.
 DATATROVE_FILTERS = {
@@ -58,6 +60,75 @@ class ReaderConfig(ConfigModel):
         check_positive("reader.max_record_bytes", self.max_record_bytes)
         check_positive("reader.download_retries", self.download_retries)
         return self
+
+
+class UrlFilterConfig(ConfigModel):
+    """The first stage (curation/url_filter.py): FineWeb's URL filter and the user's domain lists.
+
+    Defaults are FineWeb's: datatrove's domain and URL list, banned words, soft-banned words
+    (2 or more drop a page) and banned subwords, all on. `ut1_categories` names lists shipped in
+    datatrove's package; datatrove 0.10.1 ships one merged list, offered as `adult` (curation/urls.py).
+    """
+
+    enabled: bool = True
+    """false: no URL checks, no `url_filter` funnel row."""
+    ut1_categories: tuple[str, ...] = ("adult",)
+    """Domain and URL lists from datatrove's package, by category; [] turns them off."""
+    banned_words: bool = True
+    """FineWeb's hard-banned words: one of them as a word of the URL drops the page."""
+    soft_banned_words: bool = True
+    """FineWeb's soft-banned words: `soft_word_threshold` distinct ones in the URL drop the page."""
+    soft_word_threshold: int = 2
+    banned_subwords: bool = True
+    """FineWeb's banned phrases, matched inside the URL squeezed to lowercase letters and digits."""
+    blocklists: tuple[str, ...] = ()
+    """Domain files (one per line, `#` comments): a host on one, or under a listed domain, is
+    dropped with reason `url_filter:blocklist:<file stem>`."""
+    allowlist: tuple[str, ...] = ()
+    """Domain files of hosts always kept (no URL check applies), e.g. a list's false positives."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Any:
+        check_positive("url_filter.soft_word_threshold", self.soft_word_threshold)
+        for cat in self.ut1_categories:
+            if cat not in UT1_CATEGORIES:
+                raise ConfigError(
+                    f"url_filter.ut1_categories: unknown category {cat!r}; datatrove's package ships: "
+                    f"{', '.join(UT1_CATEGORIES)} (give other lists as url_filter.blocklists files)"
+                )
+            if not datatrove_asset(UT1_CATEGORIES[cat]).is_file():
+                raise ConfigError(
+                    f"url_filter.ut1_categories: {cat!r} list not found in the datatrove package"
+                )
+        if len(set(self.ut1_categories)) != len(self.ut1_categories):
+            raise ConfigError(
+                f"url_filter.ut1_categories: a category is named twice in {list(self.ut1_categories)}"
+            )
+        _check_domain_files("url_filter.blocklists", self.blocklists)
+        _check_domain_files("url_filter.allowlist", self.allowlist)
+        return self
+
+    def files_sha256(self) -> dict[str, str]:
+        """sha256 of each blocklist/allowlist file: editing a list changes the output, so the fingerprint."""
+        return {
+            p: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in (*self.blocklists, *self.allowlist)
+        }
+
+
+def _check_domain_files(key: str, paths: tuple[str, ...]) -> None:
+    """Each file exists and parses, and stems are unique (a stem names the drop reason)."""
+    stems: dict[str, str] = {}
+    for i, p in enumerate(paths):
+        if not Path(p).is_file():
+            raise ConfigError(f"{key}[{i}]: no such file {p!r}")
+        try:
+            parse_domain_file(p)
+        except (ValueError, OSError) as e:  # a bad line, not UTF-8, unreadable
+            raise ConfigError(f"{key}[{i}]: {p}: {e}") from None
+        stem = Path(p).stem
+        if stem in stems:
+            raise ConfigError(f"{key}[{i}]: {p!r} and {stems[stem]!r} have one name {stem!r}; rename one")
+        stems[stem] = p
 
 
 class ExtractConfig(ConfigModel):
@@ -244,6 +315,7 @@ class OutputConfig(ConfigModel):
 
 class ExtractJobConfig(ConfigModel):
     reader: ReaderConfig = Field(default_factory=ReaderConfig)
+    url_filter: UrlFilterConfig = Field(default_factory=UrlFilterConfig)
     extract: ExtractConfig = Field(default_factory=ExtractConfig)
     langid: LangIdConfig = Field(default_factory=LangIdConfig)
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
@@ -258,8 +330,10 @@ class ExtractJobConfig(ConfigModel):
 
         The quality model is named by the content hash recorded in its metadata, not only its path:
         retraining into the same folder changes the scores, so it must change the fingerprint.
+        Blocklist and allowlist files are named by their content hash for the same reason.
         """
         d = self.to_dict()
+        d["url_filter"]["files_sha256"] = self.url_filter.files_sha256()
         if self.quality.model is not None:
             d["quality"]["model_sha256"] = self.quality.model_sha256()
         return fingerprint_of(d)

@@ -1,4 +1,4 @@
-"""One input file through every curation stage: read -> extract -> langid -> filters -> pii -> quality -> write.
+"""One input file through every stage: read -> url_filter -> extract -> langid -> filters -> pii -> quality -> write.
 
 This is the whole per-unit logic of the `extract` job, with no Spark in it: `process_unit` is what
 the per-file runner (core/runner.py) calls in a Spark task for its one WARC, and `process_file`
@@ -9,6 +9,9 @@ sample of dropped documents and writes the kept ones.
 
 Funnel rows, in order (each stage's docs/bytes in and out, drops per reason, seconds):
     read                 curation/warc.py: records -> pages; skips (non-HTML, errors, ...) counted
+    url_filter           curation/url_filter.py: FineWeb's URL filter + domain blocklists, on the URL
+                         alone, so a blocked page is never extracted (`url_filter.enabled: false`
+                         removes the row)
     extract              charset decoding + trafilatura (or the configured extractor) -> text, title
     langid               fastText lid.176 -> lang, lang_score; keep-list + threshold
     filter:<key>         each datatrove filter block in FineWeb's order, then the user's own stages
@@ -49,6 +52,7 @@ from curation.inputs import is_remote, local_copy
 from curation.langid import LanguageIdentifier
 from curation.pii import PiiScrubber, PiiStage
 from curation.schema import DOC_SCHEMA, REJECTED_SCHEMA, doc_id
+from curation.url_filter import UrlFilter
 from curation.warc import Page, Skip, crawl_from_name, iter_records
 
 log = logging.getLogger(__name__)
@@ -65,6 +69,7 @@ def build_stages(cfg: ExtractJobConfig) -> list[DocumentStage]:
     else:
         extractor = build_stage("extractor", custom[0], custom[1], "extract.class", name="extract")
     stages: list[DocumentStage] = [
+        *([UrlFilter(cfg.url_filter)] if cfg.url_filter.enabled else []),
         ExtractStep(extractor),
         LanguageIdentifier(cfg.langid),
         *build_filter_steps(cfg.filters),
@@ -194,6 +199,7 @@ def stage_order(cfg: ExtractJobConfig) -> list[str]:
     """The funnel's rows in pipeline order."""
     return [
         "read",
+        *(["url_filter"] if cfg.url_filter.enabled else []),
         "extract",
         "langid",
         *(f"filter:{n}" for n in cfg.filters.enabled()),
