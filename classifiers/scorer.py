@@ -66,6 +66,7 @@ class ScorerSpec(ConfigModel):
 # kind -> "module:Class". Listed by path so that `classifiers.score` imports no model code it does not use.
 KINDS: dict[str, str] = {
     "quality": "classifiers.quality:QualityScorer",
+    "perplexity": "classifiers.perplexity:PerplexityScorer",
 }
 
 
