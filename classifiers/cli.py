@@ -1,4 +1,5 @@
-"""Command line: `python -m classifiers train-quality | train-toxicity | evaluate | score` (spark-submit too).
+"""Command line: `python -m classifiers train-quality | train-toxicity | train-lm | evaluate | score`
+(also under spark-submit).
 
 Bad input (missing or empty files, no `text` column, a config that does not validate, a folder
 that is not a model, an output that exists) is a core `UserError`, reported as `error: ...` with
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import yaml
@@ -46,6 +48,20 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--labelled", required=True, metavar="FILE", help="JSONL with text and label (1/0)")
     ev.add_argument("--threshold", type=float, default=0.5, help="for precision/recall (default 0.5)")
     ev.add_argument("--predictions", default=None, metavar="FILE", help="also write per-document scores")
+
+    lm = sub.add_parser(
+        "train-lm", help="train the perplexity scorer's reference LM (tokens, trainer, export)"
+    )
+    lm.add_argument("--output", required=True, metavar="DIR", help="work folder; the model is DIR/model")
+    lm.add_argument("--reference", nargs="+", default=None, metavar="FILE",
+                    help="reference text, JSONL/Parquet/text (default: the shared Wikipedia and WikiText files)")  # fmt: skip
+    lm.add_argument(
+        "--tokenizer", default=None, metavar="FILE", help="a tokenizer.json to use instead of training one"
+    )
+    lm.add_argument(
+        "--master", default="local[2]", help="Spark master of the tokenize step (default local[2])"
+    )
+    add_config_args(lm, "classifiers/train_lm.py, LMTrainConfig")
 
     sc = sub.add_parser(
         "score", help="add score columns (quality, perplexity, toxicity) to Parquet documents"
@@ -126,6 +142,23 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_lm(args: argparse.Namespace) -> int:
+    from classifiers.train_lm import LMTrainConfig, StepFailed, train_lm
+
+    cfg = LMTrainConfig.load(args.config, args.overrides)
+    try:
+        meta = train_lm(args.output, cfg, args.reference, args.tokenizer, args.master)
+    except StepFailed as e:
+        print(f"error: {e}\nRerun the same command: finished steps are skipped.", file=sys.stderr)
+        return e.status if e.status == 2 else 1
+    h, t = meta["heldout"], meta["training"]
+    print(f"\nmodel: {Path(args.output) / 'model'}  ({meta['params']:,} params, step {t['step']}, "
+          f"final loss {t.get('final_loss', float('nan')):.4f})")  # fmt: skip
+    print(f"held-out reference text: {h['documents']} documents, {h['tokens']:,} tokens scored: "
+          f"perplexity {h['perplexity']:.2f}, {h['bits_per_byte']:.3f} bits/byte")  # fmt: skip
+    return 0
+
+
 def _scorer_specs(args: argparse.Namespace) -> list[ScorerSpec]:
     """--perplexity/--toxicity models with their --option values, described (checked) before Spark."""
     options: dict[str, dict[str, object]] = {}
@@ -177,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     run = {
         "train-quality": _train,
         "train-toxicity": _train_toxicity,
+        "train-lm": _train_lm,
         "evaluate": _evaluate,
         "score": _score,
     }[args.command]

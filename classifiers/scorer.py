@@ -67,6 +67,7 @@ class ScorerSpec(ConfigModel):
 KINDS: dict[str, str] = {
     "quality": "classifiers.quality:QualityScorer",
     "toxicity": "classifiers.toxicity:ToxicityScorer",
+    "perplexity": "classifiers.perplexity:PerplexityScorer",
 }
 
 

@@ -1,0 +1,290 @@
+"""The `perplexity` scorer: per-document perplexity and bits per byte under a small reference LM.
+
+cc_net scores documents with a KenLM model of Wikipedia; Ankner et al. (2024, "Perplexed by
+Perplexity") show a small reference transformer works as well. The model folder is what
+`python -m classifiers train-lm` makes (through `trainer.export_lm`): `lm.pt2` (a torch.export
+program, tokens (B, T) -> logits (B, T, V)), `tokenizer.json` and `metadata.json` (languages,
+seq_len, sha256 of both files). The program is loaded without running code from the file
+(classifiers/lm_archive.py), and the files must still have the hashes of metadata.json.
+
+What is scored. A document is tokenized and its first `max_chunks × (max_tokens − 1) + 1` tokens are
+kept (default one chunk of the model's row length: the first 512 tokens for train-lm's model; the rest of a long document is not read, so the cost
+per document is bounded and the score describes how the document opens, where boilerplate and
+spam show). They are cut into windows of `max_tokens` tokens that overlap by one token, each run
+as one row from position 0, as the trainer's document mask showed each document: every kept token
+after the first is predicted exactly once, from at most `max_tokens − 1` tokens of its own document.
+The first token has no context and is not scored. With NLL the summed negative log-likelihood (nats)
+of the n predicted tokens and B the UTF-8 bytes of the text they cover (from the end of the first
+token to the end of the last):
+
+    perplexity      = exp(NLL / n)          per token, so it depends on the tokenizer
+    perplexity_bpb  = NLL / ln 2 / B         bits per byte, comparable across tokenizers
+
+Null (NaN) for null text, a language the model does not list in its metadata (several models, one
+per language, fill one column in the score job), and a text of fewer than 2 tokens.
+
+Speed. Long texts are not tokenized whole: the tokenizer sees a prefix cut at a space after a
+non-space character, longer than needed (8 characters per wanted token, ×4 until it yields enough);
+with byte-level BPE and its GPT-2 split (no normalizer) the tokens of such a prefix are exactly the
+first tokens of the whole text (the split never joins across that boundary; tested on real pages).
+Rows are sorted by length and grouped into batches of at most `batch_tokens` padded tokens; rows are
+right-padded, which causal attention makes exact (a position never sees a later one), and padded
+positions are not scored. `threads` (default 1, what one Spark executor core gets) sets torch's
+intra-op threads for the process. bench/perplexity_throughput.py measures documents/s and where the
+time goes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import model_validator
+
+from classifiers.model import ModelError
+from classifiers.scorer import Scorer
+from core.config import ConfigError, ConfigModel, build_config
+from core.files import sha256_file
+
+PROGRAM, TOKENIZER, METADATA = "lm.pt2", "tokenizer.json", "metadata.json"
+FORMAT = "refinery-lm/1"
+CHARS_PER_TOKEN = 8  # first guess of the prefix to tokenize; English BPE averages ~4 characters per token
+
+
+class PerplexityOptions(ConfigModel):
+    """`--option perplexity.KEY=VALUE` of the score job."""
+
+    max_tokens: int | None = None
+    """Tokens per window (one model row); default and most: the model's training seq_len (train-lm: 512)."""
+    max_chunks: int = 1
+    """Windows per document: 1 scores the first max_tokens tokens; more reads further, at more cost."""
+    batch_tokens: int = 512
+    """Padded tokens per forward call (rows × longest row): short rows share a call; 512 measured fastest
+    on one core (bench/perplexity_throughput.py: logits of larger calls fall out of cache)."""
+    threads: int = 1
+    """torch intra-op threads of the process (a Spark executor core: 1)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> PerplexityOptions:
+        if self.max_tokens is not None and self.max_tokens < 2:
+            raise ConfigError(f"perplexity.max_tokens must be >= 2, got {self.max_tokens}")
+        for key in ("max_chunks", "batch_tokens", "threads"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"perplexity.{key} must be >= 1, got {getattr(self, key)}")
+        return self
+
+    @property
+    def kept_tokens(self) -> int:
+        return self.max_chunks * (self.max_tokens - 1) + 1
+
+
+def read_lm_metadata(model_dir: str | Path) -> dict[str, Any]:
+    """metadata.json of an LM folder, after checking the folder has what scoring needs."""
+    d = Path(model_dir)
+    if not d.is_dir():
+        raise ModelError(f"LM folder not found: {d}")
+    for name in (PROGRAM, TOKENIZER, METADATA):
+        if not (d / name).is_file():
+            raise ModelError(f"{d} is not an LM folder: {name} is missing (make one with train-lm)")
+    try:
+        meta = json.loads((d / METADATA).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelError(f"{d / METADATA}: not valid JSON: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ModelError(f"{d / METADATA}: not an LM of format {FORMAT} (not written by trainer.export_lm?)")
+    langs = meta.get("languages")
+    if not (isinstance(langs, list) and langs and all(isinstance(x, str) for x in langs)):
+        raise ModelError(f"{d / METADATA}: `languages` must be a non-empty list of language codes")
+    return meta
+
+
+def _options(options: dict[str, Any], meta: dict[str, Any], model: str) -> PerplexityOptions:
+    """The options with max_tokens resolved (the model's seq_len when not given)."""
+    opts = build_config(PerplexityOptions, options, "perplexity options")
+    if opts.max_tokens is None:
+        return opts.replace(max_tokens=meta["seq_len"])
+    if opts.max_tokens > meta["seq_len"]:
+        raise ConfigError(f"perplexity.max_tokens={opts.max_tokens} is longer than the rows {model} was "
+                          f"trained on (seq_len {meta['seq_len']})")  # fmt: skip
+    return opts
+
+
+def _prefix_safe(tokenizer_json: dict[str, Any]) -> bool:
+    """True when a prefix cut before whitespace tokenizes as the start of the whole text (see docstring)."""
+    pre = tokenizer_json.get("pre_tokenizer") or {}
+    return (
+        tokenizer_json.get("normalizer") is None
+        and pre.get("type") == "ByteLevel"
+        and pre.get("use_regex", True)
+    )
+
+
+def _cut(text: str, limit: int) -> int | None:
+    """The largest cut <= limit where text[cut] is a space or newline after a non-space; None if none."""
+    i = limit
+    while True:
+        i = max(text.rfind(" ", 0, i), text.rfind("\n", 0, i))
+        if i <= 0:
+            return None
+        if not text[i - 1].isspace():
+            return i
+
+
+@dataclass(slots=True)
+class DocNLL:
+    """Sums over the scored tokens of each document (arrays of len(texts))."""
+
+    nll: np.ndarray  # float64 nats
+    tokens: np.ndarray  # int64 predicted tokens
+    bytes: np.ndarray  # int64 UTF-8 bytes they cover
+
+
+class PerplexityScorer(Scorer):
+    kind = "perplexity"
+
+    def __init__(self, program, tokenizer, metadata: dict[str, Any], options: PerplexityOptions) -> None:
+        self.program = program
+        self.tokenizer = tokenizer
+        self.metadata = metadata
+        self.options = options
+        self.languages = frozenset(metadata["languages"])
+        self.prefix_safe = _prefix_safe(json.loads(tokenizer.to_str()))
+        # where the time goes, accumulated over calls (bench/perplexity_throughput.py reads it)
+        self.seconds = {"tokenize": 0.0, "forward": 0.0, "nll": 0.0}
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return ("perplexity", "perplexity_bpb")
+
+    # ---------------------------------------------------------------- driver side
+    @classmethod
+    def describe(cls, model: str, options: dict[str, Any]) -> dict[str, Any]:
+        meta = read_lm_metadata(model)
+        opts = _options(options, meta, model)
+        files = meta.get("files") or {}
+        for name in (PROGRAM, TOKENIZER):
+            if sha256_file(Path(model) / name) != files.get(name):
+                raise ModelError(f"{model}/{name} does not match the sha256 of its metadata.json")
+        return {
+            "model_sha256": files[PROGRAM],
+            "tokenizer_sha256": files[TOKENIZER],
+            "languages": sorted(meta["languages"]),
+            **opts.to_dict(),
+        }
+
+    @classmethod
+    def load(cls, model: str, options: dict[str, Any]) -> PerplexityScorer:
+        import torch
+        from tokenizers import Tokenizer
+
+        from classifiers.lm_archive import load_program
+
+        cls.describe(model, options)  # the hashes again: this process may run long after the driver checked
+        meta = read_lm_metadata(model)
+        opts = _options(options, meta, model)
+        torch.set_num_threads(opts.threads)
+        program = load_program(Path(model) / PROGRAM)
+        tokenizer = Tokenizer.from_file(str(Path(model) / TOKENIZER))
+        # as `tokens tokenize` made the training shards: a special token's text in a document is plain text
+        tokenizer.encode_special_tokens = True
+        return cls(program, tokenizer, meta, opts)
+
+    # ---------------------------------------------------------------- tokens
+    def _encode(self, text: str):
+        try:
+            return self._encode_prefix(text)
+        except UnicodeEncodeError:  # lone surrogates from badly decoded pages cannot cross into Rust
+            return self._encode_prefix(text.encode("utf-8", "replace").decode("utf-8"))
+
+    def _encode_prefix(self, text: str):
+        need = self.options.kept_tokens
+        limit = need * CHARS_PER_TOKEN
+        while self.prefix_safe and len(text) > limit:
+            cut = _cut(text, limit)
+            if cut is None:
+                break
+            enc = self.tokenizer.encode(text[:cut], add_special_tokens=False)
+            if len(enc.ids) >= need:
+                return enc
+            limit *= 4
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def windows(self, text: str) -> tuple[list[list[int]], int]:
+        """The rows one text is scored as (windows overlapping by one token) and the bytes they predict."""
+        t0 = time.perf_counter()
+        enc = self._encode(text)
+        self.seconds["tokenize"] += time.perf_counter() - t0
+        ids = enc.ids[: self.options.kept_tokens]
+        if len(ids) < 2:
+            return [], 0
+        offsets = enc.offsets
+        scored = text[offsets[0][1] : offsets[len(ids) - 1][1]]
+        step = self.options.max_tokens - 1
+        rows = [ids[s : s + self.options.max_tokens] for s in range(0, len(ids) - 1, step)]
+        return rows, len(scored.encode("utf-8", "replace"))
+
+    # ---------------------------------------------------------------- model
+    def nll(self, texts: list[str]) -> DocNLL:
+        """Summed NLL, predicted tokens and bytes per text (zeros for a text of fewer than 2 tokens)."""
+        n = len(texts)
+        out = DocNLL(np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64))
+        rows: list[tuple[int, list[int]]] = []
+        for i, text in enumerate(texts):
+            doc_rows, out.bytes[i] = self.windows(text)
+            rows += [(i, r) for r in doc_rows]
+        rows.sort(key=lambda r: -len(r[1]))  # longest first: each batch pads to its first row
+        start = 0
+        while start < len(rows):
+            width = len(rows[start][1])
+            end = start + max(1, self.options.batch_tokens // width)
+            batch = rows[start:end]
+            sums = self._forward([r for _, r in batch], width)
+            for (doc, ids), s in zip(batch, sums):
+                out.nll[doc] += s
+                out.tokens[doc] += len(ids) - 1
+            start = end
+        return out
+
+    def _forward(self, rows: list[list[int]], width: int) -> np.ndarray:
+        """Summed NLL of each row's tokens 1.. (float64 sums of fp32 per-token values)."""
+        import torch
+
+        b = len(rows)
+        tokens = torch.zeros((b, width), dtype=torch.long)
+        targets = torch.full((b, width), -100, dtype=torch.long)  # -100: not scored (padding, last position)
+        for j, ids in enumerate(rows):
+            t = torch.tensor(ids, dtype=torch.long)
+            tokens[j, : len(ids)] = t
+            targets[j, : len(ids) - 1] = t[1:]
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            logits = self.program(tokens)  # (B, T, V); right padding cannot reach earlier positions
+            t1 = time.perf_counter()
+            # -log softmax at the target, from softmax itself: torch's CPU softmax runs ~2x faster than its
+            # log_softmax / cross_entropy here (1.3 vs 3.0 ms for 512 x 4,096, bench/perplexity_throughput.py),
+            # and loses nothing: softmax is exact to ~1e-7 relative for any p >= 1.2e-38 (fp32 tiny),
+            # below which a token counts as -log(tiny) = 87.3 nats (e^87 perplexity: no real text).
+            probs = torch.softmax(logits.view(b * width, -1), dim=-1)  # (B*T, V)
+            p = probs.gather(1, targets.view(-1, 1).clamp(min=0)).view(b, width)
+            nll = -torch.log(p.clamp(min=torch.finfo(p.dtype).tiny)) * (targets >= 0)
+            sums = nll.double().sum(dim=1).numpy()
+        self.seconds["forward"] += t1 - t0
+        self.seconds["nll"] += time.perf_counter() - t1
+        return sums
+
+    def score(self, texts: list[str | None], langs: list[str | None]) -> dict[str, np.ndarray]:
+        ppl = np.full(len(texts), np.nan, dtype=np.float32)
+        bpb = np.full(len(texts), np.nan, dtype=np.float32)
+        idx = [i for i, (t, lang) in enumerate(zip(texts, langs)) if t is not None and lang in self.languages]
+        if idx:
+            r = self.nll([texts[i] for i in idx])
+            ok = (r.tokens > 0) & (r.bytes > 0)
+            sel = np.asarray(idx)[ok]
+            ppl[sel] = np.exp(r.nll[ok] / r.tokens[ok])
+            bpb[sel] = r.nll[ok] / math.log(2) / r.bytes[ok]
+        return {"perplexity": ppl, "perplexity_bpb": bpb}

@@ -1,0 +1,231 @@
+"""Export a trained checkpoint as a self-contained reference LM folder for the perplexity scorer.
+
+    python -m trainer.export_lm --checkpoints out/lm/train/ckpt --output out/lm/model [--tag step_…]
+        [--tokenizer tokenizer.json] [--languages en ...]
+
+The scorer (classifiers/perplexity.py) sits below the trainer in the import layers, so it cannot build
+`trainer.model.Transformer`. It gets the model as a `torch.export` program instead, which runs with torch
+alone. The folder holds:
+
+    lm.pt2          torch.export program: tokens (B, T) int64 -> logits (B, T, V) float32; B and T are
+                    dynamic (T from 2 to the training seq_len). Plain causal attention and RoPE positions
+                    from 0: one document per row, as the trainer's document mask showed each document.
+                    Reference ops (no Triton), fp32, so it runs on any CPU.
+    tokenizer.json  the tokenizer the model was trained with (checked against the shards' manifest)
+    metadata.json   format, languages, seq_len, vocab size, EOD id, sha256 of both files, the model config,
+                    and the training run: checkpoint, steps, tokens, the trainer config, final loss and
+                    held-out losses (from its metrics.jsonl), and the export check below.
+
+Weights come from `trainer.weights.consolidated` (ZeRO-3 shards merged offline; only checkpoints that
+verify, loaded without running code). After saving, the program is loaded back the way the scorer
+loads it (`classifiers.lm_archive.load_program`: refused if it could run code) and compared with the
+eager module on real-shaped input; the largest logit difference is recorded. The folder is written
+under a temporary name and renamed when complete; an existing --output is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shutil
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+from torch import nn
+
+from classifiers.lm_archive import load_program
+from core.files import sha256_file
+from trainer import checkpoint as ckpt
+from trainer.model import ModelConfig, Transformer
+from trainer.weights import complete_tags, consolidated
+
+FORMAT = "refinery-lm/1"
+PROGRAM, TOKENIZER, METADATA = "lm.pt2", "tokenizer.json", "metadata.json"
+
+
+class ExportError(Exception):
+    """The checkpoint or tokenizer cannot make a model folder; the message says which and why."""
+
+
+class LogitsLM(nn.Module):
+    """What the program computes: one document per row, logits for every position."""
+
+    def __init__(self, model: Transformer):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.model(tokens)  # (B, T) -> (B, T, V); no doc_ids: causal attention, positions 0..T-1
+
+
+def scoring_model(sd: dict[str, torch.Tensor], model_config: dict) -> Transformer:
+    """The trained weights in a CPU module with reference ops and SDPA, in eval mode."""
+    cfg = ModelConfig(**{**model_config, "kernels": "reference", "attention": "sdpa"})
+    model = Transformer(cfg)
+    sd = dict(sd)
+    if cfg.tie_embeddings:
+        sd["output.weight"] = sd["tok_embeddings.weight"]
+    model.load_state_dict(sd, strict=True)
+    return model.eval()
+
+
+def export_program(model: Transformer, path: Path) -> None:
+    seq = model.config.max_seq_len
+    example = torch.randint(0, model.config.vocab_size, (2, min(seq, 16)))
+    dims = {
+        "tokens": {
+            0: torch.export.Dim("batch", min=1, max=1 << 20),
+            1: torch.export.Dim("seq", min=2, max=seq),
+        }
+    }
+    with torch.no_grad():
+        program = torch.export.export(LogitsLM(model), (example,), dynamic_shapes=dims)
+    torch.export.save(program, str(path))
+
+
+def export_check(model: Transformer, path: Path, seed: int = 0) -> dict:
+    """Load the saved program as the scorer does and compare its logits with the eager module's."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, model.config.vocab_size, (3, model.config.max_seq_len), generator=gen)
+    with torch.no_grad():
+        want = model(x)
+        got = load_program(path)(x)
+    return {"shape": list(x.shape), "max_abs_logit_diff": float((want - got).abs().max())}
+
+
+def training_record(state: dict) -> dict:
+    """The run the checkpoint came from: its config, and losses from its metrics.jsonl if it is still there."""
+    cfg = state.get("config", {})
+    rec = {"config": cfg, "step": state["step"], "tokens_trained": state["tokens_trained"]}
+    metrics = Path(cfg.get("logging", {}).get("dir", "")) / "metrics.jsonl"
+    if metrics.is_file():
+        steps, evals, end = {}, {}, None
+        for line in metrics.read_text().splitlines():
+            r = json.loads(line)
+            if "loss" in r and "event" not in r:
+                steps[r["step"]] = r["loss"]
+            elif r.get("event") == "eval":
+                evals = {"step": r["step"], **{s: v["loss"] for s, v in r["eval"].items()}}
+            elif r.get("event") == "end":
+                end = r
+        if state["step"] in steps:
+            rec["final_loss"] = steps[state["step"]]
+        rec["heldout_loss"] = evals or None
+        if end is not None:
+            rec["wall_s"] = end.get("wall_s")
+    return rec
+
+
+def shards_tokenizer(state: dict) -> dict | None:
+    """The tokenizer entry of the training shards' manifest (path, sha256, eod_id), if readable."""
+    from mixtures.recipe import Recipe, RecipeError
+
+    recipe_path = state.get("config", {}).get("data", {}).get("recipe")
+    try:
+        recipe = Recipe.load(recipe_path)
+    except (RecipeError, OSError, TypeError):
+        return None
+    for src in recipe.sources.values():
+        manifest = Path(src.shards) / "manifest.json"
+        if manifest.is_file():
+            return json.loads(manifest.read_text())["tokenizer"]
+    return None
+
+
+def _tokenizer(state: dict, given: Path | None) -> tuple[Path, dict]:
+    """The tokenizer.json to ship, checked against the one the shards were made with."""
+    entry = shards_tokenizer(state)
+    path = given or (Path(entry["path"]) if entry and entry.get("path") else None)
+    if path is None:
+        raise ExportError("no --tokenizer given and the training shards' manifest cannot be read to find it")
+    if not path.is_file():
+        raise ExportError(f"tokenizer {path} not found")
+    sha = sha256_file(path)
+    if entry is not None and entry.get("sha256") != sha:
+        raise ExportError(f"tokenizer {path} (sha256 {sha[:12]}) is not the one the model was trained with "
+                          f"({entry.get('sha256', '?')[:12]}, {entry.get('path')})")  # fmt: skip
+    return path, {
+        "sha256": sha,
+        "eod_id": entry.get("eod_id") if entry else None,
+        "checked": entry is not None,
+    }
+
+
+def write_model_folder(
+    model: Transformer, tokenizer: Path, output: Path, languages: list[str], record: dict
+) -> dict:
+    """lm.pt2 + tokenizer.json + metadata.json (with `record` merged in) under a temporary name, then
+    renamed to `output`; returns the metadata."""
+    tmp = output.with_name(f".{output.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    export_program(model, tmp / PROGRAM)
+    shutil.copyfile(tokenizer, tmp / TOKENIZER)
+    metadata = {
+        "format": FORMAT,
+        "languages": list(languages),
+        "seq_len": model.config.max_seq_len,
+        "vocab_size": model.config.vocab_size,
+        "files": {PROGRAM: sha256_file(tmp / PROGRAM), TOKENIZER: sha256_file(tmp / TOKENIZER)},
+        "model_config": dataclasses.asdict(model.config),
+        "params": model.config.num_params(),
+        "export_check": export_check(model, tmp / PROGRAM),
+        "torch_version": torch.__version__,
+        **record,
+    }
+    (tmp / METADATA).write_text(json.dumps(metadata, indent=1, sort_keys=True) + "\n")
+    tmp.rename(output)
+    return metadata
+
+
+def export_lm(
+    root: Path, tag: str | None, output: Path, languages: list[str], tokenizer: Path | None
+) -> dict:
+    """Write the model folder `output` from checkpoint root/tag (default: the newest complete one)."""
+    if output.exists():
+        raise ExportError(f"{output} exists; name a new folder (a model folder is never overwritten)")
+    tags = complete_tags(root)
+    if not tags:
+        raise ExportError(f"no complete checkpoint under {root}")
+    tag = tag or tags[0]
+    state = ckpt.read_trainer_state(root / tag, 0)
+    tok_path, tok = _tokenizer(state, tokenizer)
+    sd, meta = consolidated(root, tag)
+    record = {
+        "eod_id": tok["eod_id"],
+        "checkpoint": {"root": str(root.resolve()), "tag": tag},
+        "tokenizer_source": {"path": str(tok_path.resolve()), "checked_against_shards": tok["checked"]},
+        "training": training_record(state),
+    }
+    return write_model_folder(scoring_model(sd, meta["model_config"]), tok_path, output, languages, record)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoints", required=True, type=Path, help="checkpoint root (checkpoint.dir)")
+    ap.add_argument("--tag", default=None, help="step_XXXXXXXX (default: the newest complete one)")
+    ap.add_argument("--output", required=True, type=Path, help="model folder to create (must not exist)")
+    ap.add_argument("--languages", nargs="+", default=["en"], help="languages the model scores (default en)")
+    ap.add_argument("--tokenizer", type=Path, default=None, help="default: the training shards' tokenizer")
+    args = ap.parse_args(argv)
+    try:
+        meta = export_lm(args.checkpoints, args.tag, args.output, args.languages, args.tokenizer)
+    except (ExportError, ckpt.CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    t = meta["training"]
+    print(
+        f"exported {args.checkpoints / meta['checkpoint']['tag']} -> {args.output} "
+        f"({meta['params']:,} params, step {t['step']}, final loss {t.get('final_loss', float('nan')):.4f}, "
+        f"export check max |Δlogit| {meta['export_check']['max_abs_logit_diff']:.2e})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
