@@ -69,6 +69,12 @@ class Layout:
     """The shared data folder (quality positives for the classifier)."""
     quality_model: str | None = None
     """A trained quality model folder; None: train one into <out>/quality-model first."""
+    lm_model: str | None = None
+    """A reference LM folder (train-lm's DIR/model) for the perplexity column; None: train one into <out>/lm."""
+    perplexity: bool = True
+    """Score perplexity (and train the LM when none is given); False: quality and toxicity only."""
+    toxicity: str | None = "profanity-check"
+    """Toxicity model of the score step (classifiers/toxicity.py); None: no toxicity column."""
     tokenizer_config: str = "configs/tokenizer.yaml"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -83,7 +89,10 @@ def quality_positives(shared_data: str) -> list[str]:
 
 
 def curation_steps(lay: Layout) -> list[Step]:
-    """extract → dedup → (train-quality) → score: the Spark part the cluster runs."""
+    """extract → dedup → (train-quality) → (train-lm) → score: the Spark part the cluster runs.
+
+    The score step writes quality, perplexity (the reference LM) and toxicity (profanity-check).
+    """
     extract, dedup, scored = lay.path("extract"), lay.path("dedup"), lay.path("scored")
     model = lay.quality_model or lay.path("quality-model")
     steps = [
@@ -109,14 +118,29 @@ def curation_steps(lay: Layout) -> list[Step]:
                 done_marker="metadata.json",
             )
         )
-    steps.append(
-        Step(
-            "score",
-            "classifiers",
-            ("score", "--input", dedup, "--output", scored, "--model", model),
-            output=scored,
-        )
-    )
+    score = ["score", "--input", dedup, "--output", scored, "--model", model]
+    if lay.perplexity:
+        lm = lay.lm_model or f"{lay.path('lm')}/model"
+        if lay.lm_model is None:
+            steps.append(
+                Step(
+                    "train-lm",
+                    "classifiers",
+                    (
+                        "train-lm",
+                        "--output",
+                        lay.path("lm"),
+                        "--reference",
+                        *quality_positives(lay.shared_data),
+                    ),
+                    spark=False,  # its tokenize step starts its own local Spark; training is DeepSpeed
+                    output=lay.path("lm"),
+                )
+            )
+        score += ["--perplexity", lm]
+    if lay.toxicity:
+        score += ["--toxicity", lay.toxicity]
+    steps.append(Step("score", "classifiers", tuple(score), output=scored))
     return steps
 
 

@@ -56,7 +56,10 @@ def _rows(folder: Path, columns: list[str]) -> list[dict]:
 def shared_inputs(tmp_path_factory, warc_dir, data_dir):
     """A quality model and a tokenizer, trained once (single-process steps) from a local extract."""
     work = tmp_path_factory.mktemp("cluster-shared")
-    lay = Layout(warcs=tuple(str(warc_dir / w) for w in WARCS), out=str(work), shared_data=str(data_dir))
+    # perplexity=False: the reference LM (train-lm, minutes of DeepSpeed on CPU) is not what this
+    # test compares; quality and toxicity still run in the score step on both deployments
+    lay = Layout(warcs=tuple(str(warc_dir / w) for w in WARCS), out=str(work), shared_data=str(data_dir),
+                 perplexity=False)  # fmt: skip
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     steps = {s.name: s for s in curation_steps(lay)}
     log = work / "log.txt"
@@ -79,6 +82,7 @@ def spark_steps(out: Path, warc_dir: Path, data_dir: Path, model: Path, tokenize
         out=str(out),
         shared_data=str(data_dir),
         quality_model=str(model),
+        perplexity=False,
     )
     steps = [s for s in curation_steps(lay) + tokenize_steps(lay, RECIPE) if s.spark]
     # The tokenizer comes from shared_inputs, not from this layout's own (absent) train-tokenizer output.

@@ -69,7 +69,7 @@ def test_curate_runs_the_pipeline_steps(spec):
             assert line == ["python", "-m", step.module, *step.args], step.name
     assert lines[-1][:4] == ["python", "-m", "mixtures", "plan"]
     names = [s.name for s in steps]
-    assert names[:4] == ["extract", "dedup", "train-quality", "score"]
+    assert names[:5] == ["extract", "dedup", "train-quality", "train-lm", "score"]
     assert {"tokenize:web", "tokenize:web_hq"} <= set(names)
 
 
