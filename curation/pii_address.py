@@ -160,6 +160,13 @@ _NOT_NAMES: Final = frozenset(
     )
 )
 _ARTICLES: Final = frozenset(("the", "a", "an"))
+# A day number then a month is a date ("On 12 March Street parties were held"), not a house number.
+_MONTHS: Final = frozenset(
+    _words(
+        "january february march april may june july august september october november december "
+        "jan feb mar apr jun jul aug sep sept oct nov dec"
+    )
+)
 # Street types and directions of 4 letters or fewer that are spelled out, not abbreviated: a
 # period after them ends the sentence ("at 15 Maiden Lane."), after "St." or "Blvd." it belongs
 # to the address. After a name ("rue de la Gare.") it ends the sentence too.
@@ -330,6 +337,11 @@ def _is_year(number: str) -> bool:
     return len(number) == 4 and number.isdigit() and 1000 <= int(number) <= 2099
 
 
+def _is_date(number: str, name: str) -> bool:
+    """Whether the number and the first name word read as a day and month ("12 March")."""
+    return len(number) <= 2 and number.isdigit() and name.split(None, 1)[0].rstrip(".").lower() in _MONTHS
+
+
 def _suffix_line(text: str, m: re.Match[str]) -> tuple[int, bool, list[str]]:
     """English order: (end, whether the street type is strong, words of the name and type)."""
     end = m.end()
@@ -432,6 +444,8 @@ def _find_streets(text: str) -> list[tuple[int, int]]:
         if line is None:
             continue
         end, needs_more = line
+        if m["name"] is not None and _is_date(m["num"], m["name"]):
+            needs_more = True
         end, vouched = _tail(text, end)
         start = m.start()
         if start and text[start - 1] in _BEFORE_ENDS:  # "\n1234 Main St": nothing to read back
