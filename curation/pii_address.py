@@ -160,6 +160,13 @@ _NOT_NAMES: Final = frozenset(
     )
 )
 _ARTICLES: Final = frozenset(("the", "a", "an"))
+# A day number then a month is a date ("On 12 March Street parties were held"), not a house number.
+_MONTHS: Final = frozenset(
+    _words(
+        "january february march april may june july august september october november december "
+        "jan feb mar apr jun jul aug sep sept oct nov dec"
+    )
+)
 # Street types and directions of 4 letters or fewer that are spelled out, not abbreviated: a
 # period after them ends the sentence ("at 15 Maiden Lane."), after "St." or "Blvd." it belongs
 # to the address. After a name ("rue de la Gare.") it ends the sentence too.
@@ -270,6 +277,7 @@ _LOCALITY = (
 # What may follow a street line, PO box: up to two units ("Suite 967 Apt. 267"), then a locality.
 # Every part is optional, so one match call answers (an empty match: nothing follows).
 _TAIL = re.compile(rf"(?P<unit>{_UNIT})?(?:{_UNIT})?(?:{_LOCALITY})?")
+_TAIL_STARTS: Final = frozenset(" \t,\r\n")  # the characters a non-empty tail can start with
 
 # Before a house number, read backwards (on the reversed 30 characters before it, so one match
 # at position 0 replaces a search over every start): a unit ("Flat 3, 12 High Street") or the
@@ -280,6 +288,7 @@ _BEFORE_REVERSED = re.compile(
     r"|[ ,]{1,3}+(?P<word>[A-Za-z]{1,12}+)(?![A-Za-z])"
 )
 _LOOKBACK: Final = 30
+_BEFORE_ENDS: Final = frozenset(" ,/")  # the characters `_BEFORE_REVERSED` can start with
 
 _PO_BOX = re.compile(
     r"[Pp](?<![\w][Pp])(?:\.?[ ]?[Oo]\.?[ ]?|(?:ost|OST)[ ](?:[Oo]ffice|OFFICE)[ ])(?:Box|BOX|box)"
@@ -328,6 +337,11 @@ def _is_year(number: str) -> bool:
     return len(number) == 4 and number.isdigit() and 1000 <= int(number) <= 2099
 
 
+def _is_date(number: str, name: str) -> bool:
+    """Whether the number and the first name word read as a day and month ("12 March")."""
+    return len(number) <= 2 and number.isdigit() and name.split(None, 1)[0].rstrip(".").lower() in _MONTHS
+
+
 def _suffix_line(text: str, m: re.Match[str]) -> tuple[int, bool, list[str]]:
     """English order: (end, whether the street type is strong, words of the name and type)."""
     end = m.end()
@@ -339,7 +353,8 @@ def _suffix_line(text: str, m: re.Match[str]) -> tuple[int, bool, list[str]]:
     # "Glyn St street": a lower-case "street" after the name is the sentence's).
     pos, more = end, []
     for _ in range(2):
-        nxt = _NEXT_WORD.match(text, pos)
+        # (The test before each match call: most street lines end at a comma or a line break.)
+        nxt = _NEXT_WORD.match(text, pos) if text[pos : pos + 1] == " " else None
         if nxt is None:
             break
         word = nxt["word"]
@@ -377,7 +392,7 @@ def _street_line(text: str, m: re.Match[str]) -> tuple[int, bool] | None:
     if line is None:
         return None
     end, strong, words = line
-    nxt = _NEXT_WORD.match(text, end)
+    nxt = _NEXT_WORD.match(text, end) if text[end : end + 1] == " " else None
     if nxt is not None and _norm(nxt["word"]) in _DIRECTIONS:
         end = nxt.end()  # "Queen St W"
     if text[end - 1] == ".":
@@ -412,6 +427,8 @@ def _tail(text: str, pos: int) -> tuple[int, bool]:
     "City, ST" alone extends the span but does not vouch for a doubtful street line ("Highway 63
     north of Fort McMurray, Alberta" is prose); a unit or a postal code does.
     """
+    if text[pos : pos + 1] not in _TAIL_STARTS:
+        return pos, False  # "Main St." / "Main St)": nothing can follow (one test, not a match)
     tail = _TAIL.match(text, pos)  # always matches, possibly empty
     vouched = tail["unit"] is not None or tail.group("postal", "postcode", "postcode2") != (None, None, None)
     return tail.end(), vouched
@@ -420,23 +437,29 @@ def _tail(text: str, pos: int) -> tuple[int, bool]:
 def _find_streets(text: str) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     last_end = 0
+    n = len(text)
+    backwards = ""  # the text reversed, made once a number has a unit or word before it
     for m in _STREET.finditer(text):
         line = _street_line(text, m)
         if line is None:
             continue
         end, needs_more = line
+        if m["name"] is not None and _is_date(m["num"], m["name"]):
+            needs_more = True
         end, vouched = _tail(text, end)
         start = m.start()
-        before = _BEFORE_REVERSED.match(text[max(last_end, start - _LOOKBACK) : start][::-1])
-        if before is not None:
-            word = before["word"]
-            if word is None:
-                start -= before.end()  # a unit before the number, not the previous address's
+        if start and text[start - 1] in _BEFORE_ENDS:  # "\n1234 Main St": nothing to read back
+            backwards = backwards or text[::-1]
+            # Index n - start of the reversed text is the character before the number; the match
+            # runs back neither past the previous address nor further than _LOOKBACK.
+            before = _BEFORE_REVERSED.match(backwards, n - start, n - max(last_end, start - _LOOKBACK))
+            if before is not None and before["word"] is None:
+                start = n - before.end()  # a unit before the number ("Flat 3, 12 High Street")
                 vouched = True
-            else:
+            elif before is not None:
                 # A house number may be something else: a year after "in", "since", ... or any
                 # number after an article ("the 8 Mile Road").
-                word = word[::-1].lower()
+                word = before["word"][::-1].lower()
                 if word in _ARTICLES or (word in _TEMPORAL_WORDS and _is_year(m["num"])):
                     needs_more = True
         if needs_more and not vouched:

@@ -217,6 +217,7 @@ NEGATIVES: dict[str, list[str]] = {
         "all 9 Supreme Court justices",  # generic suffixes need a unit or postal code
         "Top 40 Hit Parade",
         "12 Hyde Park",
+        "On 12 March Street parties were held",  # a date, then a street type
         "Apollo 11 Command Module",
         "Room 101 is at the end",
         "12345 Main",  # no suffix
