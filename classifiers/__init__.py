@@ -2,13 +2,17 @@
 
     python -m classifiers train-quality --positive FILES --negative FILES --output MODEL_DIR
     python -m classifiers evaluate --model MODEL_DIR --labelled FILE
-    python -m classifiers score --input DIR --output DIR --model MODEL_DIR   (Spark)
     python -m classifiers train-toxicity --positive TOXIC --negative CLEAN --output MODEL_DIR
+    python -m classifiers train-lm --output DIR      (the perplexity scorer's reference LM: DIR/model)
+    python -m classifiers score --input DIR --output DIR [--model MODEL_DIR] [--perplexity LM_DIR]
+        [--toxicity MODEL]   (Spark)
 
 Modules, one job each: `text` (the one text -> fastText line normalisation every path shares),
 `data` (training documents from JSONL / Parquet / text files), `config` (typed training config),
 `train`, `model` (load once per process, batched prediction), `metrics` (ROC-AUC and friends in
 numpy), `evaluate`, `score` (the per-file stage and its Spark job), `scorer` (the contract of a
-score column) with `quality` and `toxicity` (profanity-check or a train-toxicity model), `cli`.
+score column) with `quality`, `toxicity` (profanity-check or a train-toxicity model), `perplexity`
+(the reference-LM scorer), `lm_archive` (loads its torch.export program without running code from
+the file), `train_lm` (train-lm's steps), `cli`.
 Nothing heavy is imported here: fastText and Spark load where they are used (CONVENTIONS 9).
 """

@@ -179,7 +179,10 @@ class PerplexityScorer(Scorer):
 
     @classmethod
     def load(cls, model: str, options: dict[str, Any]) -> PerplexityScorer:
-        import torch
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("perplexity scoring runs the LM with torch: pip install torch==2.13.0") from e
         from tokenizers import Tokenizer
 
         from classifiers.lm_archive import load_program

@@ -365,19 +365,21 @@ def test_heldout_wikipedia_scores_below_shuffled_words_and_random_characters(tra
 
 @pytest.mark.slow
 def test_repetitive_boilerplate_lands_in_the_high_tail(trained_lm):
-    """Navigation boilerplate repeated down a page scores *above* held-out Wikipedia here, as cc_net's
-    KenLM puts it: a model this small and this briefly trained has not learned to copy from its context
-    (measured: a debug model trained 700 steps of 8 × 512 tokens still gave such text perplexity
-    1,500-3,000, bench notes in classifiers/perplexity.py), so repetition does not make text likely.
-    A recipe drops it with an upper bound (`perplexity: "< ..."`)."""
+    """Navigation boilerplate repeated down a page scores *above* held-out Wikipedia, per token and per
+    byte, as cc_net's KenLM puts such text in its tail. Not "very low": a model this small and this briefly
+    trained has not learned to copy from its context, so repetition does not make text likely (measured on
+    the 600-step default-size run: 600-4,700 perplexity for these texts vs 234 for held-out Wikipedia; a
+    debug model trained in-process for 700 more steps still gave 1,500-3,000). A recipe drops it with an
+    upper bound (`perplexity: "< ..."`); bits per byte separates it most clearly (4.1-4.5 vs 2.6 here)."""
     sc = _scorer(trained_lm / "model", max_tokens=256)
     held = pq.read_table(trained_lm / "reference" / "heldout").column("text").to_pylist()
     held = [t for t in held if len(t) > 1000]
     boiler = ["Home | About us | Contact | Privacy policy | Terms of use | " * 40,
               "Click here to subscribe to our newsletter. Share on Facebook. Share on Twitter. " * 30]  # fmt: skip
-    h = sc.score(held, ["en"] * len(held))["perplexity"]
-    b = sc.score(boiler, ["en"] * 2)["perplexity"]
-    assert (b > np.median(h)).all(), (b, np.median(h))
+    h = sc.score(held, ["en"] * len(held))
+    b = sc.score(boiler, ["en"] * 2)
+    assert (b["perplexity"] > np.median(h["perplexity"])).all(), (b, np.median(h["perplexity"]))
+    assert (b["perplexity_bpb"] > np.percentile(h["perplexity_bpb"], 90)).all()
 
 
 @pytest.mark.slow
