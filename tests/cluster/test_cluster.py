@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from scripts.pipeline import Layout, Step, curation_steps, tokenize_steps
 
@@ -76,6 +77,17 @@ def shared_inputs(tmp_path_factory, warc_dir, data_dir):
     return work / "quality-model", work / "tokenizer" / "tokenizer.json"
 
 
+def _recipe_without_perplexity(out: Path) -> Path:
+    """The demo recipe minus its perplexity selectors: these layouts score no perplexity (see above)."""
+    data = yaml.safe_load(RECIPE.read_text())
+    for src in data["sources"].values():
+        (src.get("select") or {}).pop("perplexity", None)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
 def spark_steps(out: Path, warc_dir: Path, data_dir: Path, model: Path, tokenizer: Path) -> list[Step]:
     lay = Layout(
         warcs=tuple(str(warc_dir / w) for w in WARCS),
@@ -84,7 +96,7 @@ def spark_steps(out: Path, warc_dir: Path, data_dir: Path, model: Path, tokenize
         quality_model=str(model),
         perplexity=False,
     )
-    steps = [s for s in curation_steps(lay) + tokenize_steps(lay, RECIPE) if s.spark]
+    steps = [s for s in curation_steps(lay) + tokenize_steps(lay, _recipe_without_perplexity(out)) if s.spark]
     # The tokenizer comes from shared_inputs, not from this layout's own (absent) train-tokenizer output.
     fixed = []
     for s in steps:

@@ -23,7 +23,7 @@ WARCS = (
     "crawl-2024-sample-0001.warc.gz",
     "BL-20140325121225068-00000-32090~opera~8443.warc.gz",
 )
-STAGES = ["extract", "dedup", "train-quality", "score", "train-tokenizer", "tokenize:web", "tokenize:web_hq",
+STAGES = ["extract", "dedup", "train-quality", "train-lm", "score", "train-tokenizer", "tokenize:web", "tokenize:web_hq",
           "plan", "train", "report"]  # fmt: skip
 STEPS = 20
 

@@ -284,7 +284,7 @@ def test_deleted_checkpoint_shard_falls_back(setup):
     """A shard lost from the newest checkpoint (a cleanup script, a partial copy between machines):
     the COMPLETE marker still lists it, so resume names it and takes the checkpoint before."""
     root, cfg_path, run_a = setup
-    run_e = root / "e"
+    run_e = root / "deleted-shard"  # not "e": test_one_rank_and_two_ranks_agree trains there
     shutil.copytree(run_a / "ckpt", run_e / "ckpt")
     newest = run_e / "ckpt" / "step_00000030"
     victim = sorted(newest.glob("*model_states.pt"))[-1]
