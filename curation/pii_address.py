@@ -427,8 +427,11 @@ def _tail(text: str, pos: int) -> tuple[int, bool]:
     "City, ST" alone extends the span but does not vouch for a doubtful street line ("Highway 63
     north of Fort McMurray, Alberta" is prose); a unit or a postal code does.
     """
-    if text[pos : pos + 1] not in _TAIL_STARTS:
-        return pos, False  # "Main St." / "Main St)": nothing can follow (one test, not a match)
+    # A unit or locality starts, after separators, with a letter or '#': a cheap test first, since
+    # most street lines end a sentence or are followed by more prose or numbers.
+    after = text[pos : pos + 20]  # the longest separator, `_SEP`, is 17 characters
+    if after[:1] not in _TAIL_STARTS or (not after.lstrip(" \t,\r\n>")[:1].isalpha() and "#" not in after):
+        return pos, False
     tail = _TAIL.match(text, pos)  # always matches, possibly empty
     vouched = tail["unit"] is not None or tail.group("postal", "postcode", "postcode2") != (None, None, None)
     return tail.end(), vouched
