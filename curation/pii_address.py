@@ -19,9 +19,10 @@ Precision. A house number followed by a capitalised name and a word such as "Str
 address in most prose, but the USPS list also holds common nouns ("Park", "Point", "Union",
 "View") and capitalised runs of them occur in titles. So each street line is graded:
 - strong: a suffix whose ordinary meaning is a street type (`_STRONG_SUFFIXES`), every word
-  capitalised (or an ordinal "5th", or a connector "of", "de"), a house number that is not a year
-  after "in"/"since"/... ("in 1990 Main Street was...") and not after an article ("the 8 Mile
-  Road"): accepted alone;
+  capitalised (or an ordinal "5th", or a connector "of", "de"), no function word in the name
+  ("1925 Along the Road"), a house number that is not a year after "in"/"since"/... ("in 1990
+  Main Street was..."), not after an article ("the 8 Mile Road") and not a day before a month
+  ("On 12 March Street parties..."): accepted alone;
 - otherwise (a generic suffix, lower-case text, a doubtful number): accepted only when a unit or a
   locality with a state, province or postal code follows (or a unit precedes).
 Street names written number-last (continental Europe: "Kiannonkatu 98") and UK addresses without a
@@ -31,9 +32,10 @@ Linear time, under the rules of curation/pii.py (no repeated groups, possessive 
 repeats, attempts only where a token starts). Street lines are found by one pattern anchored on
 a house number that starts a token; its 1-4 name words are nested lazy optional groups (at most
 4 suffix tries per number, each a trie-shaped alternation that fails within a few characters), so
-an attempt costs O(1) and attempts start only at numbers. Units, localities and the words before
-a number are then matched at a fixed position or in a window of at most 60 characters, only for
-candidates that already matched a street suffix.
+an attempt costs O(1) and attempts start only at numbers. Units and localities are then matched
+at the line's end, and the words before a number by one match on the text reversed (once per
+document), bounded to 30 characters (60 for a military address's unit line), only for candidates
+that already matched a street suffix.
 """
 
 from __future__ import annotations
@@ -110,9 +112,11 @@ _WEAK_PREFIX_TYPES: Final = frozenset(
 )
 _PREFIX_TYPES: Final = _STRONG_PREFIX_TYPES | _WEAK_PREFIX_TYPES
 
-_DIRECTIONS: Final = _words(
-    "n s e w ne nw se sw north south east west northeast northwest southeast southwest "
-    "nord sud est ouest o no so"
+_DIRECTIONS: Final = frozenset(
+    _words(
+        "n s e w ne nw se sw north south east west northeast northwest southeast southwest "
+        "nord sud est ouest o no so"
+    )
 )
 # Lower-case words allowed inside a capitalised street name ("Avenue of the Americas").
 _CONNECTORS: Final = frozenset(_words("of the de du des la le les del della di da van von y"))
@@ -140,9 +144,11 @@ _COUNTRIES: Final = (
     "United Kingdom|England|Scotland|Wales|Northern Ireland"
 )
 # USPS Pub 28 C2 secondary unit designators that take a number, plus UK "Flat" and long forms.
-_UNIT_WORDS: Final = _words(
-    "apartment apt suite ste unit flat room rm floor fl building bldg department dept lot "
-    "trailer trlr space spc hangar hngr pier slip penthouse ph"
+_UNIT_WORDS: Final = frozenset(
+    _words(
+        "apartment apt suite ste unit flat room rm floor fl building bldg department dept lot "
+        "trailer trlr space spc hangar hngr pier slip penthouse ph"
+    )
 )
 # Words after which a 4-digit number is a year, not a house number ("in 1990 Main Street was").
 # Not "to", "of", "at": "moved to", "the corner of", "lives at" precede house numbers too.
@@ -427,8 +433,11 @@ def _tail(text: str, pos: int) -> tuple[int, bool]:
     "City, ST" alone extends the span but does not vouch for a doubtful street line ("Highway 63
     north of Fort McMurray, Alberta" is prose); a unit or a postal code does.
     """
-    if text[pos : pos + 1] not in _TAIL_STARTS:
-        return pos, False  # "Main St." / "Main St)": nothing can follow (one test, not a match)
+    # A unit or locality starts, after separators, with a letter or '#': a cheap test first, since
+    # most street lines end a sentence or are followed by more prose or numbers.
+    after = text[pos : pos + 20]  # the longest separator, `_SEP`, is 17 characters
+    if after[:1] not in _TAIL_STARTS or (not after.lstrip(" \t,\r\n>")[:1].isalpha() and "#" not in after):
+        return pos, False
     tail = _TAIL.match(text, pos)  # always matches, possibly empty
     vouched = tail["unit"] is not None or tail.group("postal", "postcode", "postcode2") != (None, None, None)
     return tail.end(), vouched
