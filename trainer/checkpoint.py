@@ -12,6 +12,12 @@ complete one whose files still match the marker (sha256, or sizes only with chec
 falls back past any that do not, with a log line naming why. DeepSpeed's own `latest` pointer is not used:
 it is written before other ranks may have finished.
 
+Another world size (elastic resume): the trainer state is the same on every rank but for the RNG
+(`load_trainer_state` gives each new rank its rule's share), and the ZeRO shards are converted on rank 0 to
+DeepSpeed's universal checkpoint (`convert_to_universal`, into `step_…/universal/` for the one load, then
+removed), which DeepSpeed partitions anew at load; `repair_universal_load` puts right the two things
+DeepSpeed 0.19.8's ZeRO-3 universal load gets wrong (each group's hyperparameters, a shared step tensor).
+
 Loading never runs code from a file. A pickle (`torch.load(..., weights_only=False)`) executes whatever
 its author put in `__reduce__`; the sha256 in COMPLETE.json catches corruption, not a malicious author.
 So the trainer's own state is JSON, a `trainer_rank<r>.pt` of older versions is read only with
@@ -26,11 +32,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import json
 import os
 import random
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -193,14 +201,118 @@ def read_trainer_state(ckpt: Path, rank: int = 0) -> dict[str, Any]:
 
 
 def load_trainer_state(ckpt: Path, rank: int, world: int) -> dict[str, Any]:
-    """This rank's trainer state, refused when the checkpoint was written by another number of ranks."""
-    st = read_trainer_state(ckpt, rank)
-    if st["world_size"] != world:
-        raise CheckpointError(
-            f"{ckpt} was written by {st['world_size']} ranks, this run has {world}: resuming on another "
-            "world size needs DeepSpeed's universal checkpoint conversion (not supported here yet)"
-        )
-    return st
+    """This rank's trainer state, also from a checkpoint written by another number of ranks.
+
+    Everything but the RNG states is the same on every rank (step, tokens, the sampler's cursor into the one
+    global stream, the spike guard: all follow all-reduced values), so at another world size every rank takes
+    rank 0's, with the RNG states of old rank `rank mod N` (N: the checkpoint's world size). The rule keeps
+    what a rank had when it existed before, and gives a new rank the states of an old one, as the trainer
+    starts every rank with the same seed (and the model draws no random numbers while training).
+    """
+    base = read_trainer_state(ckpt, 0)
+    old = base["world_size"]
+    if old == world:
+        return base if rank == 0 else read_trainer_state(ckpt, rank)
+    if not isinstance(old, int) or isinstance(old, bool) or old < 1:
+        raise CheckpointError(f"{ckpt}: world_size {old!r} in its trainer state is not a number of ranks")
+    src = rank % old
+    return base if src == 0 else {**base, "rng": read_trainer_state(ckpt, src)["rng"]}
+
+
+UNIVERSAL = "universal"  # the subfolder of a checkpoint its universal conversion goes to, while it is loaded
+
+
+def convert_to_universal(ckpt: Path, log=print) -> Path:
+    """Convert the ZeRO checkpoint `ckpt` to DeepSpeed's universal checkpoint in `ckpt/universal/`; its path.
+
+    A universal checkpoint holds, per parameter, the full fp32 weight and Adam moments (`zero/<name>/
+    {fp32,exp_avg,exp_avg_sq}.pt`), which DeepSpeed's `checkpoint.load_universal` load partitions anew for
+    any world size. Offline, on CPU, in this process (one worker: no child processes, so the weights-only
+    load below covers all of it); run it on one rank. Every DeepSpeed file of `ckpt` is checked statically
+    first, and `ds_to_universal` reads them inside safe_torch_load(). Converted anew each time, from the
+    checkpoint that just verified, never reused: a leftover folder could be anyone's.
+    """
+    import argparse
+
+    from deepspeed.checkpoint.ds_to_universal import main as ds_to_universal
+
+    check_deepspeed_files(ckpt)
+    out, tmp = ckpt / UNIVERSAL, ckpt / f".{UNIVERSAL}.tmp"
+    remove_universal(ckpt)
+    args = argparse.Namespace(
+        input_folder=str(ckpt),
+        output_folder=str(tmp),
+        num_extract_workers=1,
+        num_merge_workers=1,
+        keep_temp_folder=False,
+        strict=True,
+        inject_missing_state=False,
+    )
+    t0 = time.perf_counter()
+    quiet = contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO())
+    with safe_torch_load(), quiet[0], quiet[1]:  # its prints and progress bars, per parameter
+        ds_to_universal(args)
+    (ckpt / "latest_universal").unlink(missing_ok=True)  # its pointer to tmp; the trainer names the tag
+    os.replace(tmp, out)
+    log(f"[checkpoint] converted {ckpt} to a universal checkpoint in {time.perf_counter() - t0:.1f} s")
+    return out
+
+
+def remove_universal(ckpt: Path) -> None:
+    """Drop the universal conversion of `ckpt` (and a crashed one's leftovers): the ZeRO shards stay the
+    checkpoint, and the conversion would double its size on disk."""
+    for p in (ckpt / UNIVERSAL, ckpt / f".{UNIVERSAL}.tmp"):
+        shutil.rmtree(p, ignore_errors=True)
+    (ckpt / "latest_universal").unlink(missing_ok=True)
+
+
+def universal_param_groups(ckpt: Path) -> list[dict[str, Any]]:
+    """Every param group's saved hyperparameters (`params` left out) from `ckpt`'s universal conversion:
+    DeepSpeed's load reads only the first group's. Read weights-only, as every DeepSpeed file here."""
+    path = ckpt / UNIVERSAL / "zero" / "optimizer_state.pt"
+    with safe_torch_load():
+        sd = torch.load(path, map_location="cpu", weights_only=True)
+    return [{k: v for k, v in g.items() if k != "params"} for g in sd["param_groups"]]
+
+
+def repair_universal_load(optimizer, group_settings: list[dict[str, Any]]) -> None:
+    """Undo what DeepSpeed 0.19.8's ZeRO-3 universal load gets wrong (stage3.py,
+    load_hp_checkpoint_state_from_checkpoint_dir_stage3), for a torch optimizer inside `optimizer`:
+
+    - it gives every param group the first group's saved hyperparameters (here the no-decay group came
+      back with weight_decay 0.1): group i gets `group_settings[i]`, its own saved ones
+      (universal_param_groups);
+    - it stores ONE `step` tensor object in the state of every sub-group, and torch's Adam increments it in
+      place, once per sub-group per optimizer step: with two groups the bias correction ran two steps ahead
+      after one step. Each sub-group gets its own copy.
+    """
+    for group, settings in zip(optimizer.param_groups, group_settings, strict=True):
+        group.update(settings)
+    for st in optimizer.optimizer.state.values():
+        if torch.is_tensor(st.get("step")):
+            st["step"] = st["step"].clone()
+
+
+def gather_full_state(engine, optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Collective (every rank calls it): per parameter the full fp32 weight and Adam moments of a ZeRO
+    engine, as `<name>/{fp32,exp_avg,exp_avg_sq}`, and per (sub-)group the optimizer's step count and
+    hyperparameters. What a resume must restore exactly; the tests compare it before and after one."""
+    from deepspeed.utils import safe_get_full_fp32_param, safe_get_full_optimizer_state
+
+    tensors = {}
+    for name, p in engine.module.named_parameters():
+        tensors[f"{name}/fp32"] = safe_get_full_fp32_param(p).cpu()
+        for key in ("exp_avg", "exp_avg_sq"):
+            tensors[f"{name}/{key}"] = safe_get_full_optimizer_state(p, key).cpu()
+    flats = getattr(optimizer, "fp32_partitioned_groups_flat", None)  # ZeRO-3's sub-groups, in order
+    states = (
+        [optimizer.optimizer.state[f] for f in flats] if flats else list(optimizer.optimizer.state.values())
+    )
+    meta = {
+        "step": [float(st["step"]) for st in states if "step" in st],
+        "param_groups": [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups],
+    }
+    return tensors, meta
 
 
 # what a trainer_rank<r>.pt of earlier versions holds besides plain containers and tensors: the array of

@@ -31,6 +31,7 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 if __package__ in (None, ""):  # started as a script by the launcher: make the repo root importable
@@ -97,6 +98,19 @@ def release_shm_workspace(dist, rank: int) -> None:
     dist.barrier()
     with contextlib.suppress(FileNotFoundError):
         shm_workspace_path(rank).unlink()
+
+
+@contextlib.contextmanager
+def _universal_load(engine) -> Iterator[None]:
+    """DeepSpeed reads `checkpoint.load_universal` from its config at each load_checkpoint, and only there
+    (engine.py, 0.19.8): switched on for the one load of a universal checkpoint, so later loads of the
+    run's own checkpoints (rollbacks, at this world size) take the regular path."""
+    old = engine._config.load_universal_checkpoint
+    engine._config.load_universal_checkpoint = True
+    try:
+        yield
+    finally:
+        engine._config.load_universal_checkpoint = old
 
 
 @dataclasses.dataclass
@@ -256,12 +270,16 @@ class Trainer:
 
     def load(self, tag: str, keep_quarantine: bool = False) -> None:
         path = self.ckpt_root / tag
-        st = ckpt.load_trainer_state(path, self.rank, self.world)  # first: JSON, and the world-size check
+        st = ckpt.load_trainer_state(path, self.rank, self.world)  # first: plain JSON
         ckpt.check_deepspeed_files(path)  # a refused file is named here, before DeepSpeed reads any
-        with ckpt.safe_torch_load():  # DeepSpeed's own torch.load(weights_only=False), forced weights-only
-            load_path, _ = self.engine.load_checkpoint(
-                str(self.ckpt_root), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=False
-            )
+        if st["world_size"] == self.world:
+            # DeepSpeed's own torch.load(weights_only=False), forced weights-only
+            with ckpt.safe_torch_load():
+                load_path, _ = self.engine.load_checkpoint(
+                    str(self.ckpt_root), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=False
+                )
+        else:
+            load_path = self._load_other_world_size(path, st["world_size"])
         if load_path is None:
             raise RuntimeError(f"DeepSpeed could not load {path}")
         quarantine = list(self.batches.quarantine)
@@ -281,6 +299,50 @@ class Trainer:
         ckpt.set_rng_state(st["rng"])
         self.last_saved = self.step
 
+    def _load_other_world_size(self, path: Path, old_world: int) -> str | None:
+        """Elastic resume: `path` was written by `old_world` ranks. Rank 0 converts it to DeepSpeed's universal
+        checkpoint (trainer/checkpoint.py, convert_to_universal), every rank loads its new partition of each
+        parameter's fp32 weight and Adam moments from it, and what DeepSpeed's load gets wrong is put right
+        (repair_universal_load). The conversion is removed once every rank has loaded it."""
+        ranks = f"{old_world} rank{'s' * (old_world != 1)}"
+        _log(self.rank, f"[checkpoint] {path} was written by {ranks}, this run has {self.world}: "
+             "loading it through DeepSpeed's universal checkpoint")  # fmt: skip
+        error = [None]
+        if self.rank == 0:
+            try:
+                ckpt.convert_to_universal(path)
+            except Exception as e:  # every rank stops with it, not only rank 0
+                error[0] = f"{path}: conversion to a universal checkpoint failed: {type(e).__name__}: {e}"
+        self.dist.broadcast_object_list(error, src=0)
+        if error[0] is not None:
+            raise ckpt.CheckpointError(error[0])
+        with ckpt.safe_torch_load(), _universal_load(self.engine):
+            load_path, _ = self.engine.load_checkpoint(
+                str(path), tag=ckpt.UNIVERSAL, load_optimizer_states=True, load_lr_scheduler_states=False
+            )
+            groups = ckpt.universal_param_groups(path)
+        ckpt.repair_universal_load(self.optimizer, groups)
+        self.dist.barrier()  # every rank has read the conversion
+        if self.rank == 0:
+            ckpt.remove_universal(path)
+        return load_path
+
+    def _dump_state(self, event: str) -> None:
+        """Test hook (REFINERY_TRAIN_FAULTS `dump_state_steps`, trainer/faults.py): at those steps, after a
+        save or a resume, the full fp32 weights, Adam moments, step counts and optimizer hyperparameters
+        (checkpoint.gather_full_state) go to `<logging.dir>/state_dump/<event>_step_XXXXXXXX.safetensors`.
+        Collective; it only reads the state."""
+        if self.step not in self.faults.dump_state_steps:
+            return
+        tensors, meta = ckpt.gather_full_state(self.engine, self.optimizer)
+        if self.rank == 0:
+            from safetensors.torch import save_file
+
+            out = Path(self.cfg.logging.dir or ".") / "state_dump"
+            out.mkdir(parents=True, exist_ok=True)
+            name = out / f"{event}_{ckpt.tag_for(self.step)}.safetensors"
+            save_file(tensors, str(name), metadata={"state": json.dumps(meta)})
+
     def save(self) -> float:
         t0 = time.perf_counter()
         ckpt.save(
@@ -292,7 +354,9 @@ class Trainer:
             log=lambda m: _log(self.rank, m),
         )
         self.last_saved = self.step
-        return time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        self._dump_state("save")
+        return dt
 
     # ------------------------------------------------------------------ one step
     def _grad_norm(self) -> float:
@@ -512,6 +576,7 @@ class Trainer:
             if tag is not None:
                 self.load(tag)
                 _log(self.rank, f"[trainer] resumed from {self.ckpt_root / tag} at step {self.step}")
+                self._dump_state("resume")
                 self.metrics.write({"event": "resume", "step": self.step, "from": tag})
         self.metrics.start(self.step)
         _log(self.rank, f"[trainer] {self.mcfg.num_params() / 1e6:.2f}M params, world {self.world}, "

@@ -3,12 +3,15 @@
 A pickle's `__reduce__` can name any callable; `torch.load(..., weights_only=False)` calls it. Each test
 plants such a file where the trainer or `trainer.weights` reads one (the trainer's own state, DeepSpeed's
 ZeRO shards) and checks that loading fails with the file's name and that the command never ran (the
-marker file it would `touch` does not exist). Also: the JSON trainer state restores every RNG exactly, and a
-legacy `trainer_rank<r>.pt` of plain data still loads.
+marker file it would `touch` does not exist); also the shards handed to DeepSpeed's universal-checkpoint
+conversion (elastic resume). Also: the JSON trainer state restores every RNG exactly, a legacy
+`trainer_rank<r>.pt` of plain data still loads, and a checkpoint of another world size gives each rank its
+state by the documented rule.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -131,13 +134,74 @@ def test_legacy_pickled_trainer_state_of_plain_data_still_loads(tmp_path):
     """Checkpoints written before the JSON format hold tuples, NumPy's RNG array and a torch byte tensor."""
     d = tmp_path / ckpt.tag_for(10)
     d.mkdir()
-    rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch_cpu": torch.get_rng_state()}
-    torch.save({"world_size": 2, "step": 10, "rng": rng}, d / "trainer_rank1.pt")
+    for r in (0, 1):
+        rng = {
+            "python": random.getstate(),
+            "numpy": np.random.get_state(),
+            "torch_cpu": torch.get_rng_state(),
+        }
+        torch.save({"world_size": 2, "step": 10, "rank": r, "rng": rng}, d / f"trainer_rank{r}.pt")
     st = ckpt.load_trainer_state(d, 1, 2)
-    assert st["step"] == 10
+    assert st["step"] == 10 and st["rank"] == 1
     ckpt.set_rng_state(st["rng"])
-    with pytest.raises(ckpt.CheckpointError, match="written by 2 ranks, this run has 1"):
-        ckpt.load_trainer_state(d, 1, 1)
+    # on 1 rank (elastic resume): rank 0's state
+    assert ckpt.load_trainer_state(d, 0, 1)["rank"] == 0
+
+
+def _rank_states(d, world, seeds):
+    """JSON trainer states of `world` ranks, rank r's RNG seeded with seeds[r]; what save() writes."""
+    for r in range(world):
+        random.seed(seeds[r])
+        np.random.seed(seeds[r])
+        torch.manual_seed(seeds[r])
+        st = {
+            "world_size": world,
+            "rank": r,
+            "step": 10,
+            "sampler": {"global_index": 80},
+            "rng": ckpt.rng_state(),
+        }
+        (d / ckpt.trainer_state_name(r)).write_text(json.dumps(st))
+
+
+def _draws(st):
+    ckpt.set_rng_state(st["rng"])
+    return random.random(), float(np.random.rand()), float(torch.rand(()))
+
+
+def test_other_world_size_takes_rank0_state_and_the_rng_of_rank_mod_n(tmp_path):
+    """Elastic resume: every rank takes rank 0's trainer state and the RNG states of old rank (rank mod N)."""
+    d = tmp_path / ckpt.tag_for(10)
+    d.mkdir()
+    _rank_states(d, 2, seeds=[11, 22])
+    own = [_draws(ckpt.load_trainer_state(d, r, 2)) for r in (0, 1)]
+    assert own[0] != own[1]
+    for rank, world in [(0, 1), (0, 4), (1, 4), (2, 4), (3, 4), (1, 3), (2, 3)]:
+        st = ckpt.load_trainer_state(d, rank, world)
+        assert st["rank"] == 0 and st["sampler"] == {"global_index": 80}, (rank, world)
+        assert _draws(st) == own[rank % 2], (rank, world)
+
+
+def test_universal_conversion_refuses_a_shard_with_code(tmp_path):
+    """Elastic resume converts DeepSpeed's shards (ds_to_universal, which loads with weights_only=False):
+    the planted shard is refused by name, and without the static check the forced weights-only load
+    still refuses it. Its command never runs."""
+    from deepspeed.checkpoint.ds_to_universal import main as ds_to_universal
+
+    d = tmp_path / ckpt.tag_for(10)
+    d.mkdir()
+    marker = tmp_path / "PWNED"
+    for kind in ("model", "optim"):
+        torch.save({"x": _Pwn(marker)}, d / f"zero_pp_rank_0_mp_rank_00_{kind}_states.pt")
+    with pytest.raises(ckpt.CheckpointError, match=r"zero_pp_rank_0_mp_rank_00_model_states\.pt: refused"):
+        ckpt.convert_to_universal(d)
+    assert not marker.exists() and not (d / ckpt.UNIVERSAL).exists()
+    args = argparse.Namespace(input_folder=str(d), output_folder=str(tmp_path / "u"), num_extract_workers=1,
+                              num_merge_workers=1, keep_temp_folder=False, strict=True,
+                              inject_missing_state=False)  # fmt: skip
+    with ckpt.safe_torch_load(), pytest.raises(Exception, match=r"(?i)weights only load failed"):
+        ds_to_universal(args)
+    assert not marker.exists()
 
 
 def test_no_unsafe_torch_load_in_trainer():
