@@ -310,3 +310,52 @@ def test_faults_come_from_the_environment_not_the_config(tmp_path):
         faults_from_env({ENV_VAR: '{"kill_at": 3}'})
     with pytest.raises(ConfigError, match=rf"{ENV_VAR}: kill_at_step must be >= 0"):
         faults_from_env({ENV_VAR: '{"kill_at_step": -1}'})
+
+
+def test_repair_universal_load_restores_group_settings_and_one_step_count_per_group():
+    """What DeepSpeed 0.19.8's ZeRO-3 universal load leaves (every group with group 0's settings, one `step`
+    tensor shared by every state) trains differently; after repair_universal_load it trains exactly like the
+    optimizer that was saved. Two groups as the trainer's: decay (matrices) and no decay (vectors)."""
+    import copy
+    from types import SimpleNamespace
+
+    import torch
+
+    def adamw(params):
+        groups = [{"params": [params[0]], "weight_decay": 0.1}, {"params": [params[1]], "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=1e-2, betas=(0.9, 0.95), foreach=False)
+
+    def steps(params, opt, n, seed):
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(n):
+            for p in params:
+                p.grad = torch.randn(p.shape, generator=gen)
+            opt.step()
+
+    torch.manual_seed(0)
+    saved = [torch.nn.Parameter(torch.randn(4, 3)), torch.nn.Parameter(torch.randn(3))]
+    opt = adamw(saved)
+    steps(saved, opt, 3, seed=1)
+    settings = [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
+
+    def as_loaded(repair: bool):
+        params = [torch.nn.Parameter(p.detach().clone()) for p in saved]
+        o = adamw(params)
+        o.load_state_dict(copy.deepcopy(opt.state_dict()))
+        shared = o.state[params[0]]["step"]
+        for p in params:  # the universal load's state: one step tensor object for every sub-group
+            o.state[p]["step"] = shared
+        for g in o.param_groups:  # and group 0's hyperparameters on every group
+            g.update(settings[0])
+        if repair:
+            ckpt.repair_universal_load(SimpleNamespace(param_groups=o.param_groups, optimizer=o), settings)
+        return params, o
+
+    fixed, broken = as_loaded(repair=True), as_loaded(repair=False)
+    steps(saved, opt, 3, seed=2)
+    for params, o in (fixed, broken):
+        steps(params, o, 3, seed=2)
+    assert all(torch.equal(a, b) for a, b in zip(fixed[0], saved, strict=True))
+    assert [float(fixed[1].state[p]["step"]) for p in fixed[0]] == [6.0, 6.0]
+    assert not torch.equal(broken[0][1], saved[1])  # the test can fail: unrepaired, it drifts
+    assert [float(broken[1].state[p]["step"]) for p in broken[0]] == [9.0, 9.0]  # 3 + 2 per step
