@@ -33,7 +33,12 @@ def train(config: str, gpus: int, size: str, out: Path, extra: list[str]) -> dic
     """Two steps, a checkpoint after each; the step-2 metrics record."""
     cmd = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", str(gpus), "trainer/train.py"]
     cmd += ["--config", config, f"model.size={size}", "schedule.steps=2", "schedule.warmup_steps=0"]
-    cmd += ["schedule.rampup=[]", "checkpoint.every=1", f"checkpoint.dir={out / 'ckpt'}", f"logging.dir={out}"]
+    cmd += [
+        "schedule.rampup=[]",
+        "checkpoint.every=1",
+        f"checkpoint.dir={out / 'ckpt'}",
+        f"logging.dir={out}",
+    ]
     cmd += ["logging.sample_tokens=0", "eval.sequences_per_source=0", "logging.tensorboard=false", *extra]
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True)
     recs = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
