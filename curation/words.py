@@ -1,0 +1,203 @@
+"""The shared pre-pass of our heuristic filters: words, per-token facts and repeated n-grams.
+
+datatrove's Gopher and FineWeb blocks split a text into words with spaCy's blank English
+tokenizer (datatrove.utils.word_tokenizers.SpaCyTokenizer("en")), and its C4 block counts a line's
+sentences with spaCy's `sentencizer` on the same tokens. We reproduce both exactly, faster:
+
+* spaCy cuts a text into runs of whitespace and non-whitespace (str.isspace) and tokenizes each
+  non-whitespace run ("chunk") on its own: prefixes, suffixes, infixes and special cases never
+  look past the run (a special case spanning two runs would contain a space, and spaCy's rule
+  lookup by span text then finds nothing). So the words of a text are the concatenation of the
+  tokens of its chunks, and the tokens of a chunk can be cached: `WordSplitter` asks spaCy once
+  per distinct chunk per process and afterwards costs one dict lookup per chunk. Whitespace tokens
+  (runs other than one space) are dropped by datatrove (`strip_strings`), so words never see them.
+* Per-token facts the filters need (length, "has a non-punctuation character", "has a letter",
+  spaCy's IS_PUNCT, "is a sentencizer punctuation character") are cached per distinct token.
+* The repeated n-gram statistics of GopherRepetition are substring statistics of two strings:
+  `" ".join(words)` (top n-grams compare words joined by spaces) and `"".join(words)`
+  (duplicated n-grams compare words joined with nothing, so "ab c" and "a bc" are the same
+  n-gram there, as in datatrove). Both are computed in one numba kernel over prefix hashes of the
+  code points (two 32-bit prime moduli, so equal substrings always match and different ones
+  collide with probability ~1e-19 per pair). Measured: the pure-Python equivalent (joins and a
+  set per n-gram) was most of datatrove's time per document; see bench/filters.py.
+
+`analyse(text)` holds the pre-pass of the last few texts, so GopherRepetition and GopherQuality
+(same text, one after the other) split it once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.errors import ConfigError
+
+# datatrove's own language code for English (datatrove.utils.typeshelper.Languages.english);
+# its tokenizer for that code is spaCy's blank "en" pipeline, the one reproduced here.
+ENGLISH = "eng"
+_CACHE_MAX = 1_000_000  # distinct chunks (or tokens) remembered per process before starting over
+
+
+def check_language(language: str, block: str) -> None:
+    if language != ENGLISH:
+        raise ConfigError(
+            f"{block}: our implementation splits words as datatrove does for English only "
+            f"(language={ENGLISH!r}); got language={language!r}: use class: datatrove_{block}"
+        )
+
+
+@dataclass(slots=True)
+class TokenFacts:
+    length: int
+    non_symbol: bool  # a character outside datatrove's PUNCTUATION_SET (GopherQuality's "word")
+    has_alpha: bool
+    is_punct: bool  # spaCy's IS_PUNCT lexeme flag (the sentencizer's test)
+    sent_punct: bool  # one of the sentencizer's punctuation characters
+
+
+class WordSplitter:
+    """spaCy's blank English tokenization of a text, one spaCy call per distinct chunk."""
+
+    def __init__(self) -> None:
+        self._nlp = None
+        self._chunks: dict[str, tuple[str, ...]] = {}
+        self._facts: dict[str, TokenFacts] = {}
+        self._sent_chars: frozenset[str] = frozenset()
+        self._symbols: frozenset[str] = frozenset()
+
+    def _load(self) -> None:
+        import spacy
+        from datatrove.utils.text import PUNCTUATION_SET
+        from spacy.pipeline import Sentencizer
+
+        self._nlp = spacy.blank("en")
+        self._sent_chars = frozenset(Sentencizer.default_punct_chars)
+        self._symbols = frozenset(PUNCTUATION_SET)
+
+    def chunk_tokens(self, chunk: str) -> tuple[str, ...]:
+        toks = self._chunks.get(chunk)
+        if toks is None:
+            if self._nlp is None:
+                self._load()
+            if len(self._chunks) >= _CACHE_MAX:
+                self._chunks.clear()
+            toks = self._chunks[chunk] = tuple(t.text for t in self._nlp.tokenizer(chunk))
+        return toks
+
+    def words(self, text: str) -> list[str]:
+        """datatrove's split_into_words(text) for English: every non-whitespace token, in order."""
+        get, miss = self._chunks.get, self.chunk_tokens
+        out: list[str] = []
+        for chunk in text.split():
+            toks = get(chunk)
+            out.extend(toks if toks is not None else miss(chunk))
+        return out
+
+    def count_words(self, text: str) -> int:
+        return sum(len(self.chunk_tokens(c)) * n for c, n in Counter(text.split()).items())
+
+    def facts(self, token: str) -> TokenFacts:
+        f = self._facts.get(token)
+        if f is None:
+            if self._nlp is None:
+                self._load()
+            if len(self._facts) >= _CACHE_MAX:
+                self._facts.clear()
+            f = self._facts[token] = TokenFacts(
+                length=len(token),
+                non_symbol=any(ch not in self._symbols for ch in token),
+                has_alpha=any(ch.isalpha() for ch in token),
+                is_punct=self._nlp.vocab[token].is_punct,
+                sent_punct=token in self._sent_chars,
+            )
+        return f
+
+    def sentence_count(self, line: str, stop_at: int) -> int:
+        """Sentences spaCy's sentencizer finds in `line` (counting stops once `stop_at` is reached).
+
+        The sentencizer starts a sentence at the first token after a punctuation character
+        (`sent_punct`) that is neither IS_PUNCT nor such a character. A whitespace run other than
+        one space after a token (or any run at the start) is a token of its own there, neither
+        punctuation, so it can start a sentence.
+        """
+        count, seen_period, pos = 1, False, 0
+        for chunk_start, chunk in _chunks_with_gaps(line):
+            if chunk_start > pos and seen_period and _gap_is_token(line, pos, chunk_start):
+                count, seen_period = count + 1, False
+                if count >= stop_at:
+                    return count
+            pos = chunk_start + len(chunk)
+            for tok in self.chunk_tokens(chunk):
+                f = self.facts(tok)
+                if seen_period and not f.is_punct and not f.sent_punct:
+                    count, seen_period = count + 1, False
+                    if count >= stop_at:
+                        return count
+                elif f.sent_punct:
+                    seen_period = True
+        if pos < len(line) and seen_period and _gap_is_token(line, pos, len(line)):
+            count += 1  # trailing whitespace token (a line whose citation was removed at the end)
+        return count
+
+
+def _chunks_with_gaps(line: str):
+    """(start, chunk) for each non-whitespace run of `line`."""
+    pos, n = 0, len(line)
+    while pos < n:
+        while pos < n and line[pos].isspace():
+            pos += 1
+        if pos >= n:
+            return
+        end = pos
+        while end < n and not line[end].isspace():
+            end += 1
+        yield pos, line[pos:end]
+        pos = end
+
+
+def _gap_is_token(line: str, start: int, end: int) -> bool:
+    """spaCy keeps a whitespace run as a token unless it is one space after a token."""
+    return start == 0 or not (end - start == 1 and line[start] == " ")
+
+
+SPLITTER = WordSplitter()
+
+
+@dataclass(slots=True)
+class Analysis:
+    """One text's words and the repetition statistics, computed on first use."""
+
+    text: str
+    _words: list[str] | None = None
+    _ngrams: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def words(self) -> list[str]:
+        if self._words is None:
+            self._words = SPLITTER.words(self.text)
+        return self._words
+
+    def ngram_stats(self, top_ns: tuple[int, ...], dup_ns: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """(top n-gram chars per n of top_ns, duplicated n-gram chars per n of dup_ns), as datatrove counts."""
+        key = f"{top_ns}/{dup_ns}"
+        if key not in self._ngrams:
+            from curation.words_kernels import ngram_chars
+
+            self._ngrams[key] = ngram_chars(self.words, top_ns, dup_ns)
+        return self._ngrams[key]
+
+
+_RECENT: list[Analysis] = []
+
+
+def analyse(text: str) -> Analysis:
+    """The pre-pass of `text`, shared by the filters that run on the same string object."""
+    for a in _RECENT:
+        if a.text is text:
+            return a
+    a = Analysis(text)
+    _RECENT.insert(0, a)
+    del _RECENT[2:]
+    return a
