@@ -27,8 +27,9 @@ sentences with spaCy's `sentencizer` on the same tokens. We reproduce both exact
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
+from itertools import accumulate, chain
+from typing import Any
 
 import numpy as np
 
@@ -58,58 +59,89 @@ class TokenFacts:
 
 
 class WordSplitter:
-    """spaCy's blank English tokenization of a text, one spaCy call per distinct chunk."""
+    """spaCy's blank English tokenization of a text, spaCy asked once per distinct chunk."""
 
     def __init__(self) -> None:
         self._nlp = None
+        self._is_punct: Any = None
+        self._rules: frozenset[str] = frozenset()
         self._chunks: dict[str, tuple[str, ...]] = {}
         self._facts: dict[str, TokenFacts] = {}
         self._sent_chars: frozenset[str] = frozenset()
         self._symbols: frozenset[str] = frozenset()
 
-    def _load(self) -> None:
+    def load(self) -> None:
+        if self._nlp is not None:
+            return
         import spacy
         from datatrove.utils.text import PUNCTUATION_SET
+        from spacy.lang.lex_attrs import is_punct  # spaCy's IS_PUNCT (English does not override it)
         from spacy.pipeline import Sentencizer
 
         self._nlp = spacy.blank("en")
+        self._is_punct = is_punct
+        self._rules = frozenset(self._nlp.tokenizer.rules)
         self._sent_chars = frozenset(Sentencizer.default_punct_chars)
         self._symbols = frozenset(PUNCTUATION_SET)
+
+    def _add_chunks(self, chunks: set[str]) -> None:
+        """Tokenize chunks not seen yet: letters only or digits only is one token unless spaCy has a
+        special case for it (checked against spaCy on every chunk of the parity corpus); the rest
+        go to spaCy in one call, separated by newlines so that no special case can span two."""
+        self.load()
+        if len(self._chunks) + len(chunks) > _CACHE_MAX:
+            self._chunks.clear()
+        hard = []
+        for c in chunks:
+            if (c.isalpha() or c.isdecimal()) and c not in self._rules:
+                self._chunks[c] = (c,)
+            else:
+                hard.append(c)
+        if not hard:
+            return
+        joined = "\n".join(hard)
+        ends = list(accumulate(len(c) + 1 for c in hard))  # chunk j ends before ends[j] - 1
+        toks: list[list[str]] = [[] for _ in hard]
+        j = 0
+        for t in self._nlp.tokenizer(joined):
+            if t.is_space:
+                continue
+            while t.idx >= ends[j]:
+                j += 1
+            toks[j].append(t.text)
+        for c, ts in zip(hard, toks):
+            self._chunks[c] = tuple(ts)
 
     def chunk_tokens(self, chunk: str) -> tuple[str, ...]:
         toks = self._chunks.get(chunk)
         if toks is None:
-            if self._nlp is None:
-                self._load()
-            if len(self._chunks) >= _CACHE_MAX:
-                self._chunks.clear()
-            toks = self._chunks[chunk] = tuple(t.text for t in self._nlp.tokenizer(chunk))
+            self._add_chunks({chunk})
+            toks = self._chunks[chunk]
         return toks
 
     def words(self, text: str) -> list[str]:
         """datatrove's split_into_words(text) for English: every non-whitespace token, in order."""
-        get, miss = self._chunks.get, self.chunk_tokens
-        out: list[str] = []
-        for chunk in text.split():
-            toks = get(chunk)
-            out.extend(toks if toks is not None else miss(chunk))
-        return out
+        chunks = text.split()
+        try:
+            return list(chain.from_iterable(map(self._chunks.__getitem__, chunks)))
+        except KeyError:
+            self._add_chunks({c for c in chunks if c not in self._chunks})
+            return list(chain.from_iterable(map(self._chunks.__getitem__, chunks)))
 
     def count_words(self, text: str) -> int:
-        return sum(len(self.chunk_tokens(c)) * n for c, n in Counter(text.split()).items())
+        return len(self.words(text))
 
     def facts(self, token: str) -> TokenFacts:
         f = self._facts.get(token)
         if f is None:
-            if self._nlp is None:
-                self._load()
+            self.load()
             if len(self._facts) >= _CACHE_MAX:
                 self._facts.clear()
             f = self._facts[token] = TokenFacts(
                 length=len(token),
                 non_symbol=any(ch not in self._symbols for ch in token),
                 has_alpha=any(ch.isalpha() for ch in token),
-                is_punct=self._nlp.vocab[token].is_punct,
+                is_punct=self._is_punct(token),
                 sent_punct=token in self._sent_chars,
             )
         return f
