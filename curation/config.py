@@ -219,16 +219,15 @@ class FiltersConfig(ConfigModel):
                 continue
             if "class" in kwargs:  # another implementation of the block, e.g. datatrove_<key>
                 args = {k: v for k, v in kwargs.items() if k != "class"}
-                cls = resolve_stage("filter", kwargs["class"], f"filters.{key}.class")
-                check_arguments(cls, args, f"filters.{key}")
+                if (
+                    kwargs["class"] == f"datatrove_{key}"
+                ):  # its registry entry takes **kwargs: check the block's
+                    _check_datatrove_args(key, cls_name, args)
+                else:
+                    cls = resolve_stage("filter", kwargs["class"], f"filters.{key}.class")
+                    check_arguments(cls, args, f"filters.{key}")
                 continue
-            allowed = _filter_params(cls_name)
-            for arg in kwargs:
-                if arg not in allowed:
-                    raise ConfigError(
-                        f"filters.{key}.{arg} is not an argument of datatrove's {cls_name}; "
-                        f"allowed: {', '.join(sorted(allowed))}"
-                    )
+            _check_datatrove_args(key, cls_name, kwargs)
             _check_own_block(key, kwargs)
         for key, spec in (self.model_extra or {}).items():
             if spec is None:
@@ -362,11 +361,23 @@ class ExtractJobConfig(ConfigModel):
         return load_config(cls, path, overrides)
 
 
+def _check_datatrove_args(key: str, cls_name: str, kwargs: dict[str, Any]) -> None:
+    allowed = _filter_params(cls_name)
+    for arg in kwargs:
+        if arg not in allowed:
+            raise ConfigError(
+                f"filters.{key}.{arg} is not an argument of datatrove's {cls_name}; "
+                f"allowed: {', '.join(sorted(allowed))}"
+            )
+
+
 def _check_own_block(key: str, kwargs: dict[str, Any]) -> None:
     """Build our block once, so a value it refuses (a language, a type) fails before Spark starts."""
     cls = resolve_stage("filter", key, f"filters.{key}")
     try:
         cls(**kwargs)
+    except ConfigError:
+        raise
     except (TypeError, ValueError) as e:
         raise ConfigError(f"filters.{key}: {e}") from None
 

@@ -218,7 +218,7 @@ class C4Quality(DocumentStage):
         check_language(language, "c4_quality")
         if not split_paragraph:
             raise ConfigError(
-                "c4_quality: split_paragraph=false (spaCy sentences instead of lines) is datatrove's "
+                "filters.c4_quality: split_paragraph=false (spaCy sentences instead of lines) is datatrove's "
                 "block only: use class: datatrove_c4_quality"
             )
         self.remove_citations, self.filter_no_terminal_punct = remove_citations, filter_no_terminal_punct

@@ -44,7 +44,7 @@ _CACHE_MAX = 1_000_000  # distinct chunks (or tokens) remembered per process bef
 def check_language(language: str, block: str) -> None:
     if language != ENGLISH:
         raise ConfigError(
-            f"{block}: our implementation splits words as datatrove does for English only "
+            f"filters.{block}: our implementation splits words as datatrove does for English only "
             f"(language={ENGLISH!r}); got language={language!r}: use class: datatrove_{block}"
         )
 
