@@ -137,14 +137,11 @@ class DatatroveFilter(DocumentStage):
     def process(self, doc: Document) -> Document | Drop:
         from datatrove.data import Document as DtDocument
 
-        dt_doc = DtDocument(text=doc.text, id=doc.id, metadata={})
-        result = self.block.filter(dt_doc)
+        result = self.block.filter(DtDocument(text=doc.text, id=doc.id, metadata={}))
         if isinstance(result, tuple):
             keep, why = result[0], (result[1] if len(result) > 1 else None)
         else:
             keep, why = bool(result), None
-        if keep and dt_doc.text != doc.text:
-            doc.text = dt_doc.text  # a block that edits the text it keeps (C4 removes lines), as in datatrove
         return doc if keep else Drop(why or "dropped")
 
 

@@ -195,8 +195,12 @@ _POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "u
 class C4Quality(DocumentStage):
     """C4's line and page rules (Raffel et al. 2020, as tensorflow_datasets' c4_utils applies them).
 
-    Lines that fail a line rule are removed from the text (as datatrove does); a page with "lorem
-    ipsum" or a curly bracket in a kept line, or too few sentences in its kept lines, is dropped.
+    Lines that fail a line rule are set aside; a page with "lorem ipsum" or a curly bracket in a
+    line it keeps, or too few sentences in those lines, is dropped. datatrove's block also
+    rewrites the kept document to those lines; this project's pipeline never kept that edit (its
+    datatrove adapter, core.stage.DatatroveFilter, hands the block a copy), so docs/ and the
+    FineWeb rules after it see the text as extracted. `process` keeps that behaviour (a change
+    of docs/ text is a decision of its own); `kept_text` is the edited text datatrove would keep.
     """
 
     name = "c4_quality"
@@ -228,11 +232,13 @@ class C4Quality(DocumentStage):
         self.filter_curly_bracket, self.filter_policy = filter_curly_bracket, filter_policy
 
     def process(self, doc: Document) -> Document | Drop:
-        kept, why = self.kept_lines(doc.text)
-        if why is not None:
-            return Drop(why)
-        doc.text = "\n".join(kept).strip()
-        return doc
+        _, why = self.kept_lines(doc.text)
+        return doc if why is None else Drop(why)
+
+    def kept_text(self, text: str) -> str | None:
+        """The text datatrove's block leaves in a document it keeps; None when it drops it."""
+        kept, why = self.kept_lines(text)
+        return "\n".join(kept).strip() if why is None else None
 
     def _line_kept(self, line: str, words: list[str]) -> bool:
         """The rules that remove one line (and keep the page)."""
