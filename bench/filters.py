@@ -19,6 +19,7 @@ import argparse
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -62,6 +63,54 @@ def one_pass(texts, ours, theirs) -> dict[str, list[float]]:
     return secs
 
 
+def python_ngram_chars(words: list[str], top_ns, dup_ns) -> tuple[list[int], list[int]]:
+    """The n-gram statistics in plain Python (Counter of word tuples, a set of joined strings):
+    what curation/words_kernels.py would be without numba, for the "where it pays" row."""
+    top = []
+    for n in top_ns:
+        grams = Counter(zip(*(words[i:] for i in range(n))))
+        if not grams:
+            top.append(-1)
+            continue
+        gram, count = grams.most_common(1)[0]
+        top.append((sum(map(len, gram)) + n - 1) * count)
+    dup = []
+    for n in dup_ns:
+        seen, i, chars = set(), 0, 0
+        while i < len(words) - n + 1:
+            gram = "".join(words[i : i + n])
+            if gram in seen:
+                chars, i = chars + len(gram), i + n
+            else:
+                seen.add(gram)
+                i += 1
+        dup.append(chars)
+    return top, dup
+
+
+def ngram_rows(texts) -> str:
+    """numba kernel vs plain Python on every document's words (same answers checked)."""
+    from curation.words import SPLITTER
+    from curation.words_kernels import ngram_chars
+
+    top_ns, dup_ns = (2, 3, 4), (5, 6, 7, 8, 9, 10)
+    secs = [0.0, 0.0]
+    for _, text in texts:
+        words = SPLITTER.words(text)
+        t0 = time.perf_counter()
+        ref = python_ngram_chars(words, top_ns, dup_ns)
+        t1 = time.perf_counter()
+        top, dup = ngram_chars(words, top_ns, dup_ns)
+        secs[0] += t1 - t0
+        secs[1] += time.perf_counter() - t1
+        assert (list(top), list(dup)) == ref
+    n = len(texts)
+    return (
+        f"{'n-gram stats':<20} {'python ms/doc':>17} {'numba ms/doc':>12} {'speed-up':>9}\n"
+        f"{'(rep. rules)':<20} {1e3 * secs[0] / n:>17.3f} {1e3 * secs[1] / n:>12.3f} {secs[0] / secs[1]:>8.1f}x"
+    )
+
+
 def table(secs: dict[str, list[float]], n: int, title: str) -> str:
     rows = [title, f"{'block':<20} {'datatrove ms/doc':>17} {'ours ms/doc':>12} {'speed-up':>9}"]
     for k, (dt, ours) in secs.items():
@@ -90,6 +139,7 @@ def main() -> None:
         secs = one_pass(texts, ours, theirs)
         title = f"pass {p} ({'cold caches' if p == 1 else 'warm'}), load average {os.getloadavg()[0]:.1f}"
         print(table(secs, n, title))
+    print(ngram_rows(texts))
 
 
 if __name__ == "__main__":

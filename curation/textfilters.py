@@ -316,6 +316,6 @@ class FineWebQuality(DocumentStage):
             return "short_line_ratio"
         if _duplicates(lines)[1] / (len(text) - text.count("\n")) > self.char_duplicates_ratio:
             return "char_dup_ratio"
-        if text.count("\n") / SPLITTER.count_words(text) > self.new_line_ratio:
+        if text.count("\n") / len(analyse(text).words) > self.new_line_ratio:
             return "list_ratio"
         return None

@@ -27,6 +27,7 @@ sentences with spaCy's `sentencizer` on the same tokens. We reproduce both exact
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from itertools import accumulate, chain
 from typing import Any
@@ -128,9 +129,6 @@ class WordSplitter:
             self._add_chunks({c for c in chunks if c not in self._chunks})
             return list(chain.from_iterable(map(self._chunks.__getitem__, chunks)))
 
-    def count_words(self, text: str) -> int:
-        return len(self.words(text))
-
     def facts(self, token: str) -> TokenFacts:
         f = self._facts.get(token)
         if f is None:
@@ -174,19 +172,14 @@ class WordSplitter:
         return count
 
 
+# re's \s on str is Py_UNICODE_ISSPACE, the test spaCy and str.split() use to cut runs
+_NON_SPACE = re.compile(r"\S+")
+
+
 def _chunks_with_gaps(line: str):
     """(start, chunk) for each non-whitespace run of `line`."""
-    pos, n = 0, len(line)
-    while pos < n:
-        while pos < n and line[pos].isspace():
-            pos += 1
-        if pos >= n:
-            return
-        end = pos
-        while end < n and not line[end].isspace():
-            end += 1
-        yield pos, line[pos:end]
-        pos = end
+    for m in _NON_SPACE.finditer(line):
+        yield m.start(), m.group()
 
 
 def _gap_is_token(line: str, start: int, end: int) -> bool:
