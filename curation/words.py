@@ -90,8 +90,6 @@ class WordSplitter:
         special case for it (checked against spaCy on every chunk of the parity corpus); the rest
         go to spaCy in one call, separated by newlines so that no special case can span two."""
         self.load()
-        if len(self._chunks) + len(chunks) > _CACHE_MAX:
-            self._chunks.clear()
         hard = []
         for c in chunks:
             if (c.isalpha() or c.isdecimal()) and c not in self._rules:
@@ -113,9 +111,14 @@ class WordSplitter:
         for c, ts in zip(hard, toks):
             self._chunks[c] = tuple(ts)
 
+    def _make_room(self) -> None:
+        if len(self._chunks) >= _CACHE_MAX:
+            self._chunks.clear()
+
     def chunk_tokens(self, chunk: str) -> tuple[str, ...]:
         toks = self._chunks.get(chunk)
         if toks is None:
+            self._make_room()
             self._add_chunks({chunk})
             toks = self._chunks[chunk]
         return toks
@@ -126,6 +129,7 @@ class WordSplitter:
         try:
             return list(chain.from_iterable(map(self._chunks.__getitem__, chunks)))
         except KeyError:
+            self._make_room()  # before listing what is missing: a clear makes every chunk missing
             self._add_chunks({c for c in chunks if c not in self._chunks})
             return list(chain.from_iterable(map(self._chunks.__getitem__, chunks)))
 

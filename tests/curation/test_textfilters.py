@@ -418,6 +418,17 @@ def test_words_equal_spacy_on_hard_chunks():
     assert SPLITTER.words(text) == dt_words(text)
 
 
+def test_word_cache_starts_over_when_full(monkeypatch):
+    from curation import words
+
+    rng = random.Random(50)
+    text = " ".join(sentence(rng) for _ in range(20)) + " Don't stop, U.S.A."
+    expected = dt_words(text)
+    monkeypatch.setattr(words, "_CACHE_MAX", 5)  # smaller than the text's distinct chunks
+    splitter = words.WordSplitter()
+    assert splitter.words(text) == expected and splitter.words(text + " again.") == dt_words(text + " again.")
+
+
 # -- configuration -------------------------------------------------------------------------------
 
 
