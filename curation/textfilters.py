@@ -140,16 +140,9 @@ class GopherQuality(DocumentStage):
     def _word_rules(self, text: str) -> tuple[str | None, int, int, frozenset[str] | set[str]]:
         """The rules on words alone; also (words, words with a letter, stop words seen) for the rest."""
         words = analyse(text).words
-        n_words, n_kept, kept_chars, n_alpha, stops = len(words), 0, 0, 0, set()
-        for tok, n in Counter(words).items():
-            f = SPLITTER.facts(tok)
-            if f.non_symbol:
-                n_kept += n
-                kept_chars += f.length * n
-            if f.has_alpha:
-                n_alpha += n
-            if tok in self.stop_words:
-                stops.add(tok)
+        n_words = len(words)
+        n_kept, kept_chars, n_alpha = SPLITTER.word_stats(words)
+        stops = self.stop_words.intersection(words)
         if self.min_doc_words and n_kept < self.min_doc_words:
             return "gopher_short_doc", n_words, n_alpha, stops
         if self.max_doc_words and n_kept > self.max_doc_words:

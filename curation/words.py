@@ -68,6 +68,7 @@ class WordSplitter:
         self._rules: frozenset[str] = frozenset()
         self._chunks: dict[str, tuple[str, ...]] = {}
         self._facts: dict[str, TokenFacts] = {}
+        self._reset_ids()
         self._sent_chars: frozenset[str] = frozenset()
         self._symbols: frozenset[str] = frozenset()
 
@@ -132,6 +133,35 @@ class WordSplitter:
             self._make_room()  # before listing what is missing: a clear makes every chunk missing
             self._add_chunks({c for c in chunks if c not in self._chunks})
             return list(chain.from_iterable(map(self._chunks.__getitem__, chunks)))
+
+    def _reset_ids(self) -> None:
+        # token -> row of three arrays, so a document's word facts are sums over numpy gathers
+        self._ids: dict[str, int] = {}
+        self._kept = np.zeros(1024, dtype=np.int64)  # 1: a non-symbol word (GopherQuality counts it)
+        self._kept_len = np.zeros(1024, dtype=np.int64)  # its length when kept, else 0
+        self._alpha = np.zeros(1024, dtype=np.int64)  # 1: has a letter
+
+    def _add_id(self, token: str) -> None:
+        i = self._ids[token] = len(self._ids)
+        if i >= self._kept.shape[0]:
+            for name in ("_kept", "_kept_len", "_alpha"):
+                old = getattr(self, name)
+                setattr(self, name, np.concatenate([old, np.zeros_like(old)]))
+        f = self.facts(token)
+        self._kept[i], self._kept_len[i], self._alpha[i] = f.non_symbol, f.length * f.non_symbol, f.has_alpha
+
+    def word_stats(self, words: list[str]) -> tuple[int, int, int]:
+        """(non-symbol words, their characters, words with a letter) of a document's words."""
+        get = self._ids.__getitem__
+        try:
+            ids = np.fromiter(map(get, words), dtype=np.int64, count=len(words))
+        except KeyError:
+            if len(self._ids) >= _CACHE_MAX:
+                self._reset_ids()
+            for tok in set(words).difference(self._ids):
+                self._add_id(tok)
+            ids = np.fromiter(map(self._ids.__getitem__, words), dtype=np.int64, count=len(words))
+        return int(self._kept[ids].sum()), int(self._kept_len[ids].sum()), int(self._alpha[ids].sum())
 
     def facts(self, token: str) -> TokenFacts:
         f = self._facts.get(token)
@@ -230,3 +260,8 @@ def analyse(text: str) -> Analysis:
     _RECENT.insert(0, a)
     del _RECENT[2:]
     return a
+
+
+def forget_recent() -> None:
+    """Drop the memo of recent texts (benchmarks: each timed run pays for its own pre-pass)."""
+    _RECENT.clear()
