@@ -11,18 +11,21 @@ sentences with spaCy's `sentencizer` on the same tokens. We reproduce both exact
   tokens of its chunks, and the tokens of a chunk can be cached: `WordSplitter` asks spaCy once
   per distinct chunk per process and afterwards costs one dict lookup per chunk. Whitespace tokens
   (runs other than one space) are dropped by datatrove (`strip_strings`), so words never see them.
+  A chunk of letters only or digits only is one token unless spaCy has a special case for it
+  (checked against spaCy on every chunk of the parity corpus): no spaCy call at all for it.
 * Per-token facts the filters need (length, "has a non-punctuation character", "has a letter",
-  spaCy's IS_PUNCT, "is a sentencizer punctuation character") are cached per distinct token.
+  spaCy's IS_PUNCT, "is a sentencizer punctuation character") are cached per distinct token;
+  GopherQuality's sums over a document's words are numpy gathers over token ids.
 * The repeated n-gram statistics of GopherRepetition are substring statistics of two strings:
   `" ".join(words)` (top n-grams compare words joined by spaces) and `"".join(words)`
   (duplicated n-grams compare words joined with nothing, so "ab c" and "a bc" are the same
-  n-gram there, as in datatrove). Both are computed in one numba kernel over prefix hashes of the
-  code points (two 32-bit prime moduli, so equal substrings always match and different ones
-  collide with probability ~1e-19 per pair). Measured: the pure-Python equivalent (joins and a
-  set per n-gram) was most of datatrove's time per document; see bench/filters.py.
+  n-gram there, as in datatrove). Both are computed in one numba kernel: a polynomial hash of
+  each n-gram's code points from prefix hashes finds candidates, comparing the code points
+  confirms them, so the counts are exact. bench/filters.py measures the kernel against the same
+  statistics in plain Python (Counter of word tuples, a set of joined strings).
 
-`analyse(text)` holds the pre-pass of the last few texts, so GopherRepetition and GopherQuality
-(same text, one after the other) split it once.
+`analyse(text)` holds the pre-pass of the last two texts: in the extract job the four blocks see
+the same text object one after the other, so they split it once.
 """
 
 from __future__ import annotations
