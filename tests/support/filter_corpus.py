@@ -21,10 +21,9 @@ from tests.support.shared_data import shared_data_dir
 
 def warc_texts(limit_files: int | None = None) -> Iterator[tuple[str, str]]:
     """(id, text) for every page of the shared WARCs that trafilatura extracts a text from."""
-    from core.stage import Drop
+    from core.stage import Document, Drop
     from curation.config import ExtractConfig, ReaderConfig
     from curation.extract import Extractor, ExtractStep
-    from curation.pipeline import _document
     from curation.warc import Page, iter_records
 
     step = ExtractStep(Extractor(ExtractConfig()))
@@ -34,7 +33,13 @@ def warc_texts(limit_files: int | None = None) -> Iterator[tuple[str, str]]:
         for item in iter_records(str(path), ReaderConfig()):
             if not isinstance(item, Page):
                 continue
-            doc = step.process(_document(item, path.name))
+            # what the extract stage reads of a page (curation/pipeline.py builds the same fields)
+            meta = {
+                "url": item.url,
+                "source_format": "warc" if item.kind == "html" else "wet",
+                "content_type": item.content_type,
+            }
+            doc = step.process(Document(id="", text=None, payload=item.payload, metadata=meta))
             if not isinstance(doc, Drop) and doc.text:
                 yield f"{path.name}@{item.offset}", doc.text
 
