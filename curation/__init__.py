@@ -3,8 +3,8 @@
 Stages (each a document stage with one `process` method that knows nothing of Spark, core/stage.py)
 live in their own modules; `curation.pipeline` runs one file through them and `curation.job` maps
 WARC files through the per-file runner. Importing the package registers the built-in stages
-(datatrove's four filters, the trafilatura extractor), so a config can name them.
+(our four filter blocks and datatrove's, the trafilatura extractor), so a config can name them.
 """
 
 from curation import extract as _extract  # noqa: F401  (registers "trafilatura")
-from curation import filters as _filters  # noqa: F401  (registers the datatrove filter blocks)
+from curation import filters as _filters  # noqa: F401  (registers the four filter blocks, ours and datatrove's)

@@ -191,11 +191,14 @@ class LangIdConfig(ConfigModel):
 
 
 class FiltersConfig(ConfigModel):
-    """The document stages after language ID: datatrove's four filter blocks, then the user's own.
+    """The document stages after language ID: the four heuristic filter blocks, then the user's own.
 
     Each built-in key holds keyword arguments of its datatrove block; `null` disables it. Defaults
     are FineWeb's settings (datatrove examples/fineweb.py): every block at its own defaults except
-    C4QualityFilter(filter_no_terminal_punct=False). Any other key adds a stage after them, in the
+    C4QualityFilter(filter_no_terminal_punct=False). The rules run in our implementation
+    (curation/textfilters.py: same arguments, rules and drop reasons, faster); `class:
+    datatrove_<key>` in an entry runs datatrove's own block instead, e.g.
+    `gopher_quality: {class: datatrove_gopher_quality, min_doc_words: 30}`. Any other key adds a stage after them, in the
     order written: `my_filter: {class: mypkg.filters.MyFilter, min_words: 5}` (`class` is a
     registry name or an import path, core/stage.py; the other keys are its arguments). Its funnel
     row is `filter:my_filter` and its drop reasons `my_filter:<reason>`.
@@ -214,13 +217,18 @@ class FiltersConfig(ConfigModel):
             kwargs = getattr(self, key)
             if kwargs is None:
                 continue
-            allowed = _filter_params(cls_name)
-            for arg in kwargs:
-                if arg not in allowed:
-                    raise ConfigError(
-                        f"filters.{key}.{arg} is not an argument of datatrove's {cls_name}; "
-                        f"allowed: {', '.join(sorted(allowed))}"
-                    )
+            if "class" in kwargs:  # another implementation of the block, e.g. datatrove_<key>
+                args = {k: v for k, v in kwargs.items() if k != "class"}
+                if (
+                    kwargs["class"] == f"datatrove_{key}"
+                ):  # its registry entry takes **kwargs: check the block's
+                    _check_datatrove_args(key, cls_name, args)
+                else:
+                    cls = resolve_stage("filter", kwargs["class"], f"filters.{key}.class")
+                    check_arguments(cls, args, f"filters.{key}")
+                continue
+            _check_datatrove_args(key, cls_name, kwargs)
+            _check_own_block(key, kwargs)
         for key, spec in (self.model_extra or {}).items():
             if spec is None:
                 continue
@@ -334,6 +342,11 @@ class ExtractJobConfig(ConfigModel):
         """
         d = self.to_dict()
         d["url_filter"]["files_sha256"] = self.url_filter.files_sha256()
+        # The built-in blocks without `class` run our implementation (curation/textfilters.py), not
+        # datatrove's as before: named here so an output folder made by either refuses the other.
+        for key in DATATROVE_FILTERS:
+            if d["filters"].get(key) is not None and "class" not in d["filters"][key]:
+                d["filters"][key] = {**d["filters"][key], "class": key}
         if self.quality.model is not None:
             d["quality"]["model_sha256"] = self.quality.model_sha256()
         return fingerprint_of(d)
@@ -346,6 +359,27 @@ class ExtractJobConfig(ConfigModel):
     def load(cls, path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> ExtractJobConfig:
         """Defaults when `path` is None; else the YAML file; then `section.key=value` overrides."""
         return load_config(cls, path, overrides)
+
+
+def _check_datatrove_args(key: str, cls_name: str, kwargs: dict[str, Any]) -> None:
+    allowed = _filter_params(cls_name)
+    for arg in kwargs:
+        if arg not in allowed:
+            raise ConfigError(
+                f"filters.{key}.{arg} is not an argument of datatrove's {cls_name}; "
+                f"allowed: {', '.join(sorted(allowed))}"
+            )
+
+
+def _check_own_block(key: str, kwargs: dict[str, Any]) -> None:
+    """Build our block once, so a value it refuses (a language, a type) fails before Spark starts."""
+    cls = resolve_stage("filter", key, f"filters.{key}")
+    try:
+        cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"filters.{key}: {e}") from None
 
 
 def _filter_params(cls_name: str) -> set[str]:

@@ -1,14 +1,16 @@
-"""Heuristic filters: datatrove's own filter blocks as registry entries, plus the user's own stages.
+"""Heuristic filters: the four built-in blocks as registry entries, plus the user's own stages.
 
-We do not reimplement Gopher, C4 or FineWeb rules here: the blocks come from datatrove
-(`datatrove.pipeline.filters`) and are called through their public `filter(doc)` method, which
-returns True (keep), False, or (False, reason). They are four entries of the "filter" registry
-(core/stage.py), next to any stage a user names by import path in `filters:` of the config.
+The "filter" registry (core/stage.py) holds two implementations of each of FineWeb's four blocks:
+- `gopher_repetition`, `gopher_quality`, `c4_quality`, `fineweb_quality`: ours
+  (curation/textfilters.py), the default: datatrove's rules, arguments and drop reasons, with one
+  shared pre-pass per document and the n-gram counting compiled (parity and speed:
+  tests/curation/test_filters_parity.py, bench/filters.py);
+- `datatrove_gopher_repetition`, ... : datatrove's own blocks (`datatrove.pipeline.filters`),
+  called through their public `filter(doc)` method, selected with `class:` in the config entry.
 
 Each configured entry runs as a `FilterStep`: funnel row `filter:<key>`, drop reason
 `<key>:<stage's reason>` (e.g. `gopher_quality:gopher_short_doc`), so the funnel shows both the
-block and its rule. Blocks are built once per worker process; they are stateless per document
-(GopherQuality's word tokenizer is spaCy's blank English pipeline, no download).
+block and its rule, whichever implementation runs. Blocks are built once per worker process.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.stage import DatatroveFilter, Document, DocumentStage, Drop, build_stage, register
+from curation import textfilters as _textfilters  # noqa: F401  (registers our four blocks)
 from curation.config import DATATROVE_FILTERS, FiltersConfig
 
 
@@ -30,7 +33,7 @@ def _datatrove_block(key: str, cls_name: str) -> type:
             super().__init__(getattr(filters, cls_name)(**kwargs), key)
 
     Block.__name__ = Block.__qualname__ = cls_name
-    return register("filter", key)(Block)
+    return register("filter", f"datatrove_{key}")(Block)
 
 
 for _key, _cls_name in DATATROVE_FILTERS.items():
@@ -70,7 +73,7 @@ WARM_UP_TEXT = "This is a short warm-up text. It loads the models once per worke
 
 
 def build_filter_steps(cfg: FiltersConfig) -> list[FilterStep]:
-    """The enabled filters, in pipeline order: datatrove's four, then the user's entries."""
+    """The enabled filters, in pipeline order: the four built-in blocks, then the user's entries."""
     steps = []
     for key, kwargs in cfg.enabled().items():
         spec = kwargs.pop("class", key)

@@ -1,0 +1,127 @@
+"""Decision parity of our four filter blocks with datatrove's, per document, on all the real text we have.
+
+Documents: every page of every shared WARC that trafilatura extracts a text from (quirks and WET
+fragments included; no URL filter or language ID in front, so every language is there) and the
+extraction eval sets' texts (tests/support/filter_corpus.py). Both implementations run with the
+default config (FineWeb's settings) on every document:
+- each block on the document's text (datatrove's called directly, as datatrove calls them): same
+  keep/drop and same reason, and the text C4 would keep equal;
+- FineWeb also on C4's kept text, as datatrove's own pipeline feeds it;
+- the extract job's decision (first drop in the order rep -> quality -> C4 -> FineWeb, every
+  block on the extracted text, as this project has always run them): equal.
+At least 99.9% of documents must agree on every comparison, and every disagreement must have a
+known cause, listed in KNOWN_CAUSES with its explanation; the failure message lists each one.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from core.stage import Document, Drop, build_stage
+from curation.config import DATATROVE_FILTERS, FiltersConfig
+from curation.words import SPLITTER
+from tests.support.filter_corpus import all_texts
+
+pytestmark = pytest.mark.slow
+
+KEYS = ("gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality")
+MIN_AGREEMENT = 0.999
+
+# cause category (the part of _cause's answer before ":") -> why it is allowed. Empty: on the shared data, every document agrees (measured); a new
+# disagreement needs its cause found and explained here before it is accepted.
+KNOWN_CAUSES: dict[str, str] = {}
+
+
+def _ours(stages: dict, text: str) -> dict[str, str | None]:
+    """Our reasons per block (None: kept) and C4's kept text (key "c4_kept_text")."""
+    out = {}
+    for k in KEYS:
+        r = stages[k].process(Document(id="p", text=text))
+        out[k] = r.reason if isinstance(r, Drop) else None
+    out["c4_kept_text"] = stages["c4_quality"].kept_text(text)
+    return out
+
+
+def _theirs(blocks: dict, text: str) -> dict[str, str | None]:
+    """datatrove's reasons per block, called as datatrove calls them, and the text its C4 keeps."""
+    from datatrove.data import Document as DtDocument
+
+    out = {}
+    for k in KEYS:
+        doc = DtDocument(text=text, id="p")
+        r = blocks[k].filter(doc)
+        out[k] = None if r is True else (r[1] if isinstance(r, tuple) else "dropped")
+        if k == "c4_quality":
+            out["c4_kept_text"] = doc.text if r is True else None
+    return out
+
+
+def _pipeline(reasons: dict[str, str | None]) -> str | None:
+    """The extract job's decision: first drop in order (every block sees the extracted text)."""
+    return next((f"{k}:{reasons[k]}" for k in KEYS if reasons[k] is not None), None)
+
+
+def _cause(text: str) -> str:
+    """Why the two implementations may see this text differently, checked from the inputs."""
+    theirs, ours = _reference_words(text), SPLITTER.words(text)
+    if theirs != ours:
+        first = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), min(len(theirs), len(ours)))
+        return f"word_split: differs at word {first}: datatrove {theirs[first : first + 3]} vs ours {ours[first : first + 3]}"
+    return "unexplained: same words, different decision"
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[tuple[str, str]]:
+    return all_texts()
+
+
+def test_our_blocks_decide_as_datatrove_per_document(corpus):
+    from datatrove.pipeline import filters
+
+    cfg = FiltersConfig().enabled()
+    ours = {k: build_stage("filter", k, dict(cfg[k]), f"filters.{k}", name=k) for k in KEYS}
+    theirs = {k: getattr(filters, DATATROVE_FILTERS[k])(**cfg[k]) for k in KEYS}
+    comparisons = [*KEYS, "c4_kept_text", "fineweb_after_c4", "pipeline"]
+    agree, compared = dict.fromkeys(comparisons, 0), dict.fromkeys(comparisons, 0)
+    words_differ, disagreements = 0, []
+    for doc_id, text in corpus:
+        mine, ref = _ours(ours, text), _theirs(theirs, text)
+        pairs = {k: (mine[k], ref[k]) for k in (*KEYS, "c4_kept_text")}
+        if mine["c4_kept_text"] is not None and ref["c4_kept_text"] is not None:
+            # FineWeb on C4's edited text, as datatrove's own pipeline runs it
+            fw = ours["fineweb_quality"].process(Document(id="p", text=mine["c4_kept_text"]))
+            fw_ref = _theirs(theirs, ref["c4_kept_text"])["fineweb_quality"]
+            pairs["fineweb_after_c4"] = (fw.reason if isinstance(fw, Drop) else None, fw_ref)
+        pairs["pipeline"] = (_pipeline(mine), _pipeline(ref))
+        for what, (a, b) in pairs.items():
+            compared[what] += 1
+            if a == b:
+                agree[what] += 1
+            else:
+                disagreements.append((doc_id, what, b, a, _cause(text)))
+        words_differ += SPLITTER.words(text) != _reference_words(text)
+    n = len(corpus)
+    summary = (
+        f"{n} documents; agreement per comparison: "
+        + ", ".join(f"{k} {agree[k]}/{compared[k]}" for k in agree)
+        + f"; word lists differing from datatrove's: {words_differ}"
+    )
+    print(summary)
+    listing = "\n".join(
+        f"  {doc_id} [{what}] datatrove={_short(b)} ours={_short(a)}: {cause}"
+        for doc_id, what, b, a, cause in disagreements
+    )
+    assert n > 2400, summary  # every WARC page and eval text is there (1,309 + 1,171 when written)
+    unknown = [d for d in disagreements if d[4].split(":")[0] not in KNOWN_CAUSES]
+    assert not unknown, f"{summary}\ndisagreements without a known cause:\n{listing}"
+    assert all(agree[k] >= MIN_AGREEMENT * compared[k] for k in agree), f"{summary}\n{listing}"
+
+
+def _reference_words(text: str) -> list[str]:
+    from datatrove.utils.text import split_into_words
+
+    return split_into_words(text)
+
+
+def _short(x) -> str:
+    return repr(x) if x is None or len(x) < 80 else f"<text of {len(x)} chars>"

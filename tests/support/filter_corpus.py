@@ -1,0 +1,71 @@
+"""Real documents for the heuristic filters' parity test and benchmark (tests and bench only).
+
+Two sources, both read from the shared data folder at run time (nothing cached in the repo):
+- every page of every file under warc/ (quirks and WET fragments included), read and extracted
+  exactly as the `extract` job does (curation's reader, charset decoding and trafilatura with the
+  default ExtractConfig), but with no URL filter, language ID or filter after it, so the filters
+  see every text the extractor produces, in any language;
+- the extraction eval sets' own texts: the article-extraction-benchmark's gold `articleBody`
+  (181 articles) and, per page of trafilatura's evaluation set, its `with` snippets joined by
+  newlines (990 short multilingual texts).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.support.shared_data import shared_data_dir
+
+
+def warc_texts(limit_files: int | None = None) -> Iterator[tuple[str, str]]:
+    """(id, text) for every page of the shared WARCs that trafilatura extracts a text from."""
+    from core.stage import Document, Drop
+    from curation.config import ExtractConfig, ReaderConfig
+    from curation.extract import Extractor, ExtractStep
+    from curation.warc import Page, iter_records
+
+    step = ExtractStep(Extractor(ExtractConfig()))
+    files = sorted(p for p in (shared_data_dir() / "warc").rglob("*") if p.is_file())
+    for path in files[:limit_files]:
+        step.start_file()
+        for item in iter_records(str(path), ReaderConfig()):
+            if not isinstance(item, Page):
+                continue
+            # what the extract stage reads of a page (curation/pipeline.py builds the same fields)
+            meta = {
+                "url": item.url,
+                "source_format": "warc" if item.kind == "html" else "wet",
+                "content_type": item.content_type,
+            }
+            doc = step.process(Document(id="", text=None, payload=item.payload, metadata=meta))
+            if not isinstance(doc, Drop) and doc.text:
+                yield f"{path.name}@{item.offset}", doc.text
+
+
+def eval_set_texts() -> Iterator[tuple[str, str]]:
+    """(id, text) for the extraction eval sets' gold texts (aeb) and joined snippets (trafilatura-eval)."""
+    root = shared_data_dir() / "extraction"
+    aeb = json.loads((root / "aeb" / "ground-truth.json").read_text(encoding="utf-8"))
+    for key, item in sorted(aeb.items()):
+        if item.get("articleBody"):
+            yield f"aeb:{key}", item["articleBody"]
+    evaldata = json.loads((root / "trafilatura-eval" / "evaldata.json").read_text(encoding="utf-8"))
+    for url, item in evaldata.items():
+        snippets = [s for s in item.get("with", []) if s]
+        if snippets:
+            yield f"trafilatura-eval:{url}", "\n".join(snippets)
+
+
+def all_texts() -> list[tuple[str, str]]:
+    return [*warc_texts(), *eval_set_texts()]
+
+
+def cached_texts(path: Path) -> list[tuple[str, str]]:
+    """all_texts(), kept in `path` (outside the repo) between runs of the benchmark."""
+    if path.is_file():
+        return [tuple(x) for x in json.loads(path.read_text(encoding="utf-8"))]
+    texts = all_texts()
+    path.write_text(json.dumps(texts), encoding="utf-8")
+    return texts
