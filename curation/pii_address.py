@@ -373,6 +373,7 @@ _MILITARY_LOOKBACK: Final = 60
 # An intersection: "corner of" starting a token, then two street names (checked in Python).
 _CORNER = re.compile(r"[Cc](?<![\w][Cc])orner[ ]of[ ]")
 _CORNER_WINDOW: Final = 120  # characters after "corner of " that may hold both streets
+_PUNCTUATION = re.compile(r"[,;:!?()]")  # ends the first street of an intersection
 
 PATTERNS: Final[dict[str, re.Pattern[str]]] = {
     "address_street": _STREET,
@@ -385,6 +386,7 @@ PATTERNS: Final[dict[str, re.Pattern[str]]] = {
     "address_military": _MILITARY,
     "address_military_line_reversed": _MILITARY_LINE_REVERSED,
     "address_corner": _CORNER,
+    "address_punctuation": _PUNCTUATION,
     **EU_PATTERNS,
 }
 
@@ -505,10 +507,10 @@ def _tail(text: str, pos: int, european: bool) -> tuple[int, bool]:
     if after[:1] not in _TAIL_STARTS or (not after.lstrip(" \t,\r\n>")[:1].isalnum() and "#" not in after):
         return pos, False
     tail = _TAIL.match(text, pos)  # always matches, possibly empty
-    vouched = tail["unit"] is not None or any(tail[g] is not None for g in _POSTAL_GROUPS)
+    vouched = tail["unit"] is not None or tail.group(*_POSTAL_GROUPS) != (None, None, None)
     if european and not vouched:
         # A 4-digit code that reads as a year vouches for nothing: "Philologie, 171, Meisenheim, 1985".
-        vouched = any(tail[g] is not None and not is_year(tail[g]) for g in _EU_POSTAL_GROUPS)
+        vouched = any(code is not None and not is_year(code) for code in tail.group(*_EU_POSTAL_GROUPS))
     end = tail.end()
     if end > pos and text[end - 1] == "." and _sentence_period(text[text.rfind(" ", pos, end) + 1 : end]):
         end -= 1  # "..., 00184 Roma.": the sentence's period, not an abbreviation's
@@ -608,7 +610,7 @@ def _find_intersections(text: str) -> list[tuple[int, int]]:
         window = text[m.end() : m.end() + _CORNER_WINDOW].split("\n", 1)[0]
         i = window.find(" and ")
         left = window[:i]
-        if i <= 0 or len(left.split()) > 6 or any(c in left for c in ",;:!?()"):
+        if i <= 0 or left.count(" ") > 5 or _PUNCTUATION.search(left):
             continue
         pos = i + 5
         for word in window[pos:].split(" ")[:4]:

@@ -240,10 +240,16 @@ _UNIT_START = r"(?:Apt|APT|apt|Suite|SUITE|suite|Unit|Flat|Apartment|apto|Apto|l
 # A capital (Latin-1, Latin Extended-A, whose capitals are interleaved with small letters, Greek).
 _CAPITAL = "A-ZÀ-ÖØ-ÞĀ-ſΆ-ΏΑ-Ω"
 _NAME_WORD = rf"[{_CAPITAL}](?<![\w'’\-.][{_CAPITAL}])[\w'’\-]{{1,30}}+"
+# Unit and box words name no street ("Apt 1 Apt 2", "PO Box 12"): refused in the pattern, which
+# spares a Python call per unit in text dense with them.
+_NOT_NAME = r"(?!(?:Apt|APT|Apartment|Suite|SUITE|Ste|Unit|UNIT|Flat|Room|Floor|Lot|Box|BOX|Bldg|Building)\b)"
 _WEAK_LINE = re.compile(
-    rf"(?P<name>{_NAME_WORD}(?:[ ]{_NAME_WORD})?){_BEFORE_NUMBER}"
-    rf"(?=(?:,[ ]{{0,2}}+|[ ]{{1,2}}+|[ \t]{{0,2}}+\r?\n[ \t>]{{0,4}}+)"
-    rf"(?:{_POSTCODE_START}|(?P<unit>{_UNIT_START})|[{_CAPITAL}]))"
+    rf"(?P<name>{_NOT_NAME}{_NAME_WORD}(?:[ ]{_NOT_NAME}{_NAME_WORD})?){_BEFORE_NUMBER}"
+    # A town may follow after a comma or a line break, not a space ("123 Main 123 Main" would make
+    # every number a candidate: 1.5 s per MB of that), and only when the next run of digits within
+    # 40 characters can be a postal code ("Aa 1, Aa 1, ..." is no address).
+    rf"(?=(?:,[ ]{{0,2}}+|[ ]{{1,2}}+|[ \t]{{0,2}}+\r?\n[ \t>]{{0,4}}+)(?:{_POSTCODE_START}|(?P<unit>{_UNIT_START}))"
+    rf"|(?:,[ ]{{0,2}}+|[ \t]{{0,2}}+\r?\n[ \t>]{{0,4}}+)[{_CAPITAL}][^0-9]{{0,40}}+[0-9]{{2}}[0-9]?[ \-]?[0-9]{{2}})"
 )
 
 # A name and number right after words that announce an address ("Address: Husova 2", "lives at
@@ -275,9 +281,10 @@ _MIN_STEM: Final = 3
 def is_street_type(word: str) -> bool:
     """Whether `word` is or ends in a street type of this module (for intersections)."""
     lw = word.lower()
-    return lw in _AFTER_SET or any(
-        lw.endswith(s) and len(lw) >= len(s) + _MIN_STEM for s in _COMPOUND_SUFFIXES
-    )
+    if lw in _AFTER_SET:
+        return True
+    # (`endswith` with the whole tuple first: one C call rejects most words.)
+    return lw.endswith(_COMPOUND_SUFFIXES) and _compound_suffix(lw) is not None
 
 
 def _proper(words: list[str]) -> bool:
@@ -325,6 +332,11 @@ def _line_end(m: re.Match[str], ordinal: bool) -> int:
     return m.end() - (m.group().endswith(".") and not ordinal)
 
 
+def _compound_suffix(lw: str) -> str | None:
+    """The street type that ends the lower-case word `lw` after a stem of `_MIN_STEM` letters."""
+    return next((s for s in _COMPOUND_SUFFIXES if lw.endswith(s) and len(lw) >= len(s) + _MIN_STEM), None)
+
+
 def _word_before(text: str, pos: int) -> tuple[int, str]:
     """(start, word) of the word ending at `pos` (letters, digits, "'’-", a final period)."""
     start = pos - (text[pos - 1] == ".")
@@ -358,7 +370,7 @@ def _type_last(text: str, m: re.Match[str]) -> tuple[int, int, bool] | None:
         words = [w for _, w in reversed(names)]
         needs_more = lw in _WEAK or not (_proper(words[:1]) and (word[0].isupper() or word.islower()))
         return start, _line_end(m, lw in _HUNGARIAN), needs_more
-    suffix = next((s for s in _COMPOUND_SUFFIXES if lw.endswith(s) and len(lw) >= len(s) + _MIN_STEM), None)
+    suffix = _compound_suffix(lw)
     if suffix is None:
         return None
     return start, _line_end(m, False), suffix in _WEAK or not word[0].isupper()
@@ -398,7 +410,7 @@ def _date_or_year(name: str, num: str, unit_follows: bool) -> bool:
     for it."""
     if not unit_follows and is_year(num.rstrip(".")):
         return True
-    last = name.rsplit(" ", 1)[-1]
+    last = name[name.rfind(" ") + 1 :]
     if last.isupper() and len(last) <= 3:
         return True  # a code, not a name: "APO AE 12345", "Yerevan IFF 2006"
     return last.lower() in _MONTHS or last.lower() in _NOT_STREET_NAMES
