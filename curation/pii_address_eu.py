@@ -267,7 +267,9 @@ _CUE_AT = re.compile(
     r"[ ]at(?:(?<=[Ll]ives at)(?<!\w[Ll]ives at)|(?<=[Ll]iving at)(?<!\w[Ll]iving at)"
     rf"|(?<=[Rr]esides at)(?<!\w[Rr]esides at)|(?<=[Rr]esiding at)(?<!\w[Rr]esiding at)){_AFTER_CUE}"
 )
+_DIGIT = re.compile(r"[0-9]")
 PATTERNS: Final[dict[str, re.Pattern[str]]] = {
+    "address_eu_digit": _DIGIT,
     "address_eu_cue_address": _CUE_ADDRESS,
     "address_eu_cue_at": _CUE_AT,
     "address_eu_type_last": _TYPE_LAST,
@@ -425,6 +427,8 @@ def _date_or_year(name: str, num: str, unit_follows: bool) -> bool:
 def find_lines(text: str) -> list[tuple[int, int, bool]]:
     """(start, end, needs a unit or postal code) of each number-last street line, sorted."""
     found: list[tuple[int, int, bool]] = []
+    if _DIGIT.search(text) is None:
+        return found  # every form ends in a house number: six pattern passes saved on prose
     for m in _TYPE_LAST.finditer(text):
         line = _type_last(text, m)
         if line is not None:
