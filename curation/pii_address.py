@@ -302,7 +302,7 @@ _UNIT = (
 # A capital: Latin-1, Latin Extended-A (both cases: its capitals are interleaved), Greek, Cyrillic.
 _CITY_WORD = r"[A-ZÀ-ÖØ-ÞĀ-ſΑ-ΩЀ-Я][\w'’.\-]{0,24}+"
 # Lower-case words inside a town's name: "Soto del Barco", "Ostrov nad Ohří", "Frankfurt am Main".
-_CITY_LINK = r"(?:(?:de|del|la|le|nad|pod|am|an|der|upon|on|sur|en|di|u|im|bei|ob)[ ])?"
+_CITY_LINK = r"(?:(?=[a-z])(?:de|del|la|le|nad|pod|am|an|der|upon|on|sur|en|di|u|im|bei|ob)[ ])?"
 _CITY = (
     rf"{_CITY_WORD}(?:[ ]{_CITY_LINK}{_CITY_WORD})?(?:[ ]{_CITY_LINK}{_CITY_WORD})?"
     rf"(?:[ ]{_CITY_LINK}{_CITY_WORD})?"
