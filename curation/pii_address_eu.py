@@ -1,11 +1,11 @@
-"""Street lines written number-last (continental Europe, Latin America) and street intersections.
+"""Street lines written number-last (continental Europe, Latin America), for curation/pii_address.py.
 
 What: `find_lines(text)` returns candidate street lines `(start, end, needs_more)` in the order
 most of Europe and Latin America write them, the house number LAST; curation/pii_address.py then
 extends each over its units and locality and accepts it as it accepts US/UK/Canadian lines (a
 line with `needs_more` only when a unit or a postal code vouches for it). Three forms, each
 anchored on a street-type word, since a capitalised word and a number alone ("Chapter 3",
-"Windows 10", "Ajax 2") are no address:
+"Windows 10", "Ajax 2") are no address (a fourth, without a type, is described below):
 - compound: one word ending in a street type, as Germanic and Finnic languages write them
   (`Lindenstraße 12`, `Keizersgracht 123`, `Nørregade 10`, `Drottninggatan 53`,
   `Mannerheimintie 10`, `Hafnarstræti 5`), `_COMPOUND_SUFFIXES`;
@@ -21,25 +21,27 @@ number ("3.5", "12:30", "12.03.2020").
 Precision, as in curation/pii_address.py: a line is strong (accepted alone) when its name is
 capitalised and its type unambiguous. It needs a unit or a postal code after it when the text is
 lower case ("hersnapvej 18", also the case of much hand-typed text), when the type word is also an
-English word or word ending (`_WEAK`: "gate", "tee", "ring", "gade" as in "Brigade 2", "via" as
-in "via Frankfurt 2", "Largo", "Corso", "Plaza"), or when the line is a name and number with no
+English word or word ending (`_WEAK`: "gate", "ring" as in "Spring 2020", "gade" as in
+"Brigade 2", lower-case "via" as in "via Frankfurt 2", "Largo", "Plaza"; a Romance connector
+after the type lifts it: "Plaza de Cervantes 2"), or when the line is a name and number with no
 type at all ("Národní 12", "Allika 46": one or two capitalised words and a number), accepted only
 when a unit or a postal code follows (a postal code that reads as a year does not count: "Windows
 10, 2020 Edition"), or right after words that announce an address ("address:", "lives at",
 "resides at"); never when the name is a month ("March 3, 2014"), a unit word ("Apt 1") or a code
 of capitals ("APO AE 12345"), or the number a year (unless a unit follows).
 
-Intersections: "the corner of A and B" (`find_intersections`) where B ends in a street type of
-either grammar within 4 words ("the corner of Oak Street and 5th Avenue", "the corner of Via
-Roma 3 and Elm Road"); A is at most 6 words without sentence punctuation.
+`is_street_type` also serves pii_address's intersections ("the corner of Oak Street and
+Hauptstraße").
 
-Linear time, under the rules of curation/pii.py. Each pattern starts at a token start (the
-lookbehind after the first character). The compound and type-after forms are found by one pattern
-that reads a word possessively, requires a number after it (a lookahead that fails at once on
-most words), and only then tests the word's end against fixed-width lookbehinds, one per suffix
-length; the name words before a type are read in Python from at most 60 characters before it.
-The type-before form is anchored on the type word (a trie) and reads 1-4 name words through
-nested lazy optional groups, as pii_address's `_STREET` does.
+Linear time, under the rules of curation/pii.py (no repeated groups, possessive unbounded
+repeats, attempts only where a token starts). The compound and type-after forms are anchored on
+the house number (digits are far rarer than word starts): a letter and a space before its first
+digit, then the word's end tested against fixed-width lookbehinds, one per type length, each a
+trie; the word and the name words before a type are read in Python from at most 60 characters
+before it. The type-before form is anchored on the type word (a trie) and reads 1-4 name words
+through nested lazy optional groups, as pii_address's `_STREET` does. The typeless form starts at
+a capital; its lookahead (a postal code, a unit, or a town then a postal-like run of digits
+within 40 characters) lets few candidates reach Python. The cues start with literals.
 """
 
 from __future__ import annotations
