@@ -2,8 +2,8 @@
 
 What: `scrub(text, config)` finds e-mail addresses, public IPv4/IPv6 addresses, phone numbers,
 payment card numbers, US social security numbers, IBANs, secrets (AWS access key ids, PEM
-private key blocks, HTTP bearer tokens) and US/UK/Canadian postal addresses (curation/
-pii_address.py), replaces each with a typed placeholder (`<EMAIL>`, ...)
+private key blocks, HTTP bearer tokens) and street addresses (curation/pii_address.py: US, UK,
+Canadian, and number-last European ones), replaces each with a typed placeholder (`<EMAIL>`, ...)
 and returns the new text plus one `PiiSpan` per replacement, with offsets into the ORIGINAL text.
 `PiiScrubber(config)` wraps it as a per-document stage returning per-type counts, for use inside
 Spark partitions (this module imports no Spark; its only state is a bounded memo of IP answers).
@@ -26,7 +26,8 @@ check its issuer defines, so that random digit strings are left alone:
   only the token is replaced), AWS access key ids (IAM user guide: "AKIA" long-term, "ASIA"
   temporary, 20 characters).
 - address: the grammar of USPS Pub 28, Royal Mail and Canada Post addresses (house number,
-  street name, street type from their lists, units, city/state/ZIP or postcode), see its module.
+  street name, street type from their lists, units, city/state/ZIP or postcode), and street
+  lines written number-last as most of Europe does (curation/pii_address_eu.py), see the modules.
 Names and other free-text PII need NER, not regexes, and are out of scope.
 
 Linear time. Python's `re` is a backtracking engine, so a careless pattern is quadratic (a run

@@ -1,4 +1,4 @@
-"""Street addresses for the PII scrubber (curation/pii.py): US, UK and Canadian, by grammar, in linear time.
+"""Street addresses for the PII scrubber (curation/pii.py): US, UK, Canadian and European, by grammar, in linear time.
 
 What: `find_addresses(text)` returns the (start, end) spans of postal addresses written the way
 the three countries' postal services define them:
@@ -12,7 +12,17 @@ the three countries' postal services define them:
 - an optional locality: "City, ST 12345(-6789)" / "City, ON K1A 0B1" / "City (Québec) H3G 1P1",
   "City, ST", or a UK postcode ("London SW1A 2AA");
 - the non-street forms of USPS Pub 28: `PO Box 123` and military addresses (`PSC 1234, Box 5678`
-  / `Unit 1234 Box 5678` / `USS Ship` followed by `APO|FPO|DPO AA|AE|AP 12345`).
+  / `Unit 1234 Box 5678` / `USS Ship` followed by `APO|FPO|DPO AA|AE|AP 12345`);
+- street lines written number-last ("Lindenstraße 12", "Via Roma 3", "Andrássy út 22."), found by
+  curation/pii_address_eu.py, with European floors after them ("2. tv.", "3º B") and European
+  localities: a postal code of the continent's formats ("10115", "1015 CJ", "111 21", "00-590",
+  "1100-053", optionally "D-") then the town after a comma or line break ("10115 Berlin"), the
+  town then the code ("Budapest, 1061"), "Town, REG 1234" (a region abbreviation), and the country
+  (English or its own name), which a postal code may also follow;
+- intersections, "the corner of A and B" where B ends in a street type within 4 words (the span
+  is "A and B");
+- a bare number of 1-6 digits right before a street line ("28245 Puruntie 82": a customer, box
+  or building number on a label) is part of the address; a unit may precede it.
 The span covers all of it, so the city and postal code are replaced with the street line.
 
 Precision. A house number followed by a capitalised name and a word such as "Street" is an
@@ -25,8 +35,10 @@ address in most prose, but the USPS list also holds common nouns ("Park", "Point
   ("On 12 March Street parties..."): accepted alone;
 - otherwise (a generic suffix, lower-case text, a doubtful number): accepted only when a unit or a
   locality with a state, province or postal code follows (or a unit precedes).
-Street names written number-last (continental Europe: "Kiannonkatu 98") and UK addresses without a
-house number are not matched: they have no marker this grammar could rely on without NER.
+A European postal code vouches only for a European line (after "1925 Along the Road" the next
+line "1926 Essays New" of a bibliography would), and not when it reads as a year (1000-2099).
+UK addresses without a house number and street names without a number ("Marina Fort") are not
+matched: they have no marker this grammar could rely on without NER.
 
 Linear time, under the rules of curation/pii.py (no repeated groups, possessive unbounded
 repeats, attempts only where a token starts). Street lines are found by one pattern anchored on
@@ -41,8 +53,13 @@ that already matched a street suffix.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Final
+
+from curation.pii_address_eu import PATTERNS as EU_PATTERNS
+from curation.pii_address_eu import find_lines as find_number_last_lines
+from curation.pii_address_eu import is_street_type as is_eu_street_type
+from curation.pii_address_eu import is_year
 
 
 def _words(text: str) -> list[str]:
@@ -105,10 +122,10 @@ _SUFFIXES: Final = _STRONG_SUFFIXES | _WEAK_SUFFIXES
 
 # Canada Post street types written before the name (French order), e.g. "1234, rue Sainte-Catherine".
 _STRONG_PREFIX_TYPES: Final = frozenset(
-    _words("rue avenue av boulevard boul blvd chemin ch allée montée côte impasse ruelle rang croissant")
+    _words("rue avenue av boulevard boul blvd chemin ch allée montée côte impasse ruelle rang croissant quai")
 )
 _WEAK_PREFIX_TYPES: Final = frozenset(
-    _words("route rte place carré carrefour cours promenade quai sentier terrasse voie")
+    _words("route rte place carré carrefour cours promenade sentier terrasse voie")
 )
 _PREFIX_TYPES: Final = _STRONG_PREFIX_TYPES | _WEAK_PREFIX_TYPES
 
@@ -141,13 +158,22 @@ _REGION_NAMES: Final = (
 )  # fmt: skip
 _COUNTRIES: Final = (
     "USA|U\\.S\\.A\\.|US|U\\.S\\.|United States|United States of America|Canada|UK|U\\.K\\.|"
-    "United Kingdom|England|Scotland|Wales|Northern Ireland"
+    "United Kingdom|England|Scotland|Wales|Northern Ireland|"
+    # Countries whose street lines curation/pii_address_eu.py reads, in English and their own
+    # languages, and a few more written the same way.
+    "Germany|Deutschland|Austria|Österreich|Switzerland|Schweiz|Suisse|Svizzera|Netherlands|"
+    "The Netherlands|Nederland|Belgium|België|Belgique|Luxembourg|France|Spain|España|Italy|Italia|"
+    "Portugal|Brazil|Brasil|Argentina|Uruguay|Chile|Mexico|México|Colombia|Peru|Perú|Denmark|Danmark|"
+    "Sweden|Sverige|Norway|Norge|Finland|Suomi|Iceland|Ísland|Estonia|Eesti|Latvia|Lithuania|"
+    "Poland|Polska|Czech Republic|Czechia|Česko|Slovakia|Slovensko|Hungary|Magyarország|Slovenia|"
+    "Slovenija|Croatia|Hrvatska|Serbia|Romania|România|Bulgaria|Greece|Cyprus|Turkey|Türkiye|"
+    "Ireland|Australia|New Zealand|South Africa|Greenland|Tunisia|Morocco"
 )
 # USPS Pub 28 C2 secondary unit designators that take a number, plus UK "Flat" and long forms.
 _UNIT_WORDS: Final = frozenset(
     _words(
         "apartment apt suite ste unit flat room rm floor fl building bldg department dept lot "
-        "trailer trlr space spc hangar hngr pier slip penthouse ph"
+        "trailer trlr space spc hangar hngr pier slip penthouse ph apto dpto lgh"
     )
 )
 # Words after which a 4-digit number is a year, not a house number ("in 1990 Main Street was").
@@ -229,21 +255,26 @@ def _reversed(words: Iterable[str]) -> list[str]:
 # A house number: 1-6 digits starting a token (the lookbehind after the first digit rejects a
 # position inside a number, a decimal, a path, a time or a phone number), an optional letter
 # ("221B") and an optional range ("12-14", Queens "104-20").
-_NUM = r"[0-9](?<![\w.,/\-#:+][0-9])[0-9]{0,5}+(?:[A-Za-z](?!\w))?(?:-[0-9]{1,5}+[A-Za-z]?(?!\w))?"
+_NUM = (
+    r"[0-9](?<![\w.,/\-#:+][0-9])[0-9]{0,5}+(?:[A-Za-z](?!\w))?(?:-[0-9]{1,5}+[A-Za-z]?(?!\w))?"
+    r"(?:[ ](?:bis|ter)(?!\w))?"  # French "12 bis rue ...": the second house at number 12
+)
 # A word of a street or city name: letters first (any script's letters: "Côte-des-Neiges"), or an
 # ordinal ("5th"); a trailing period for abbreviations ("St. John").
 _ORDINAL = r"[0-9]{1,4}+(?:st|nd|rd|th|ST|ND|RD|TH)(?!\w)"
 _WORD = rf"(?:[^\W\d_][\w'’\-]{{0,30}}+|{_ORDINAL})\.?"
 _SP = r"[ ]{1,2}+"
+# Form B is tried first: "41 allée des Paix last spring" would otherwise end at the USPS type
+# "spring" as a doubtful form-A line and never be read as "allée des Paix".
 # Form A: number, 1-4 name words (nested lazy groups: the first suffix after one word, then after
 # two, ...), suffix. Form B: number, optional comma, a French-order street type, a name word.
 # Form C: number, an optional word ("State", "County", "US"), a numbered route. The lookahead
 # after the number rejects at once the numbers not followed by a word (most of them).
 _STREET = re.compile(
     rf"(?P<num>{_NUM})(?=,?[ ]{{1,2}}+(?:[^\W\d_]|{_ORDINAL}))"
-    rf"(?:{_SP}(?P<name>{_WORD}(?:{_SP}{_WORD}(?:{_SP}{_WORD}(?:{_SP}{_WORD})??)??)??){_SP}"
+    rf"(?:,?{_SP}(?P<ptype>{_trie(_cased(_PREFIX_TYPES))})(?!\w)\.?{_SP}(?P<pname>{_WORD})"
+    rf"|{_SP}(?P<name>{_WORD}(?:{_SP}{_WORD}(?:{_SP}{_WORD}(?:{_SP}{_WORD})??)??)??){_SP}"
     rf"(?P<suffix>{_trie(_cased(_SUFFIXES))})(?!\w)\.?"
-    rf"|,?{_SP}(?P<ptype>{_trie(_cased(_PREFIX_TYPES))})(?!\w)\.?{_SP}(?P<pname>{_WORD})"
     rf"|{_SP}(?:{_WORD}{_SP})??(?P<route>{_trie(_cased(('highway', 'hwy', 'route', 'rte')))})\.?"
     rf"{_SP}[0-9]{{1,4}}+[A-Za-z]?(?!\w))"
 )
@@ -258,28 +289,56 @@ _SEP = r"[ \t]{0,2}+(?:\r?\n[ \t>]{0,4}+)?,?[ \t]{0,2}+(?:\r?\n[ \t>]{0,4}+)?"
 # A secondary unit: designator and an id holding a digit ("Apt 4B", "Suite 200", "# 12") or one
 # letter ("Suite A"); "unit and", "Suite Dreams" are words.
 _UNIT_ID = r"(?:(?=[A-Za-z\-]{0,9}[0-9])[A-Za-z0-9]{1,5}+(?:-[A-Za-z0-9]{1,4}+)?|[A-Za-z])(?!\w)"
+# European floor and door designations: Danish "2. tv." / "st. th.", Iberian "3º B" / "2º Esq".
+_FLOOR = (
+    r"(?:[0-9]{1,2}\.|st\.|kl\.)[ ]?(?:tv|th|mf)\.?(?!\w)"
+    r"|[0-9]{1,2}[ºª°](?:[ ]?(?:[A-Z]|Esq|Dto|Dir|Izq|Izda|Dcha)\.?)?(?!\w)"
+)
 _UNIT = (
     rf"(?:[ ]{{0,2}}+,[ ]{{0,2}}+|[ ]{{1,2}}+|[ ]{{0,2}}+\r?\n[ \t>]{{0,4}}+)"
-    rf"(?:{_trie(_cased(_UNIT_WORDS))}(?:\.|(?!\w))[ ]{{0,2}}+(?:(?:No|no|NO)\.?[ ]?|#[ ]?)?|#[ ]?)"
-    rf"{_UNIT_ID}"
+    rf"(?:(?:{_trie(_cased(_UNIT_WORDS))}(?:\.|(?!\w))[ ]{{0,2}}+(?:(?:No|no|NO)\.?[ ]?|#[ ]?)?|#[ ]?)"
+    rf"{_UNIT_ID}|{_FLOOR})"
 )
-_CITY_WORD = r"[A-ZÀ-ÖØ-Þ][\w'’.\-]{0,24}+"
-_CITY = rf"{_CITY_WORD}(?:[ ]{_CITY_WORD})?(?:[ ]{_CITY_WORD})?(?:[ ]{_CITY_WORD})?"
+# A capital: Latin-1, Latin Extended-A (both cases: its capitals are interleaved), Greek, Cyrillic.
+_CITY_WORD = r"[A-ZÀ-ÖØ-ÞĀ-ſΑ-ΩЀ-Я][\w'’.\-]{0,24}+"
+# Lower-case words inside a town's name: "Soto del Barco", "Ostrov nad Ohří", "Frankfurt am Main".
+_CITY_LINK = r"(?:(?=[a-z])(?:de|del|la|le|nad|pod|am|an|der|upon|on|sur|en|di|u|im|bei|ob)[ ])?"
+_CITY = (
+    rf"{_CITY_WORD}(?:[ ]{_CITY_LINK}{_CITY_WORD})?(?:[ ]{_CITY_LINK}{_CITY_WORD})?"
+    rf"(?:[ ]{_CITY_LINK}{_CITY_WORD})?"
+)
 _REGION = _trie([*_REGION_CODES, *_REGION_NAMES])
 _ZIP = r"[0-9]{5}(?:-[0-9]{4})?(?![\w\-])"
 # Canada Post: letter-digit-letter digit-letter-digit; D, F, I, O, Q, U never occur, W and Z not first.
 _CA_POSTAL = r"[ABCEGHJ-NPRSTVXY][0-9][ABCEGHJ-NPRSTV-Z][ ]?[0-9][ABCEGHJ-NPRSTV-Z][0-9](?!\w)"
 # Royal Mail: outward code (area letters, district) and inward code (sector digit, unit letters).
 _UK_POSTCODE = r"(?:[A-PR-UWYZ][A-HK-Y]?[0-9][A-Z0-9]?|GIR)[ ]{0,2}+[0-9][ABD-HJLNP-UW-Z]{2}(?!\w)"
-# "City, ST 12345", "City, ON K1A 0B1", "City (Québec) H3G 1P1", "City, ST", "City SW1A 2AA",
-# "SW1A 2AA"; then optionally the country. The city is matched once for all forms.
-_LOCALITY = (
-    rf"{_SEP}(?:{_CITY}{_SEP}"
-    rf"(?:\(?(?:{_REGION})\)?(?:(?:[ ]{{1,2}}+|{_SEP})(?P<postal>{_ZIP}|{_CA_POSTAL}))?(?![\w\-])"
-    rf"|(?P<postcode>{_UK_POSTCODE}))"
-    rf"|(?P<postcode2>{_UK_POSTCODE}))"
-    rf"(?:{_SEP}(?:{_COUNTRIES})(?!\w))?"
+# European and Latin American postal codes: optional country prefix ("D-", "CH-"), then the
+# Dutch "1015 CJ", Brazilian "01310-200", Portuguese "1100-053", Swedish/Czech/Greek "111 21",
+# Polish "00-590", or 4-5 digits.
+_EU_POSTCODE = (
+    r"(?:[A-Z]{1,2}-)?(?:[0-9]{4}[ ]?[A-Z]{2}(?!\w)|[0-9]{4,5}-[0-9]{3}|[0-9]{3}[ ][0-9]{2}"
+    r"|[0-9]{2}-[0-9]{3}|[0-9]{4,5})(?![\w\-])"
 )
+# "City, ST 12345", "City, ON K1A 0B1", "City (Québec) H3G 1P1", "City, ST", "City SW1A 2AA",
+# "SW1A 2AA"; Europe's "10115 Berlin" and "Budapest, 1061"; "City, REG 1234" (a region
+# abbreviation, as in Australia's "Sydney NSW 2000"); then optionally the country, and a postal
+# code may follow the country too. The city is matched once for all forms.
+_LOCALITY = (
+    rf"(?:{_SEP}(?:{_CITY}{_SEP}"
+    rf"(?:\(?(?:{_REGION})\)?(?:(?:[ ]{{1,2}}+|{_SEP})(?P<postal>{_ZIP}|{_CA_POSTAL}))?(?![\w\-])"
+    rf"|(?P<postcode>{_UK_POSTCODE})"
+    # "Budapest, 1061": after a comma or line break ("April 1962" is a date)
+    rf"|(?:(?<=[,\n>])|(?<=[,\n>][ \t])|(?<=[,\n>][ \t][ \t]))(?P<eu_postal2>{_EU_POSTCODE})"
+    rf"|[A-Z]{{2,3}}(?![\w\-])(?:(?:[ ]{{1,2}}+|{_SEP})(?P<eu_postal3>{_EU_POSTCODE}))?"
+    rf"|(?=(?:{_COUNTRIES})(?!\w)))"
+    rf"|(?P<postcode2>{_UK_POSTCODE}))"
+    # A postal code first only after a comma or a line break: "1 Lake Park 2020 Olympics" is prose.
+    rf"|[ \t]{{0,2}}+(?:,|\r?\n)[ \t>]{{0,4}}+(?P<eu_postal>{_EU_POSTCODE})[ ]{{1,2}}+{_CITY})"
+    rf"(?:{_SEP}(?<=[\s,>])(?:{_COUNTRIES})(?!\w)(?:[ ]{{1,2}}+(?P<eu_postal4>{_EU_POSTCODE}))?)?"
+)
+_POSTAL_GROUPS: Final = ("postal", "postcode", "postcode2")
+_EU_POSTAL_GROUPS: Final = ("eu_postal", "eu_postal2", "eu_postal3", "eu_postal4")
 # What may follow a street line, PO box: up to two units ("Suite 967 Apt. 267"), then a locality.
 # Every part is optional, so one match call answers (an empty match: nothing follows).
 _TAIL = re.compile(rf"(?P<unit>{_UNIT})?(?:{_UNIT})?(?:{_LOCALITY})?")
@@ -311,6 +370,10 @@ _MILITARY_LINE_REVERSED = re.compile(
     r"|[\w'’\-]{1,25}+(?:[ ][\w'’\-]{1,25}+)?[ ](?:ssu|snsu|vnsu|cgcsu))(?!\w)"
 )
 _MILITARY_LOOKBACK: Final = 60
+# An intersection: "corner of" starting a token, then two street names (checked in Python).
+_CORNER = re.compile(r"[Cc](?<![\w][Cc])orner[ ]of[ ]")
+_CORNER_WINDOW: Final = 120  # characters after "corner of " that may hold both streets
+_PUNCTUATION = re.compile(r"[,;:!?()]")  # ends the first street of an intersection
 
 PATTERNS: Final[dict[str, re.Pattern[str]]] = {
     "address_street": _STREET,
@@ -322,6 +385,9 @@ PATTERNS: Final[dict[str, re.Pattern[str]]] = {
     "address_po_box": _PO_BOX,
     "address_military": _MILITARY,
     "address_military_line_reversed": _MILITARY_LINE_REVERSED,
+    "address_corner": _CORNER,
+    "address_punctuation": _PUNCTUATION,
+    **EU_PATTERNS,
 }
 
 
@@ -337,10 +403,6 @@ def _capitalised(word: str) -> bool:
 
 def _norm(word: str) -> str:
     return word.rstrip(".").lower()
-
-
-def _is_year(number: str) -> bool:
-    return len(number) == 4 and number.isdigit() and 1000 <= int(number) <= 2099
 
 
 def _is_date(number: str, name: str) -> bool:
@@ -401,11 +463,15 @@ def _street_line(text: str, m: re.Match[str]) -> tuple[int, bool] | None:
     nxt = _NEXT_WORD.match(text, end) if text[end : end + 1] == " " else None
     if nxt is not None and _norm(nxt["word"]) in _DIRECTIONS:
         end = nxt.end()  # "Queen St W"
-    if text[end - 1] == ".":
-        last = text[text.rfind(" ", 0, end) + 1 : end - 1].lower()
-        if len(last) > 4 or last in _SHORT_WORDS or (last not in _SUFFIXES and last not in _DIRECTIONS):
-            end -= 1  # "Hollywood Boulevard.", "rue de la Gare.": the sentence's period
+    if text[end - 1] == "." and _sentence_period(text[text.rfind(" ", 0, end) + 1 : end]):
+        end -= 1  # "Hollywood Boulevard.", "rue de la Gare.": the sentence's period
     return end, not strong or _doubtful_name(words, english=m["suffix"] is not None)
+
+
+def _sentence_period(word: str) -> bool:
+    """Whether the period ending `word` ends the sentence rather than an abbreviation ("St.")."""
+    last = word[:-1].lower()
+    return len(last) > 4 or last in _SHORT_WORDS or (last not in _SUFFIXES and last not in _DIRECTIONS)
 
 
 def _doubtful_name(words: list[str], english: bool) -> bool:
@@ -427,27 +493,38 @@ def _doubtful_name(words: list[str], english: bool) -> bool:
     return not proper
 
 
-def _tail(text: str, pos: int) -> tuple[int, bool]:
+def _tail(text: str, pos: int, european: bool) -> tuple[int, bool]:
     """(end of the units and locality after `pos`, whether they vouch for the address).
 
     "City, ST" alone extends the span but does not vouch for a doubtful street line ("Highway 63
-    north of Fort McMurray, Alberta" is prose); a unit or a postal code does.
+    north of Fort McMurray, Alberta" is prose); a unit or a postal code does. A European postal
+    code vouches only for a European (number-last) line: after "1925 Along the Road" the next
+    line "1926 Essays New" of a bibliography would read as one.
     """
     # A unit or locality starts, after separators, with a letter or '#': a cheap test first, since
     # most street lines end a sentence or are followed by more prose or numbers.
     after = text[pos : pos + 20]  # the longest separator, `_SEP`, is 17 characters
-    if after[:1] not in _TAIL_STARTS or (not after.lstrip(" \t,\r\n>")[:1].isalpha() and "#" not in after):
+    # (A digit can start a European tail only: "2. tv.", "10115 Berlin"; after an English line the
+    # test spares the tail match on "1 Lake Park 1 Lake Park ...".)
+    first = after.lstrip(" \t,\r\n>")[:1]
+    if after[:1] not in _TAIL_STARTS or (
+        not (first.isalnum() if european else first.isalpha()) and "#" not in after
+    ):
         return pos, False
     tail = _TAIL.match(text, pos)  # always matches, possibly empty
-    vouched = tail["unit"] is not None or tail.group("postal", "postcode", "postcode2") != (None, None, None)
-    return tail.end(), vouched
+    vouched = tail["unit"] is not None or tail.group(*_POSTAL_GROUPS) != (None, None, None)
+    if european and not vouched:
+        # A 4-digit code that reads as a year vouches for nothing: "Philologie, 171, Meisenheim, 1985".
+        vouched = any(code is not None and not is_year(code) for code in tail.group(*_EU_POSTAL_GROUPS))
+    end = tail.end()
+    if end > pos and text[end - 1] == "." and _sentence_period(text[text.rfind(" ", pos, end) + 1 : end]):
+        end -= 1  # "..., 00184 Roma.": the sentence's period, not an abbreviation's
+    return end, vouched
 
 
-def _find_streets(text: str) -> list[tuple[int, int]]:
-    found: list[tuple[int, int]] = []
-    last_end = 0
-    n = len(text)
-    backwards = ""  # the text reversed, made once a number has a unit or word before it
+def _english_lines(text: str) -> Iterator[tuple[int, int, bool, str | None]]:
+    """(start, end, needs a unit or locality, house number or None) of each US/UK/Canadian
+    street line; None for the French order ("12 rue ..."), which a European postal code vouches."""
     for m in _STREET.finditer(text):
         line = _street_line(text, m)
         if line is None:
@@ -455,26 +532,109 @@ def _find_streets(text: str) -> list[tuple[int, int]]:
         end, needs_more = line
         if m["name"] is not None and _is_date(m["num"], m["name"]):
             needs_more = True
-        end, vouched = _tail(text, end)
-        start = m.start()
-        if start and text[start - 1] in _BEFORE_ENDS:  # "\n1234 Main St": nothing to read back
-            backwards = backwards or text[::-1]
-            # Index n - start of the reversed text is the character before the number; the match
-            # runs back neither past the previous address nor further than _LOOKBACK.
-            before = _BEFORE_REVERSED.match(backwards, n - start, n - max(last_end, start - _LOOKBACK))
-            if before is not None and before["word"] is None:
-                start = n - before.end()  # a unit before the number ("Flat 3, 12 High Street")
-                vouched = True
-            elif before is not None:
-                # A house number may be something else: a year after "in", "since", ... or any
-                # number after an article ("the 8 Mile Road").
-                word = before["word"][::-1].lower()
-                if word in _ARTICLES or (word in _TEMPORAL_WORDS and _is_year(m["num"])):
-                    needs_more = True
+        yield m.start(), end, needs_more, m["num"] if m["ptype"] is None else None
+
+
+def _number_before(text: str, start: int, last_end: int) -> int:
+    """Where a bare number of 1-6 digits right before `start` ("28245 Puruntie 82": a customer,
+    box or building number on a label) begins, or `start` if there is none (or it would reach
+    into the previous address, `last_end`: "Apt 4 123 Main St")."""
+    j = start - 1
+    if j < 1 or text[j] != " " or not text[j - 1].isdigit():
+        return start
+    k = j - 1
+    while k >= 0 and j - k <= 6 and text[k].isdigit():
+        k -= 1
+    if (k >= 0 and (text[k].isalnum() or text[k] in _NUMBER_JOINERS)) or k + 1 < last_end:
+        return start  # part of a longer number, a decimal, a date, a phone number
+    return k + 1
+
+
+_NUMBER_JOINERS: Final = frozenset(".,/-:+#()")
+
+
+class _Reversed:
+    """The text reversed, made the first time a line has a unit or word before it to read."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.backwards = ""
+
+    def __call__(self) -> str:
+        self.backwards = self.backwards or self.text[::-1]
+        return self.backwards
+
+
+def _read_before(text: str, start: int, last_end: int, reverse: _Reversed) -> re.Match[str] | None:
+    """A unit or the previous word before `start`, matched on the reversed text: index
+    n - start of it is the character before `start`; the match runs back neither past the
+    previous address nor further than _LOOKBACK."""
+    if not start or text[start - 1] not in _BEFORE_ENDS:  # "\n1234 Main St": nothing to read back
+        return None
+    n = len(text)
+    return _BEFORE_REVERSED.match(reverse(), n - start, n - max(last_end, start - _LOOKBACK))
+
+
+def _find_streets(text: str) -> list[tuple[int, int]]:
+    found: list[tuple[int, int]] = []
+    last_end = 0
+    n = len(text)
+    reverse = _Reversed(text)
+    lines = list(_english_lines(text))  # in text order
+    eu = find_number_last_lines(text)
+    if eu:
+        lines = sorted(lines + [(s, e, more, None) for s, e, more in eu])
+    for start, end, needs_more, num in lines:
+        end, vouched = _tail(text, end, european=num is None)
+        before = _read_before(text, start, last_end, reverse)
+        # No unit before the line; a bare number may be ("28245 Puruntie 82"), and a unit before
+        # it. (The digit test first: this runs for every line, 90,000 per MB of hostile text.)
+        if (before is None or before["word"] is not None) and text[start - 2 : start - 1].isdigit():
+            numbered = _number_before(text, start, last_end)
+            if numbered < start:
+                start = numbered
+                before = _read_before(text, start, last_end, reverse)
+        if before is not None and before["word"] is None:
+            start = n - before.end()  # a unit before the number ("Flat 3, 12 High Street")
+            vouched = True
+        elif before is not None and num is not None:
+            # A house number may be something else: a year after "in", "since", ... or any
+            # number after an article ("the 8 Mile Road").
+            word = before["word"][::-1].lower()
+            if word in _ARTICLES or (word in _TEMPORAL_WORDS and is_year(num)):
+                needs_more = True
         if needs_more and not vouched:
             continue
         found.append((start, end))
         last_end = end
+    return found
+
+
+def _find_intersections(text: str) -> list[tuple[int, int]]:
+    """ "corner of A and B": from A to the street type that ends B (see pii_address_eu)."""
+    found: list[tuple[int, int]] = []
+    if "orner of " not in text:
+        return found
+    for m in _CORNER.finditer(text):
+        window = text[m.end() : m.end() + _CORNER_WINDOW].split("\n", 1)[0]
+        i = window.find(" and ")
+        left = window[:i]
+        if i <= 0 or left.count(" ") > 5 or _PUNCTUATION.search(left):
+            continue
+        pos = i + 5
+        for word in window[pos:].split(" ")[:4]:
+            core = word.rstrip(",;:!?)")
+            if not core:
+                break
+            # A street type after a name, or a street that is one word ("Broadway", "Hauptstraße").
+            alone = _norm(core) == "broadway" or is_eu_street_type(core.rstrip("."))
+            if alone or (pos > i + 5 and _norm(core) in _SUFFIXES):
+                end = m.end() + pos + len(core)
+                found.append((m.end(), end - (core.endswith(".") and _sentence_period(core))))
+                break
+            if core != word:
+                break  # punctuation ends the second name
+            pos += len(word) + 1
     return found
 
 
@@ -500,5 +660,6 @@ def find_addresses(text: str) -> list[tuple[int, int]]:
     """
     found = _find_streets(text)
     found += _find_boxes(text)
+    found += _find_intersections(text)
     found.sort()
     return found

@@ -21,7 +21,7 @@ import pytest
 import core.stage as core_stage
 from core.stage import Document, DocumentStage, Drop, run_stages
 from core.stats import Stats
-from curation import pii, pii_address
+from curation import pii, pii_address, pii_address_eu
 from curation.config import ConfigError
 from curation.pii import (
     PII_TYPES,
@@ -133,6 +133,32 @@ POSITIVES: dict[str, list[tuple[str, str]]] = {
         ("addr: 88 oak lane apt 3", "88 oak lane apt 3"),  # lower case, vouched by the unit
         ("in 1990 Main Street, Apt 5", "1990 Main Street, Apt 5"),  # a year-like number with a unit
         ("PO Box 1024, Austin, TX 78701", "PO Box 1024, Austin, TX 78701"),
+        # Number-last street lines (curation/pii_address_eu.py): compound street types ...
+        ("Bitte an Lindenstraße 12, 10115 Berlin schicken.", "Lindenstraße 12, 10115 Berlin"),
+        ("Kantoor: Keizersgracht 123, 1015 CJ Amsterdam", "Keizersgracht 123, 1015 CJ Amsterdam"),
+        ("Nørregade 10, 2. tv., 1165 København K", "Nørregade 10, 2. tv., 1165 København K"),
+        ("Drottninggatan 53, 111 21 Stockholm, Sweden", "Drottninggatan 53, 111 21 Stockholm, Sweden"),
+        ("The shop on Mannerheimintie 10 was closed", "Mannerheimintie 10"),
+        # ... the type after the name as a word (Hungarian numbers are ordinals: "22.") ...
+        ("Berliner Straße 5a\n80331 München", "Berliner Straße 5a\n80331 München"),
+        ("Andrássy út 22., 1061 Budapest", "Andrássy út 22., 1061 Budapest"),
+        ("Pärnu mnt 10, 10148 Tallinn", "Pärnu mnt 10, 10148 Tallinn"),
+        ("Karl Johans gate 22, 0159 Oslo", "Karl Johans gate 22, 0159 Oslo"),  # "gate": vouched
+        # ... the type before the name; Spanish and Portuguese floors, Polish flats ...
+        ("Scrivere a Via Garibaldi 12, 00184 Roma.", "Via Garibaldi 12, 00184 Roma"),
+        ("Calle de Alcalá, 45, 3º B, 28014 Madrid", "Calle de Alcalá, 45, 3º B, 28014 Madrid"),
+        ("Rua Augusta 100, 1100-053 Lisboa, Portugal", "Rua Augusta 100, 1100-053 Lisboa, Portugal"),
+        ("ul. Marszałkowska 10/4, 00-590 Warszawa", "ul. Marszałkowska 10/4, 00-590 Warszawa"),
+        ("Siège : Rue de la Loi 16, 1000 Bruxelles", "Rue de la Loi 16, 1000 Bruxelles"),
+        ("I live at Via Roma 3.", "Via Roma 3"),  # the period ends the sentence
+        ("12 bis rue de la Paix, 75002 Paris", "12 bis rue de la Paix, 75002 Paris"),
+        # ... no street type: only before a postal code and town, a unit, or after "address:".
+        ("Národní 12, 110 00 Brno", "Národní 12, 110 00 Brno"),
+        ("Her address: Husova 2.", "Husova 2"),
+        ("Label 0042 Lindenstraße 12", "0042 Lindenstraße 12"),  # a bare number before the line
+        # Intersections: from the first street to the type that ends the second.
+        ("Meet at the corner of Oak Street and 5th Avenue.", "Oak Street and 5th Avenue"),
+        ("the corner of Market Street and Broadway", "Market Street and Broadway"),
         ("P.O. Box 77 is closed", "P.O. Box 77"),
         ("PSC 1234, Box 5678\nAPO AE 09012", "PSC 1234, Box 5678\nAPO AE 09012"),
         ("USS Nimitz\nFPO AP 96620", "USS Nimitz\nFPO AP 96620"),
@@ -222,6 +248,27 @@ NEGATIVES: dict[str, list[str]] = {
         "Room 101 is at the end",
         "12345 Main",  # no suffix
         "Suite 5",  # a unit alone
+        # Words and numbers that are not number-last street lines: no street type, and a postal
+        # code after them that is a year, a score, a time, a measurement or none at all.
+        "Section 12 of the Act",
+        "See Chapter 3, Page 45 and Volume 7.",
+        "Windows 10, 2020 Edition",
+        "The final score was Ajax 2, Feyenoord 1.",
+        "Flight LH 2041 lands at 10:30, gate B 14.",
+        "On March 3, 2014 Agassi retired",
+        "during 30-31 March, 2000 the",
+        "Brigade 2506 landed",  # "-gade" is Danish, "Brigade" is not
+        "Spring 2020, 1990 Summer",
+        "Departure gate 14",
+        "travelled via Frankfurt 2 times",
+        "Yerevan IFF 2006, Rotterdam IFF 2007",
+        "Schlesinger 1962, 1982 Murray Blessing Survey",
+        "Volume 4. E.P. Dutton, 1909",
+        "iPhone 12, 128 GB",
+        "The room measures 4 by 5 metres, 12 m2 in all.",
+        "PlayStation 5, Formula 1 Grand Prix",
+        "Apt 1 Apt 2 Apt 3",
+        "the corner of the mouth and the eye",  # no street type after "and"
     ],
     "email": [
         "user@localhost",
@@ -579,7 +626,7 @@ def test_rule_checker_catches_backtracking_patterns() -> None:
 
 def test_every_pattern_obeys_the_linear_time_rules() -> None:
     listed = {id(p) for p in pii.PATTERNS.values()}
-    for module in (pii, pii_address):
+    for module in (pii, pii_address, pii_address_eu):
         compiled = {id(v) for v in vars(module).values() if isinstance(v, re.Pattern)}
         assert compiled <= listed, f"a module-level pattern of {module.__name__} is missing from pii.PATTERNS"
     for name, pattern in pii.PATTERNS.items():
@@ -676,6 +723,22 @@ ADVERSARIAL: dict[str, Callable[[], str]] = {
     "address:po-box": lambda: _fill("PO Box 1 "),
     "address:apo": lambda: _fill("APO AE 12345 "),
     "address:military": lambda: _fill("PSC 1234, Box 5678\nAPO AE 09012\n"),
+    # Number-last (European) lines: street types without numbers, runs of capitalised words before
+    # a type (the name is read back at most 3 words), type-first names without a number, weak
+    # name+number lines that each try the tail, years, intersections without a street type, and
+    # dense real lines of each form.
+    "address:eu-types": lambda: _fill("Straße "),
+    "address:eu-type-numbers": lambda: _fill("Straße 1 "),
+    "address:eu-capitalised-run": lambda: _fill("Aa ") + "Straße 1",
+    "address:eu-compound-run": lambda: _fill("straße") + " 1",
+    "address:eu-type-first": lambda: _fill("Via Aa "),
+    "address:eu-weak": lambda: _fill("Aa 1, "),
+    "address:eu-years": lambda: _fill("Aa 2000, 1990 Aa "),
+    "address:eu-corner": lambda: _fill("corner of A and "),
+    "address:eu-dense": lambda: _fill("Lindenstraße 12\n"),
+    "address:eu-dense-locality": lambda: _fill("Via Roma 12, 00184 Roma\n"),
+    "address:eu-dense-weak": lambda: _fill("Aa 1, 12345 Aa\n"),
+    "address:eu-dense-cue": lambda: _fill("address: Aa 1\n"),
 }
 
 
@@ -699,6 +762,12 @@ ADVERSARIAL_MATCHES: dict[str, dict[str, int]] = {
     "address:po-box": {"address": MB // len("PO Box 1 ")},
     "address:apo": {"address": MB // len("APO AE 12345 ")},
     "address:military": {"address": MB // len("PSC 1234, Box 5678\nAPO AE 09012\n")},
+    "address:eu-dense": {"address": MB // len("Lindenstraße 12\n")},
+    # The cut last repeat, "Via Roma 12, 001", still holds a whole street line.
+    "address:eu-dense-locality": {"address": MB // len("Via Roma 12, 00184 Roma\n") + 1},
+    # A name and number before a postal code and town (each line), or after "address:".
+    "address:eu-dense-weak": {"address": MB // len("Aa 1, 12345 Aa\n")},
+    "address:eu-dense-cue": {"address": MB // len("address: Aa 1\n")},
 }
 
 
@@ -919,9 +988,10 @@ def test_presidio_gold_and_eligible_counts(presidio_stats: dict) -> None:
 
 
 # Measured on presidio_synth_dev.json (bench/pii_recall.py): recall on eligible spans is 1.000 for
-# email, ip, card, ssn, iban, 0.978 (87/89) for phone and 0.955 (107/112) for address; precision
-# is 1.000 except phone 0.978 (two false positives: a driver licence number 2270-66-1551 and a
-# street number "03262 2437"). Floors sit one or two misses below those, per type's count: e.g.
+# email, ip, card, ssn, iban, 0.978 (87/89) for phone and 0.982 (110/112) for address; precision
+# is 1.000 except phone 0.989 (one false positive: a driver licence number 2270-66-1551; the
+# street numbers "03262 2437" are now one address). Floors sit one or two misses below those
+# (set when address recall was 0.955), per type's count: e.g.
 # ip 13/14 = 0.93, address 105/112 = 0.94 and 134/136 predicted = 0.985.
 RECALL_FLOORS = {
     "email": 0.97, "ip": 0.92, "card": 0.98, "ssn": 0.93, "iban": 0.95, "phone": 0.95, "address": 0.93,
@@ -939,10 +1009,10 @@ def test_presidio_recall_and_precision(presidio_stats: dict, pii_type: str) -> N
 
 
 def test_presidio_address_recall_over_all_spans(presidio_stats: dict) -> None:
-    # All 598 spans, the measure: 0.241 (144) measured. Most spans are outside the spec
-    # (see the counts test), so this is far below the 0.85 aim; the floor guards against
-    # losing what the grammar does cover, a few spans below the measurement.
-    assert presidio_stats["address"].recall >= 0.23
+    # All 598 spans, the measure: 0.866 (518) measured, 0.241 before number-last street
+    # lines, intersections and European localities (bench/pii_address_classes.py has the table by
+    # form). The floor is the aim, 0.85 (509 spans).
+    assert presidio_stats["address"].recall >= 0.85
 
 
 def test_presidio_ineligible_spans_are_left_alone(presidio_stats: dict) -> None:
@@ -968,6 +1038,20 @@ def test_real_prose_has_almost_no_matches() -> None:
     others = [h for h in hits if h[0] != "address"]
     assert len(others) <= 3, others
     assert len(hits) - len(others) <= 5, hits
+
+
+def test_address_recall_on_a_second_generator() -> None:
+    # bench/pii_address_forms.py writes street lines and localities of 18 European countries and
+    # intersections into new sentences (committed before the detector's European forms, and
+    # independent of the Presidio file). Measured on the 1,000 records of seed 23: recall 0.988,
+    # precision 1.000 (0.042 before number-last lines); its misses are the forms left doubtful on
+    # purpose (Norwegian "-gate", "Largo", "al."/"pl." and typeless names with no postal code).
+    # The floor allows 10 more misses.
+    bench = _load_bench()
+    st = bench.evaluate(bench.generate_address_records(1000, 23))["address"]
+    assert st.gold == 1000
+    assert st.recall >= 0.975, st.misses_all
+    assert st.precision >= 0.99, st.false_positives
 
 
 def test_phone_recall_on_a_second_generator() -> None:
