@@ -8,8 +8,9 @@ import hashlib
 from pathlib import Path
 
 from core.errors import InputError
+from core.storage import ObjectStore, is_remote
 
-__all__ = ["doc_parquet_files", "parquet_schema", "sha256_file"]
+__all__ = ["doc_parquet_files", "doc_parquet_uris", "parquet_schema", "sha256_file"]
 
 
 def doc_parquet_files(path: str | Path) -> list[Path]:
@@ -36,6 +37,30 @@ def doc_parquet_files(path: str | Path) -> list[Path]:
     return files
 
 
+def doc_parquet_uris(path: str | Path) -> list[str]:
+    """`doc_parquet_files` for a local path (absolute paths) or an object-store URI (URIs).
+
+    The same rule on an object store: a `.parquet` object, or the `.parquet` keys under
+    `<prefix>/docs/` if the prefix has one, else under the prefix, skipping `.`/`_` names.
+    """
+    if not is_remote(path):
+        return [str(p.resolve()) for p in doc_parquet_files(path)]
+    uri = str(path).rstrip("/")
+    store = ObjectStore(uri)
+    try:
+        if uri.endswith(".parquet") and store.fs.isfile(store._key(uri)):
+            return [uri]
+        docs = f"{uri}/docs"
+        root = docs if store.list(docs, ".parquet", recursive=True) else uri
+        found = store.list(root, ".parquet", recursive=True)
+    except Exception as e:  # credentials, endpoint, network: said clearly, before any job starts
+        raise InputError(f"cannot list {uri}: {type(e).__name__}: {e}") from None
+    files = [f for f in found if not any(p.startswith((".", "_")) for p in f[len(root) + 1 :].split("/"))]
+    if not files:
+        raise InputError(f"no Parquet files under {root}")
+    return files
+
+
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     """Hex sha256 of a file, read in chunks (model files and shards can be GBs)."""
     h = hashlib.sha256()
@@ -55,6 +80,10 @@ def parquet_schema(path: str | Path):
     import pyarrow.parquet as pq
 
     try:
+        if is_remote(path):  # only the footer is fetched (ranged reads)
+            store = ObjectStore(str(path))
+            with store.fs.open(store._key(str(path)), "rb") as f:
+                return pq.read_schema(f)
         return pq.read_schema(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None
