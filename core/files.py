@@ -41,7 +41,9 @@ def doc_parquet_uris(path: str | Path) -> list[str]:
     """`doc_parquet_files` for a local path (absolute paths) or an object-store URI (URIs).
 
     The same rule on an object store: a `.parquet` object, or the `.parquet` keys under
-    `<prefix>/docs/` if the prefix has one, else under the prefix, skipping `.`/`_` names.
+    `<prefix>/docs/` if the prefix has one, else under the prefix, skipping `.`/`_` names. A job's
+    output there is read marker first (`_finished_docs`): S3 has no rename, so a killed upload can
+    leave a data key whose marker was never written.
     """
     if not is_remote(path):
         return [str(p.resolve()) for p in doc_parquet_files(path)]
@@ -56,8 +58,25 @@ def doc_parquet_uris(path: str | Path) -> list[str]:
     except Exception as e:  # credentials, endpoint, network: said clearly, before any job starts
         raise InputError(f"cannot list {uri}: {type(e).__name__}: {e}") from None
     files = [f for f in found if not any(p.startswith((".", "_")) for p in f[len(root) + 1 :].split("/"))]
+    if root == docs:
+        files = _finished_docs(store, uri, files)
     if not files:
         raise InputError(f"no Parquet files under {root}")
+    return files
+
+
+def _finished_docs(store: ObjectStore, uri: str, files: list[str]) -> list[str]:
+    """The docs of a job output on an object store that its markers say are finished.
+
+    Per-unit jobs (extract, score): docs/<unit>.parquet whose done/<unit>.json exists. A job with
+    one marker for its whole output (dedup): all of docs/ once `_SUCCESS` exists, else an error.
+    """
+    markers = {m.rsplit("/", 1)[-1].removesuffix(".json") for m in store.list(f"{uri}/done", ".json")}
+    if markers:
+        prefix = f"{uri}/docs/"
+        return [f for f in files if f[len(prefix) :].removesuffix(".parquet") in markers]
+    if store.exists(f"{uri}/_config.json") and not store.exists(f"{uri}/_SUCCESS"):
+        raise InputError(f"{uri} is an unfinished job output (no done/ markers, no _SUCCESS)")
     return files
 
 

@@ -139,8 +139,7 @@ def run_per_file(
         done, merged = _finish(job, out, units, failed)
     except OSError as e:  # an object store gone mid-run: the units' own failures are the news
         log.error("could not read the markers or write stats.json in %s: %s", out.uri, e)
-        failed += [_unreachable(u, n, e) for u, n in units if n not in {r["unit"] for r in failed}]
-        return RunResult(out.uri, len(units), skipped, len(todo), failed)
+        return RunResult(out.uri, len(units), skipped, len(todo), [*failed, _unfinished(out, e)])
     return RunResult(out.uri, len(units), skipped, len(todo), failed, merged, done)
 
 
@@ -167,10 +166,11 @@ def _finish(
     return done, merged
 
 
-def _unreachable(uri: str, unit: str, e: Exception) -> dict[str, Any]:
-    """A unit whose state could not be read back: reported failed (the rerun will know)."""
-    error = f"output unreachable after the run, state unknown: {type(e).__name__}: {e}"
-    return {"unit": unit, "input": uri, "status": "failed", "error": error}
+def _unfinished(out: OutputDir, e: Exception) -> dict[str, Any]:
+    """The run itself as a failure when stats.json and _SUCCESS could not be written: the units
+    that reported done did commit (their markers were written), a rerun writes the rest."""
+    error = f"stats.json and _SUCCESS not written (rerun to finish): {type(e).__name__}: {e}"
+    return {"unit": "", "input": out.uri, "status": "failed", "error": error}
 
 
 def input_list(units: list[tuple[str, str]]) -> list[str]:

@@ -76,6 +76,10 @@ class Store:
         """Move a finished local file to its final name `path` (whole or not at all)."""
         raise NotImplementedError
 
+    def upload(self, local: Path, path: str) -> None:
+        """Copy a local file to `path` whole (the local file stays)."""
+        raise NotImplementedError
+
     def list(self, path: str, suffix: str = "", recursive: bool = False) -> list[str]:
         """Files under folder `path` ending in `suffix`, sorted, as full paths (same form as `path`)."""
         raise NotImplementedError
@@ -113,6 +117,12 @@ class LocalStore(Store):
     def publish(self, local_tmp: Path, path: str) -> None:
         os.replace(local_tmp, path)  # same folder: an atomic rename
 
+    def upload(self, local: Path, path: str) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(path).with_name(f".{Path(path).name}.tmp-{uuid.uuid4().hex[:8]}")
+        shutil.copyfile(local, tmp)
+        os.replace(tmp, path)
+
     def list(self, path: str, suffix: str = "", recursive: bool = False) -> list[str]:
         root = Path(path)
         if not root.is_dir():
@@ -148,49 +158,62 @@ class ObjectStore(Store):
     def _uri(self, key: str) -> str:
         return f"{self.protocol}://{key}"
 
+    def _io(self, path: str, fn, *args: Any) -> Any:
+        """Run one client call; botocore's errors (not OSErrors: EndpointConnectionError, ...)
+        become OSError naming the object, the one type callers catch for "storage failed"."""
+        try:
+            return fn(*args)
+        except OSError:
+            raise
+        except Exception as e:
+            raise OSError(f"{path}: {type(e).__name__}: {e}") from e
+
     def exists(self, path: str) -> bool:
-        return bool(self.fs.exists(self._key(path)))
+        return bool(self._io(path, self.fs.exists, self._key(path)))
 
     def read_bytes(self, path: str) -> bytes:
-        return self.fs.cat_file(self._key(path))
+        return self._io(path, self.fs.cat_file, self._key(path))
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        self.fs.pipe_file(self._key(path), data)  # one PutObject: visible whole or not at all
+        self._io(path, self.fs.pipe_file, self._key(path), data)  # one PutObject: whole or nothing
 
     def publish(self, local_tmp: Path, path: str) -> None:
         # s3fs: one PutObject below its block size, else a multipart upload that S3 shows only
         # once completed (an interrupted one is never visible under the key).
-        self.fs.put_file(str(local_tmp), self._key(path))
+        self.upload(local_tmp, path)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(local_tmp)
+
+    def upload(self, local: Path, path: str) -> None:
+        self._io(path, self.fs.put_file, str(local), self._key(path))
 
     def list(self, path: str, suffix: str = "", recursive: bool = False) -> list[str]:
         key = self._key(path).rstrip("/")
         try:
             if recursive:
-                keys = self.fs.find(key)
+                keys = self._io(path, self.fs.find, key)
             else:
-                keys = [e["name"] for e in self.fs.ls(key, detail=True) if e["type"] == "file"]
+                keys = [e["name"] for e in self._io(path, self.fs.ls, key, True) if e["type"] == "file"]
         except FileNotFoundError:
             return []
         return sorted(self._uri(k) for k in keys if k.endswith(suffix) and k != key)
 
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
-            self.fs.rm_file(self._key(path))
+            self._io(path, self.fs.rm_file, self._key(path))
 
     def delete_tree(self, path: str) -> None:
-        keys = self.fs.find(self._key(path).rstrip("/"))
+        keys = self._io(path, self.fs.find, self._key(path).rstrip("/"))
         if keys:
-            self.fs.rm(keys)
+            self._io(path, self.fs.rm, keys)
 
     def check_bucket(self, path: str) -> None:
         """Raise unless the bucket of `path` answers: FileNotFoundError/PermissionError if it is
         missing or forbidden, another error if the endpoint cannot be reached (no False for both)."""
         bucket = self._key(path).split("/", 1)[0]
         if self.protocol in ("s3", "s3a"):
-            self.fs.call_s3("head_bucket", Bucket=bucket)
-        elif not self.fs.exists(bucket):
+            self._io(path, self.fs.call_s3, "head_bucket", {"Bucket": bucket})
+        elif not self.exists(f"{self.protocol}://{bucket}"):
             raise FileNotFoundError(bucket)
 
     def makedirs(self, path: str) -> None:
@@ -228,7 +251,7 @@ def local_input(uri: str | Path) -> Iterator[str]:
     fd, tmp = tempfile.mkstemp(prefix="refinery-in-", suffix=Path(str(uri)).suffix)
     os.close(fd)
     try:
-        store.fs.get_file(store._key(str(uri)), tmp)
+        store._io(str(uri), store.fs.get_file, store._key(str(uri)), tmp)
         yield tmp
     finally:
         with contextlib.suppress(OSError):

@@ -128,3 +128,23 @@ def test_parquet_listing_and_reading_on_object_store(s3_bucket, tmp_path):
     store.write_bytes(join(s3_bucket, "bad.parquet"), b"not parquet")
     with pytest.raises(InputError, match=r"bad\.parquet: not a readable Parquet file"):
         parquet_schema(join(s3_bucket, "bad.parquet"))
+
+
+def test_job_output_on_object_store_is_read_marker_first(s3_bucket, tmp_path):
+    local = tmp_path / "x.parquet"
+    pq.write_table(pa.table({"id": ["a"], "text": ["one"]}), local)
+    store = ObjectStore(s3_bucket)
+    # per-unit job: u2's data key is an orphan of a killed commit (no marker), so it is not read
+    per_unit = join(s3_bucket, "extract")
+    for key in ("docs/u1.parquet", "docs/u2.parquet"):
+        store.write_bytes(join(per_unit, key), local.read_bytes())
+    store.write_bytes(join(per_unit, "done/u1.json"), b"{}")
+    assert doc_parquet_uris(per_unit) == [join(per_unit, "docs/u1.parquet")]
+    # whole-output job (dedup): nothing until _SUCCESS
+    whole = join(s3_bucket, "dedup")
+    store.write_bytes(join(whole, "_config.json"), b"{}")
+    store.write_bytes(join(whole, "docs/part-0.parquet"), local.read_bytes())
+    with pytest.raises(InputError, match="unfinished job output"):
+        doc_parquet_uris(whole)
+    store.write_bytes(join(whole, "_SUCCESS"), b"")
+    assert doc_parquet_uris(whole) == [join(whole, "docs/part-0.parquet")]
