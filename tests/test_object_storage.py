@@ -249,7 +249,9 @@ def test_server_stopped_mid_job_then_rerun_completes(s3_server, local_chain, war
         assert "input(s) failed; rerun the same command to retry them" in first.stderr, first.stderr[-5000:]
         failed = [w for w in warcs if f"  {w}: " in first.stderr]  # each failed input named
         done = store.list(join(out, "done"), ".json")
-        print("fault run:", [ln for ln in first.stderr.splitlines() if ln.startswith("  ")])  # -rP shows it
+        print(
+            "fault run:", [ln for ln in first.stderr.splitlines() if ln.startswith("  s3://")]
+        )  # -rP shows it
         assert failed and len(done) + len(failed) == len(WARCS)
         # no marker without its stats, no temporary key, no _SUCCESS for a half-done folder
         for m in done:
