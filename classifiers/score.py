@@ -40,11 +40,12 @@ from pydantic import model_validator
 from classifiers.data import DataError, expand
 from classifiers.scorer import Scorer, ScorerSpec, load_scorer, make_spec, scorer_class
 from core.config import ConfigModel
-from core.errors import ConfigError
-from core.files import parquet_schema
+from core.errors import ConfigError, InputError
+from core.files import doc_parquet_uris, parquet_schema
 from core.output import OutputDir
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
 from core.stats import Stats
+from core.storage import is_remote, local_input
 
 log = logging.getLogger(__name__)
 
@@ -100,26 +101,50 @@ class ScoreJobConfig(ConfigModel):
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def unit_for(path: Path, root: Path) -> str:
+def unit_for(path: Path | str, root: Path | str) -> str:
     """Output unit name: the input's path under the input folder, without `.parquet`."""
+    if is_remote(path):
+        path, root = str(path), str(root)
+        rel = path[len(root) + 1 :] if path.startswith(root + "/") else path.rsplit("/", 1)[-1]
+        return rel.removesuffix(".parquet").replace("/", "__")
     rel = (
         path.resolve().relative_to(root.resolve()) if path.resolve().is_relative_to(root.resolve()) else path
     )
     return str(rel).removesuffix(".parquet").replace("/", "__")
 
 
-def list_inputs(input_dir: str | Path) -> tuple[Path, list[Path]]:
-    """(root, Parquet files): an extract output's docs/, or the .parquet files under a folder (or one file)."""
+def list_inputs(input_dir: str | Path) -> tuple[Path | str, list[Path] | list[str]]:
+    """(root, Parquet files): an extract output's docs/, or the .parquet files under a folder (or one file).
+
+    On an object store (`s3://...`): URIs, listed by core.files.doc_parquet_uris."""
+    if is_remote(input_dir):
+        return _list_remote_inputs(str(input_dir).rstrip("/"))
     p = Path(input_dir)
     if not p.exists():
         raise DataError(f"no such input folder: {p}")
     files = expand(p)  # core.files.doc_parquet_files; DataError if no .parquet
     root = p / "docs" if p.is_dir() and (p / "docs").is_dir() else (p if p.is_dir() else p.parent)
+    _check_text_column(files)
+    return root, files
+
+
+def _list_remote_inputs(uri: str) -> tuple[str, list[str]]:
+    try:
+        files = doc_parquet_uris(uri)
+    except InputError as e:
+        raise DataError(str(e)) from None
+    root = uri if len(files) != 1 or files[0] != uri else uri.rsplit("/", 1)[0]
+    if files and files[0].startswith(uri + "/docs/"):
+        root = uri + "/docs"
+    _check_text_column(files)
+    return root, files
+
+
+def _check_text_column(files: list[Path] | list[str]) -> None:
     for f in files:
         names = parquet_schema(f).names
         if "text" not in names:
             raise DataError(f"{f} has no 'text' column (columns: {', '.join(names) or 'none'})")
-    return root, files
 
 
 def _output_schema(schema: pa.Schema, columns: list[str], meta: dict[bytes, bytes]) -> pa.Schema:
@@ -161,12 +186,30 @@ def score_unit(path: str, unit: str, cfg: ScoreJobConfig, out_root: str) -> dict
     out = OutputDir(out_root, SUBDIRS)
     started = time.time()
     stats = Stats()
-    st = stats.stage(STAGE)
+    stats.stage(STAGE)
     tmp = out.tmp_path("docs", unit, ".parquet")
     scorers = [(spec.kind, load_scorer(spec)) for spec in cfg.scorers]
     _check_unchanged(cfg)
     columns = list(dict.fromkeys(c for _, sc in scorers for c in sc.columns))
-    pf = pq.ParquetFile(path)
+    with local_input(path) as local:  # an object-store input is downloaded for the task
+        rows = _score_to(local, path, unit, cfg, scorers, columns, tmp, stats)
+    summary = {
+        "input": str(path),
+        "unit": unit,
+        "config_fingerprint": cfg.fingerprint(),
+        "docs_written": rows,
+        "started": started,
+        "seconds": round(time.time() - started, 3),
+        **stats.to_dict(),
+    }
+    out.commit_unit(unit, {"docs": tmp}, summary)
+    return {"docs": rows}
+
+
+def _score_to(local, path, unit, cfg, scorers, columns, tmp, stats: Stats) -> int:
+    """Score the Parquet file `local` (named `path` in outputs) into `tmp`; returns its rows."""
+    st = stats.stage(STAGE)
+    pf = pq.ParquetFile(local)
     meta = {
         b"refinery_score": json.dumps(
             {
@@ -218,17 +261,7 @@ def score_unit(path: str, unit: str, cfg: ScoreJobConfig, out_root: str) -> dict
     for key, n in stats.counters.items():
         if n and (key.endswith("_null") or key.endswith("_null_text")):
             log.info("%s: %d rows scored null (%s)", path, n, key)
-    summary = {
-        "input": str(path),
-        "unit": unit,
-        "config_fingerprint": cfg.fingerprint(),
-        "docs_written": rows,
-        "started": started,
-        "seconds": round(time.time() - started, 3),
-        **stats.to_dict(),
-    }
-    out.commit_unit(unit, {"docs": tmp}, summary)
-    return {"docs": rows}
+    return rows
 
 
 def _quality_sha(cfg: ScoreJobConfig) -> str | None:
@@ -270,7 +303,12 @@ def run_score(
     cfg = ScoreJobConfig.for_model(model_dir, list(scorers), batch_size=batch_size)
     root, files = list_inputs(input_dir)
     out_root = OutputDir(output, SUBDIRS).root
-    if out_root == Path(input_dir).resolve() or out_root == root.resolve():
+    same = (
+        {str(input_dir).rstrip("/"), str(root)}
+        if is_remote(input_dir)
+        else {Path(input_dir).resolve(), Path(root).resolve()}
+    )
+    if out_root in same:
         raise DataError("--output must differ from --input: scoring never rewrites its input")
     job = PerFileJob(
         "score",

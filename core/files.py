@@ -8,8 +8,9 @@ import hashlib
 from pathlib import Path
 
 from core.errors import InputError
+from core.storage import ObjectStore, is_remote
 
-__all__ = ["doc_parquet_files", "parquet_schema", "sha256_file"]
+__all__ = ["doc_parquet_files", "doc_parquet_uris", "parquet_schema", "sha256_file"]
 
 
 def doc_parquet_files(path: str | Path) -> list[Path]:
@@ -36,6 +37,49 @@ def doc_parquet_files(path: str | Path) -> list[Path]:
     return files
 
 
+def doc_parquet_uris(path: str | Path) -> list[str]:
+    """`doc_parquet_files` for a local path (absolute paths) or an object-store URI (URIs).
+
+    The same rule on an object store: a `.parquet` object, or the `.parquet` keys under
+    `<prefix>/docs/` if the prefix has one, else under the prefix, skipping `.`/`_` names. A job's
+    output there is read marker first (`_finished_docs`): S3 has no rename, so a killed upload can
+    leave a data key whose marker was never written.
+    """
+    if not is_remote(path):
+        return [str(p.resolve()) for p in doc_parquet_files(path)]
+    uri = str(path).rstrip("/")
+    store = ObjectStore(uri)
+    try:
+        if uri.endswith(".parquet") and store.fs.isfile(store._key(uri)):
+            return [uri]
+        docs = f"{uri}/docs"
+        root = docs if store.list(docs, ".parquet", recursive=True) else uri
+        found = store.list(root, ".parquet", recursive=True)
+    except Exception as e:  # credentials, endpoint, network: said clearly, before any job starts
+        raise InputError(f"cannot list {uri}: {type(e).__name__}: {e}") from None
+    files = [f for f in found if not any(p.startswith((".", "_")) for p in f[len(root) + 1 :].split("/"))]
+    if root == docs:
+        files = _finished_docs(store, uri, files)
+    if not files:
+        raise InputError(f"no Parquet files under {root}")
+    return files
+
+
+def _finished_docs(store: ObjectStore, uri: str, files: list[str]) -> list[str]:
+    """The docs of a job output on an object store that its markers say are finished.
+
+    Per-unit jobs (extract, score): docs/<unit>.parquet whose done/<unit>.json exists. A job with
+    one marker for its whole output (dedup): all of docs/ once `_SUCCESS` exists, else an error.
+    """
+    markers = {m.rsplit("/", 1)[-1].removesuffix(".json") for m in store.list(f"{uri}/done", ".json")}
+    if markers:
+        prefix = f"{uri}/docs/"
+        return [f for f in files if f[len(prefix) :].removesuffix(".parquet") in markers]
+    if store.exists(f"{uri}/_config.json") and not store.exists(f"{uri}/_SUCCESS"):
+        raise InputError(f"{uri} is an unfinished job output (no done/ markers, no _SUCCESS)")
+    return files
+
+
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     """Hex sha256 of a file, read in chunks (model files and shards can be GBs)."""
     h = hashlib.sha256()
@@ -55,6 +99,10 @@ def parquet_schema(path: str | Path):
     import pyarrow.parquet as pq
 
     try:
+        if is_remote(path):  # only the footer is fetched (ranged reads)
+            store = ObjectStore(str(path))
+            with store.fs.open(store._key(str(path)), "rb") as f:
+                return pq.read_schema(f)
         return pq.read_schema(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None

@@ -13,6 +13,10 @@ Every file is written under a temporary name in the same folder and renamed into
 is renamed last. A unit without a marker is redone from scratch (its files are overwritten), so a
 crash at any point never leaves a unit that looks finished. A rerun with a different config into
 the same folder is refused: outputs always say which config made them.
+
+The root may also be an object-store URI (`s3://bucket/prefix`, core/storage.py): a task then makes
+its files in a local staging folder and `commit_unit` uploads each to its final key in one request
+(S3 has no rename), then the stats, then the marker; nothing is ever stored under a temporary key.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import time
 import uuid
 from collections.abc import Iterable
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import OutputConflict
+from core.storage import LocalStore, Store, is_remote, join, open_store, staging_dir
 
 __all__ = [
     "OutputConflict",
@@ -54,25 +58,53 @@ def unit_name(uri: str) -> str:
     return f"{base}-{hashlib.sha1(uri.encode()).hexdigest()[:10]}"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """Write a file whole (local: temporary name + rename; object store: one PUT)."""
+    open_store(path).write_bytes(str(path), data)
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n").encode())
+def json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n").encode()
+
+
+def atomic_write_json(path: Path | str, obj: Any) -> None:
+    atomic_write_bytes(path, json_bytes(obj))
 
 
 class OutputDir:
-    """`subdirs`: the per-unit folders this job writes (`score` has no rejected/)."""
+    """`subdirs`: the per-unit folders this job writes (`score` has no rejected/).
+
+    `root` is the absolute local Path, or the URI string of an object-store folder; `uri` is its
+    string form either way, and every read and write goes through `store` (core/storage.py).
+    """
 
     def __init__(self, root: str | Path, subdirs: tuple[str, ...] = SUBDIRS) -> None:
-        self.root = Path(root).expanduser().resolve()
+        self.remote = is_remote(root)
+        self.root: Path | str = str(root).rstrip("/") if self.remote else Path(root).expanduser().resolve()
+        self.uri = str(self.root)
+        self.store: Store = open_store(self.uri) if self.remote else LocalStore()
         self.subdirs = subdirs
+
+    def path(self, *parts: str) -> str:
+        """A file of this folder as a string (local path or URI)."""
+        return join(self.uri, *parts)
+
+    def write_json(self, rel: str, obj: Any) -> None:
+        self.store.write_bytes(self.path(rel), json_bytes(obj))
+
+    def read_json(self, rel: str) -> Any | None:
+        try:
+            return json.loads(self.store.read_bytes(self.path(rel)))
+        except FileNotFoundError:
+            return None
+
+    def delete(self, rel: str) -> None:
+        self.store.delete(self.path(rel))
+
+    @property
+    def staging(self) -> Path:
+        """Where temporary files are made: the folder itself, or local scratch for an object store."""
+        return staging_dir(self.uri) if self.remote else self.root  # type: ignore[return-value]
 
     # -- driver side -------------------------------------------------------------------------
     def prepare(
@@ -84,7 +116,7 @@ class OutputDir:
         """
         created = guard_folder(self.root, job, config, fingerprint, extra)
         for sub in self.subdirs:
-            (self.root / sub).mkdir(exist_ok=True)
+            self.store.makedirs(self.path(sub))
         self.remove_stale_tmp()
         return created
 
@@ -94,42 +126,44 @@ class OutputDir:
         Left behind, it would hold nothing but a claim that a rerun with another config trips on.
         A folder with a finished unit is never removed.
         """
-        if not any((self.root / "done").glob("*.json")):
-            shutil.rmtree(self.root, ignore_errors=True)
+        if not self.store.list(self.path("done"), ".json"):
+            self.store.delete_tree(self.uri)
 
     def remove_stale_tmp(self, unit: str | None = None) -> None:
-        """Temporary files of a crashed run (or of one failed unit): never renamed into place."""
+        """Temporary files of a crashed run (or of one failed unit): never renamed into place.
+
+        For an object store these are local staging files only: no temporary key ever exists.
+        """
         pattern = f".{unit}.*.tmp-*" if unit else ".*.tmp-*"
         for sub in ("", *self.subdirs):
-            for p in (self.root / sub).glob(pattern):
+            for p in (self.staging / sub).glob(pattern):
                 with contextlib.suppress(OSError):
                     p.unlink()
 
     def is_done(self, unit: str) -> bool:
-        return (self.root / "done" / f"{unit}.json").is_file()
+        return self.store.exists(self.path("done", f"{unit}.json"))
 
     def read_stats(self, unit: str) -> dict[str, Any] | None:
-        p = self.root / "stats" / f"{unit}.json"
-        return json.loads(p.read_text()) if p.is_file() else None
+        return self.read_json(f"stats/{unit}.json")
 
     def set_success(self, ok: bool) -> None:
-        p = self.root / "_SUCCESS"
         if ok:
-            atomic_write_bytes(p, b"")
+            self.store.write_bytes(self.path("_SUCCESS"), b"")
         else:
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
+            self.delete("_SUCCESS")
 
     # -- task side ---------------------------------------------------------------------------
     def tmp_path(self, sub: str, unit: str, ext: str) -> Path:
-        return self.root / sub / f".{unit}{ext}.tmp-{uuid.uuid4().hex[:8]}"
+        folder = self.staging / sub
+        if self.remote:
+            folder.mkdir(parents=True, exist_ok=True)
+        return folder / f".{unit}{ext}.tmp-{uuid.uuid4().hex[:8]}"
 
-    def final_path(self, sub: str, unit: str, ext: str) -> Path:
-        return self.root / sub / f"{unit}{ext}"
+    def final_path(self, sub: str, unit: str, ext: str) -> Path | str:
+        return self.path(sub, f"{unit}{ext}") if self.remote else self.root / sub / f"{unit}{ext}"
 
     def read_marker(self, unit: str) -> dict[str, Any] | None:
-        p = self.root / "done" / f"{unit}.json"
-        return json.loads(p.read_text()) if p.is_file() else None
+        return self.read_json(f"done/{unit}.json")
 
     def commit_unit(
         self,
@@ -138,26 +172,31 @@ class OutputDir:
         stats: dict[str, Any],
         marker: dict[str, Any] | None = None,
     ) -> None:
-        """Rename the unit's files into place, write its stats, then its marker (last).
+        """Rename (publish) the unit's files into place, write its stats, then its marker (last).
 
         `tmp_files` are files made by `tmp_path` (a dict's values: subfolder -> file); `marker` adds
         fields to the completion marker (what a later step reads about the unit, e.g. its hashes).
         """
         for tmp in tmp_files.values() if isinstance(tmp_files, dict) else tmp_files:
-            os.replace(tmp, tmp.with_name(tmp.name.split(".tmp-")[0].removeprefix(".")))
-        atomic_write_json(self.final_path("stats", unit, ".json"), stats)
-        atomic_write_json(
-            self.final_path("done", unit, ".json"),
+            final = tmp.name.split(".tmp-")[0].removeprefix(".")
+            sub = tmp.parent.relative_to(self.staging).as_posix()
+            self.store.publish(tmp, self.path(sub if sub != "." else "", final))
+        self.write_json(f"stats/{unit}.json", stats)
+        self.write_json(
+            f"done/{unit}.json",
             {"unit": unit, "input": stats.get("input"), **(marker or {}), "finished": _now()},
         )
 
 
-def check_folder_path(path: str | Path, what: str = "output") -> Path:
+def check_folder_path(path: str | Path, what: str = "output") -> Path | str:
     """`path` resolved, if it is or can be made a writable folder; OutputConflict naming it if not.
 
     Checked before any work starts: a path that is a file (or lies under one), or a folder this
-    user cannot write, would otherwise fail only once the job runs, with an OS traceback.
+    user cannot write, would otherwise fail only once the job runs, with an OS traceback. An
+    object-store URI is checked by reaching its bucket (credentials, endpoint, existence).
     """
+    if is_remote(path):
+        return _check_remote_folder(str(path).rstrip("/"), what)
     p = Path(path).expanduser().resolve()
     if p.exists() and not p.is_dir():
         raise OutputConflict(f"{what} {p} is a file, not a folder; name a folder")
@@ -171,8 +210,27 @@ def check_folder_path(path: str | Path, what: str = "output") -> Path:
     return p
 
 
+def _check_remote_folder(uri: str, what: str) -> str:
+    """The bucket must be reachable with the environment's credentials, and `uri` not be an object."""
+    store = open_store(uri)
+    rest = uri.split("://", 1)[1]
+    bucket = rest.split("/", 1)[0]
+    try:
+        store.check_bucket(uri)
+        is_file = "/" in rest and store.exists(uri) and not store.list(uri, recursive=True)
+    except (FileNotFoundError, PermissionError) as e:
+        raise OutputConflict(
+            f"{what} {uri}: bucket {bucket!r} does not exist or is not visible ({e})"
+        ) from None
+    except Exception as e:  # credentials, endpoint, network: botocore raises many types
+        raise OutputConflict(f"{what} {uri} cannot be reached: {type(e).__name__}: {e}") from None
+    if is_file:
+        raise OutputConflict(f"{what} {uri} is an object, not a folder (prefix); name a folder")
+    return uri
+
+
 def guard_folder(
-    root: Path, job: str, config: dict[str, Any], fingerprint: str, extra: dict[str, Any] | None = None
+    root: Path | str, job: str, config: dict[str, Any], fingerprint: str, extra: dict[str, Any] | None = None
 ) -> bool:
     """Create `root` with its `_config.json`, or refuse it if another job, config or `extra` made it.
 
@@ -182,11 +240,13 @@ def guard_folder(
     a job whose output is one whole dataset); a difference there is refused like a config change.
     """
     check_folder_path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    cfg_path = root / "_config.json"
+    store = open_store(root)
+    if not is_remote(root):
+        Path(root).mkdir(parents=True, exist_ok=True)
+    cfg_path = join(root, "_config.json")
     extra = extra or {}
-    if cfg_path.exists():
-        old = json.loads(cfg_path.read_text())
+    if store.exists(cfg_path):
+        old = json.loads(store.read_bytes(cfg_path))
         changed = [k for k in sorted(extra) if old.get(k) != extra[k]]
         if old.get("job") != job or old.get("fingerprint") != fingerprint or changed:
             diff = diff_keys(old.get("config", {}), config) + changed
@@ -199,7 +259,7 @@ def guard_folder(
             )
         return False
     record = {"job": job, "fingerprint": fingerprint, "config": config, **extra, "created": _now()}
-    atomic_write_json(cfg_path, record)
+    store.write_bytes(cfg_path, json_bytes(record))
     return True
 
 

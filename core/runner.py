@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from core.output import SUBDIRS, OutputDir, atomic_write_json
+from core.output import SUBDIRS, OutputDir
 from core.spark import check_master, configure_worker_logging, get_spark
 from core.stats import Stats
 
@@ -135,10 +135,22 @@ def run_per_file(
         failed = [r for r in results if r["status"] != "done"]
         for r in failed:
             log.error("FAILED %s: %s\n%s", r["input"], r["error"], r.get("traceback", ""))
+    try:
+        done, merged = _finish(job, out, units, failed)
+    except OSError as e:  # an object store gone mid-run: the units' own failures are the news
+        log.error("could not read the markers or write stats.json in %s: %s", out.uri, e)
+        return RunResult(out.uri, len(units), skipped, len(todo), [*failed, _unfinished(out, e)])
+    return RunResult(out.uri, len(units), skipped, len(todo), failed, merged, done)
+
+
+def _finish(
+    job: PerFileJob, out: OutputDir, units: list[tuple[str, str]], failed: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], Stats]:
+    """Merge the done units' stats into stats.json; _SUCCESS when every unit is done."""
     done = [s for _, n in units if out.is_done(n) and (s := out.read_stats(n)) is not None]
     merged = Stats.merged(done, order=job.stage_order)
-    atomic_write_json(
-        out.root / "stats.json",
+    out.write_json(
+        "stats.json",
         {
             "job": job.name,
             "config_fingerprint": job.fingerprint,
@@ -151,7 +163,14 @@ def run_per_file(
         },
     )
     out.set_success(len(done) == len(units))
-    return RunResult(str(out.root), len(units), skipped, len(todo), failed, merged, done)
+    return done, merged
+
+
+def _unfinished(out: OutputDir, e: Exception) -> dict[str, Any]:
+    """The run itself as a failure when stats.json and _SUCCESS could not be written: the units
+    that reported done did commit (their markers were written), a rerun writes the rest."""
+    error = f"stats.json and _SUCCESS not written (rerun to finish): {type(e).__name__}: {e}"
+    return {"unit": "", "input": out.uri, "status": "failed", "error": error}
 
 
 def input_list(units: list[tuple[str, str]]) -> list[str]:
@@ -182,7 +201,10 @@ class _Progress:
             sys.stderr.write("\n")
 
     def _print(self) -> None:
-        done = sum(self.out.is_done(u) for u in self.units)
+        try:
+            done = sum(self.out.is_done(u) for u in self.units)
+        except OSError:  # an object store that stopped answering: the tasks report it
+            return
         elapsed = time.time() - self.t0
         width = 30
         filled = int(width * done / max(1, len(self.units)))

@@ -15,6 +15,8 @@ driver but per-reason counts.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +24,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from core.errors import InputError
-from core.files import doc_parquet_files, parquet_schema
-from core.output import atomic_write_json, guard_folder
+from core.files import doc_parquet_uris, parquet_schema
+from core.output import OutputDir, atomic_write_json, guard_folder
 from core.spark import check_master
 from core.stats import Stats, funnel_table
+from core.storage import is_remote, local_input, staging_dir
 from dedup.config import DedupJobConfig
 from dedup.stages import STAGES, Flow, StageContext, StageStore
 from dedup.stages.base import progress_printer
@@ -44,11 +47,11 @@ class DedupResult:
 
 
 def resolve_input(path: str) -> list[str]:
-    """Parquet files of a document dataset (core.files.doc_parquet_files), as absolute paths.
+    """Parquet files of a document dataset (core.files.doc_parquet_uris): absolute paths, or URIs.
 
     Checks, from the Parquet footers only, that every file has string columns `id` and `text`.
     """
-    files = doc_parquet_files(path)
+    files = doc_parquet_uris(path)
     for f in files:
         schema = parquet_schema(f)
         for col in ("id", "text"):
@@ -57,7 +60,7 @@ def resolve_input(path: str) -> list[str]:
             kind = schema.field(col).type
             if not pa.types.is_string(kind) and not pa.types.is_large_string(kind):
                 raise InputError(f"{f}: column `{col}` is {kind}, expected string")
-    return [str(f.resolve()) for f in files]
+    return files
 
 
 def run_dedup(
@@ -68,20 +71,39 @@ def run_dedup(
     spark_conf: dict[str, str] | None = None,
     progress: bool = True,
 ) -> DedupResult:
-    """Run (or resume) the whole job; raises InputError / OutputConflict before Spark starts."""
+    """Run (or resume) the whole job; raises InputError / OutputConflict before Spark starts.
+
+    `input_path` and `output` may be object-store URIs (`s3://...`): Spark here has no S3 connector,
+    so the job runs on local copies (see `_run_to_object_store` and `_local_inputs`).
+    """
     files = resolve_input(input_path)
     check_master(master)  # a bad --master is a ConfigError before the folder is made
+    if is_remote(output):
+        return _run_to_object_store(files, str(output).rstrip("/"), cfg, master, spark_conf, progress)
     root = Path(output).expanduser().resolve()
     # The input list decides the outputs like the config does: a changed list is refused too.
     guard_folder(root, "dedup", cfg.to_dict(), cfg.fingerprint(), extra={"inputs": files})
+    return _run(files, root, cfg, master, spark_conf, progress)
+
+
+def _run(
+    files: list[str],
+    root: Path,
+    cfg: DedupJobConfig,
+    master: str | None,
+    spark_conf: dict[str, str] | None,
+    progress: bool,
+) -> DedupResult:
+    """Every stage into the local (or shared) folder `root`, guarded already."""
     store = StageStore(root)
+    local_files = _local_inputs(files, root / "_inputs")
 
     from core.spark import get_spark
 
     spark = get_spark(master, "refinery-dedup", spark_conf)
     partitions = cfg.output.partitions or max(2, 2 * spark.sparkContext.defaultParallelism)
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    ctx = StageContext(spark, cfg, root, store, files, partitions, progress_printer(progress))
+    ctx = StageContext(spark, cfg, root, store, local_files, partitions, progress_printer(progress))
     for stage in STAGES:
         if stage.enabled(cfg):
             ctx.run(stage)
@@ -103,7 +125,76 @@ def run_dedup(
         },
     )
     (root / "_SUCCESS").write_text("")
+    shutil.rmtree(root / "_inputs", ignore_errors=True)  # downloaded inputs (_local_inputs)
     return DedupResult(str(root), stats, ctx.resumed, docs_in, docs_out)
+
+
+def _local_inputs(files: list[str], cache: Path) -> list[str]:
+    """Local paths Spark can read: local files as they are, object-store files downloaded once.
+
+    Copies are named by their position in the input list (the order Spark reads them in, so
+    row numbers are the same as a local run's) and kept until the job is done, so a resumed run
+    does not download them again. On a cluster the output folder (and so `cache`) must be on a
+    filesystem every executor sees, as for any local output of this job.
+    """
+    if not any(is_remote(f) for f in files):
+        return files
+    cache.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i, f in enumerate(files):
+        if not is_remote(f):
+            out.append(f)
+            continue
+        local = cache / f"{i:05d}-{f.rsplit('/', 1)[-1]}"
+        if not local.exists():
+            with local_input(f) as tmp:
+                shutil.copyfile(tmp, local.with_name(local.name + ".part"))
+            os.replace(local.with_name(local.name + ".part"), local)
+        out.append(str(local))
+    return out
+
+
+# What a finished dedup output holds, uploaded in this order; `_SUCCESS` goes last.
+_PUBLISHED_FOLDERS = ("docs", "removed_ids", "removed")
+
+
+def _run_to_object_store(
+    files: list[str],
+    uri: str,
+    cfg: DedupJobConfig,
+    master: str | None,
+    spark_conf: dict[str, str] | None,
+    progress: bool,
+) -> DedupResult:
+    """The job into a local work folder, then its outputs uploaded to `uri`, `_SUCCESS` last.
+
+    Dedup is one global computation whose stages re-read each other's DataFrames, and Spark here
+    cannot write (or read) `s3://` without Hadoop's S3 connector, so the stages run on local disk
+    (`core.storage.staging_dir`, kept across a failed run: a rerun on this machine resumes at the
+    first unfinished stage) and only the result is published. The output's `_SUCCESS` is the one
+    completion marker: a rerun with it does nothing; one without it deletes whatever a killed
+    upload left under docs/, removed_ids/ and removed/ and uploads them again.
+    """
+    out = OutputDir(uri, ())
+    extra = {"inputs": files}
+    guard_folder(uri, "dedup", cfg.to_dict(), cfg.fingerprint(), extra=extra)
+    if out.store.exists(out.path("_SUCCESS")):
+        done = out.read_json("stats.json") or {}
+        stats = Stats.from_dict(done)
+        resumed = [s for s in (done.get("stage_info") or {})]
+        return DedupResult(uri, stats, resumed, done.get("docs_in", 0), done.get("docs_out", 0))
+    work = staging_dir(uri) / "work"
+    guard_folder(work, "dedup", cfg.to_dict(), cfg.fingerprint(), extra=extra)
+    result = _run(files, work, cfg, master, spark_conf, progress)
+    for sub in _PUBLISHED_FOLDERS:
+        out.store.delete_tree(out.path(sub))
+        for f in sorted((work / sub).rglob("*")):
+            if f.is_file() and not f.name.startswith("."):  # Spark's .crc checksums stay local
+                out.store.upload(f, out.path(sub, f.relative_to(work / sub).as_posix()))
+    out.store.write_bytes(out.path("stats.json"), (work / "stats.json").read_bytes())
+    out.set_success(True)
+    shutil.rmtree(work.parent, ignore_errors=True)
+    return DedupResult(uri, result.stats, result.resumed, result.docs_in, result.docs_out)
 
 
 def funnel_stats(ctx: StageContext) -> Stats:

@@ -32,3 +32,31 @@ def spark():
     session = get_spark("local[2]", "refinery-tests", conf)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server on 127.0.0.1 (tests/support/s3.py), started once, stopped at the end."""
+    from tests.support.s3 import S3Server
+
+    server = S3Server()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def s3_bucket(s3_server) -> str:
+    """A fresh bucket on the test server, as `s3://name`, with this process's AWS env pointed at it."""
+    import uuid
+
+    import s3fs
+
+    from tests.support.s3 import s3_env
+
+    if not s3_server.running:  # a fault test that failed half way leaves it stopped
+        s3_server.start()
+    with s3_env(s3_server):
+        name = f"refinery-{uuid.uuid4().hex[:12]}"
+        s3fs.S3FileSystem().mkdir(name)
+        yield f"s3://{name}"

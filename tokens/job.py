@@ -21,7 +21,6 @@ tokenizer.json (~4x faster), else HF with the reason logged; the part's marker r
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -34,12 +33,13 @@ from typing import Any
 import numpy as np
 
 from core.errors import InputError
-from core.files import doc_parquet_files, parquet_schema, sha256_file
-from core.output import OutputDir, atomic_write_json
+from core.files import doc_parquet_uris, parquet_schema, sha256_file
+from core.output import OutputDir
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
 from core.selectors import Selector, SelectorError, parse_selectors, selection_mask, selectors_spec
 from core.spark import check_master
 from core.stats import Stats
+from core.storage import is_remote, join, local_input
 from tokens.shards import build_manifest, dtype_for_vocab, write_shard_files
 from tokens.tokenizer import build_encoder, load_tokenizer
 
@@ -104,10 +104,12 @@ def tokenize_unit(path: str, unit: str, task: TokenizeTask, out_root: str) -> di
     t0, cpu0 = time.perf_counter(), time.process_time()
     out = OutputDir(out_root, SUBDIRS)
     stats = Stats()
-    schema = pq.read_schema(path)
-    needed = [task.text_column, "id", *(s.column for s in task.selectors)]
-    columns = [c for c in dict.fromkeys(needed) if c in schema.names]
-    table = pq.read_table(path, columns=columns)
+    with local_input(path) as local:  # an object-store input is downloaded for the task
+        schema = pq.read_schema(local)
+        needed = [task.text_column, "id", *(s.column for s in task.selectors)]
+        columns = [c for c in dict.fromkeys(needed) if c in schema.names]
+        table = pq.read_table(local, columns=columns)
+        input_sha256 = sha256_file(local)
     if task.text_column not in table.column_names:
         raise ValueError(f"{path}: no {task.text_column!r} column; columns: {', '.join(schema.names)}")
 
@@ -129,7 +131,7 @@ def tokenize_unit(path: str, unit: str, task: TokenizeTask, out_root: str) -> di
     marker = {
         "part": unit,
         "input": str(path),
-        "input_sha256": sha256_file(path),
+        "input_sha256": input_sha256,
         "input_metadata": _refinery_metadata(schema),
         "documents": info["documents"],
         "tokens": info["tokens"],
@@ -226,7 +228,7 @@ class TokenizeResult(RunResult):
 def list_inputs(input_dir: str, selectors: tuple[Selector, ...]) -> list[str]:
     """The input files (absolute, sorted); InputError/SelectorError for a missing column, before Spark."""
 
-    files = [str(p.resolve()) for p in doc_parquet_files(input_dir)]
+    files = doc_parquet_uris(input_dir)  # absolute local paths, or object-store URIs
     for f in files:
         schema = parquet_schema(f)
         names = schema.names
@@ -296,7 +298,8 @@ def run_tokenize(
         raise InputError(str(e)) from None
     encoder_used = enc.backend + (f" ({enc.reason})" if enc.reason else "")
     log.info("tokenize: encoder %s", encoder_used)
-    out = OutputDir(Path(output).expanduser() / "shards" / source, SUBDIRS)
+    base = str(output) if is_remote(output) else Path(output).expanduser()
+    out = OutputDir(join(base, "shards", source), SUBDIRS)
     config = tokenize_config(source, selectors, tok, files)
     fingerprint = config_fingerprint(config)
     units = [(f, part_name(i)) for i, f in enumerate(files)]
@@ -304,11 +307,10 @@ def run_tokenize(
     # Guarded here as well as in the runner: the manifest below is removed only from our own folder.
     created = out.prepare("tokenize", config, fingerprint)
     if not all(out.is_done(u) for _, u in units):
-        with contextlib.suppress(FileNotFoundError):
-            (out.root / "manifest.json").unlink()  # it marks a complete source; rewritten below
+        out.delete("manifest.json")  # it marks a complete source; rewritten below
     task = TokenizeTask(
         source=source,
-        out_dir=str(out.root),
+        out_dir=out.uri,
         tokenizer_json=tokenizer_json,
         tokenizer_sha256=tok.sha256,
         eod_token=tok.eod_token,
@@ -326,7 +328,7 @@ def run_tokenize(
         guard_inputs=False,  # the input list is part of `config` (and of the fingerprint) already
     )
     try:
-        res = run_per_file(job, units, str(out.root), master, spark_conf, progress)
+        res = run_per_file(job, units, out.uri, master, spark_conf, progress)
     except BaseException:
         if created:  # Spark did not start: no empty folder claims this source for this config
             out.discard()
@@ -335,5 +337,5 @@ def run_tokenize(
     manifest = None
     if len(markers) == len(units):
         manifest = build_manifest(source, config, fingerprint, tok, markers)
-        atomic_write_json(out.root / "manifest.json", manifest)
+        out.write_json("manifest.json", manifest)
     return TokenizeResult(**vars(res), manifest=manifest, encoder=encoder_used)

@@ -134,6 +134,9 @@ def train_tokenizer(input_dir: str | Path, output_dir: str | Path, cfg: Tokenize
     import pyarrow.parquet as pq
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+    if "://" in str(output_dir) or "://" in str(input_dir):
+        # a single-process step on one machine (README: object storage): said, not a TypeError
+        raise InputError("train-tokenizer reads and writes local folders; copy the sample or the result")
     out = check_folder_path(output_dir, "--output")  # a file there fails now, not after training
     files = doc_parquet_files(input_dir)
     for f in files:  # named here: pyarrow's own error for a missing column does not say which file

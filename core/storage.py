@@ -1,0 +1,258 @@
+"""Where job outputs live: a local folder or an object store (`s3://bucket/prefix`), behind one API.
+
+Every job's output folder (core/output.py) goes through a `Store`, so the same commit protocol holds
+on both: a unit's files are made locally, then *published* to their final names, then its stats,
+then its completion marker (last; readers look at the marker first).
+
+    LocalStore   the folder as it always was: `publish` is a rename in the same folder, a small
+                 file is written to a temporary name and renamed (atomic on POSIX).
+    ObjectStore  fsspec (s3fs for `s3://`): S3 has no rename, so nothing is ever written under a
+                 temporary key that a reader could take as final. `publish` uploads the local file
+                 to its final key in one request (PutObject, or a multipart upload for big files,
+                 which S3 makes visible only when complete), and small files are one PutObject. A
+                 killed unit leaves at most data keys without their marker: not done, so the rerun
+                 overwrites them.
+
+Credentials and endpoint come from the standard AWS chain that botocore reads (AWS_ACCESS_KEY_ID /
+AWS_PROFILE / ~/.aws/config, AWS_ENDPOINT_URL for S3-compatible servers), never from a project
+config file. Listings are not cached (`use_listings_cache=False`): a marker written by another
+process must be seen at once, and S3 is read-after-write consistent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "LocalStore",
+    "ObjectStore",
+    "Store",
+    "is_remote",
+    "join",
+    "local_input",
+    "open_store",
+    "staging_dir",
+]
+
+REMOTE_PREFIXES = ("s3://", "s3a://", "gs://", "gcs://", "az://", "abfs://", "memory://")
+
+
+def is_remote(uri: str | Path) -> bool:
+    """True for an object-store URI this layer writes to (http(s) is read-only: not an output)."""
+    return str(uri).startswith(REMOTE_PREFIXES)
+
+
+def join(root: str | Path, *parts: str) -> str:
+    """`root/part/...` for a local path or a URI (no pathlib: it would fold `s3://` into `s3:/`)."""
+    out = str(root).rstrip("/")
+    for p in parts:
+        if p:
+            out += "/" + p.strip("/")
+    return out
+
+
+class Store:
+    """What the output layer needs of a storage: whole-object I/O, listing, and `publish`."""
+
+    def exists(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def read_bytes(self, path: str) -> bytes:
+        raise NotImplementedError
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write `path` whole: a reader sees the old content or the new one, never a part."""
+        raise NotImplementedError
+
+    def publish(self, local_tmp: Path, path: str) -> None:
+        """Move a finished local file to its final name `path` (whole or not at all)."""
+        raise NotImplementedError
+
+    def upload(self, local: Path, path: str) -> None:
+        """Copy a local file to `path` whole (the local file stays)."""
+        raise NotImplementedError
+
+    def list(self, path: str, suffix: str = "", recursive: bool = False) -> list[str]:
+        """Files under folder `path` ending in `suffix`, sorted, as full paths (same form as `path`)."""
+        raise NotImplementedError
+
+    def delete(self, path: str) -> None:
+        """Remove a file; a missing one is not an error."""
+        raise NotImplementedError
+
+    def delete_tree(self, path: str) -> None:
+        """Remove a folder (prefix) and everything under it; a missing one is not an error."""
+        raise NotImplementedError
+
+    def makedirs(self, path: str) -> None:
+        raise NotImplementedError
+
+
+class LocalStore(Store):
+    """A local (or shared, mounted) folder: the behaviour every job had before object storage."""
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def read_bytes(self, path: str) -> bytes:
+        return Path(path).read_bytes()
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        p = Path(path)
+        tmp = p.with_name(f".{p.name}.tmp-{uuid.uuid4().hex[:8]}")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+
+    def publish(self, local_tmp: Path, path: str) -> None:
+        os.replace(local_tmp, path)  # same folder: an atomic rename
+
+    def upload(self, local: Path, path: str) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(path).with_name(f".{Path(path).name}.tmp-{uuid.uuid4().hex[:8]}")
+        shutil.copyfile(local, tmp)
+        os.replace(tmp, path)
+
+    def list(self, path: str, suffix: str = "", recursive: bool = False) -> list[str]:
+        root = Path(path)
+        if not root.is_dir():
+            return []
+        found = root.rglob(f"*{suffix}") if recursive else root.glob(f"*{suffix}")
+        return sorted(str(p) for p in found if p.is_file())
+
+    def delete(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+    def delete_tree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def makedirs(self, path: str) -> None:
+        Path(path).mkdir(parents=True, exist_ok=True)
+
+
+class ObjectStore(Store):
+    """An fsspec filesystem over object storage; paths are full URIs (`s3://bucket/key`)."""
+
+    def __init__(self, uri: str) -> None:
+        import fsspec
+
+        self.protocol = uri.split("://", 1)[0]
+        # s3a:// is Hadoop's name for the same objects; s3fs knows them as s3://.
+        proto = "s3" if self.protocol == "s3a" else self.protocol
+        self.fs: Any = fsspec.filesystem(proto, use_listings_cache=False)
+
+    def _key(self, path: str) -> str:
+        return path.split("://", 1)[1]
+
+    def _uri(self, key: str) -> str:
+        return f"{self.protocol}://{key}"
+
+    def _io(self, path: str, fn, *args: Any) -> Any:
+        """Run one client call; botocore's errors (not OSErrors: EndpointConnectionError, ...)
+        become OSError naming the object, the one type callers catch for "storage failed"."""
+        try:
+            return fn(*args)
+        except OSError:
+            raise
+        except Exception as e:
+            raise OSError(f"{path}: {type(e).__name__}: {e}") from e
+
+    def exists(self, path: str) -> bool:
+        return bool(self._io(path, self.fs.exists, self._key(path)))
+
+    def read_bytes(self, path: str) -> bytes:
+        return self._io(path, self.fs.cat_file, self._key(path))
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        self._io(path, self.fs.pipe_file, self._key(path), data)  # one PutObject: whole or nothing
+
+    def publish(self, local_tmp: Path, path: str) -> None:
+        # s3fs: one PutObject below its block size, else a multipart upload that S3 shows only
+        # once completed (an interrupted one is never visible under the key).
+        self.upload(local_tmp, path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(local_tmp)
+
+    def upload(self, local: Path, path: str) -> None:
+        self._io(path, self.fs.put_file, str(local), self._key(path))
+
+    def list(self, path: str, suffix: str = "", recursive: bool = False) -> list[str]:
+        key = self._key(path).rstrip("/")
+        try:
+            if recursive:
+                keys = self._io(path, self.fs.find, key)
+            else:
+                keys = [e["name"] for e in self._io(path, self.fs.ls, key, True) if e["type"] == "file"]
+        except FileNotFoundError:
+            return []
+        return sorted(self._uri(k) for k in keys if k.endswith(suffix) and k != key)
+
+    def delete(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._io(path, self.fs.rm_file, self._key(path))
+
+    def delete_tree(self, path: str) -> None:
+        keys = self._io(path, self.fs.find, self._key(path).rstrip("/"))
+        if keys:
+            self._io(path, self.fs.rm, keys)
+
+    def check_bucket(self, path: str) -> None:
+        """Raise unless the bucket of `path` answers: FileNotFoundError/PermissionError if it is
+        missing or forbidden, another error if the endpoint cannot be reached (no False for both)."""
+        bucket = self._key(path).split("/", 1)[0]
+        if self.protocol in ("s3", "s3a"):
+            self._io(path, self.fs.call_s3, "head_bucket", {"Bucket": bucket})
+        elif not self.exists(f"{self.protocol}://{bucket}"):
+            raise FileNotFoundError(bucket)
+
+    def makedirs(self, path: str) -> None:
+        pass  # object stores have no folders: a key's "folder" exists once a key is under it
+
+
+def open_store(uri: str | Path) -> Store:
+    """The store for a path or URI (a new object each call: cheap, fsspec caches the client)."""
+    return ObjectStore(str(uri)) if is_remote(uri) else LocalStore()
+
+
+def staging_dir(uri: str) -> Path:
+    """A local folder where a task builds the files of an object-store output before publishing them.
+
+    One per output URI (its hash), under the system temporary folder of the machine that runs the
+    task; what a killed task leaves there is only ever local scratch, never seen as output.
+    """
+    name = hashlib.sha1(uri.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / "refinery-staging" / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def local_input(uri: str | Path) -> Iterator[str]:
+    """A local path for reading `uri` whole: the path itself, or a temporary download of the object.
+
+    Tasks read their one input file this way (Parquet readers seek, and a download is retried by
+    the client), so the reading code is the same for local and object-store inputs.
+    """
+    if not is_remote(uri):
+        yield str(uri)
+        return
+    store = ObjectStore(str(uri))
+    fd, tmp = tempfile.mkstemp(prefix="refinery-in-", suffix=Path(str(uri)).suffix)
+    os.close(fd)
+    try:
+        store._io(str(uri), store.fs.get_file, store._key(str(uri)), tmp)
+        yield tmp
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
