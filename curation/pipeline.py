@@ -1,7 +1,8 @@
 """One input file through every stage: read -> url_filter -> extract -> langid -> filters -> pii -> quality -> write.
 
 This is the whole per-unit logic of the `extract` job, with no Spark in it: `process_unit` is what
-the per-file runner (core/runner.py) calls in a Spark task for its one WARC, and `process_file`
+the per-file runner (core/runner.py) calls in a Spark task for its one WARC (or one byte range of
+it, curation/ranges.py), and `process_file`
 runs the same without Spark (tests, benchmarks). Everything between reading and writing is a list
 of document stages (core/stage.py) run by `core.stage.run_stages`, which counts, times and reports
 drops in one place; this file only reads records, builds the stage list from the config, keeps a
