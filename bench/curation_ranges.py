@@ -127,6 +127,7 @@ def main() -> None:
     ap.add_argument("--splits", default="none,32,8", help="MiB per range, comma-separated; none = one unit")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (the big WARC)")
+    ap.add_argument("--save", metavar="JSON", help="also write the runs (with per-range timings) here")
     args = ap.parse_args()
     splits = [None if s == "none" else int(s) * MB for s in args.splits.split(",")]
 
@@ -145,6 +146,8 @@ def main() -> None:
                 print(json.dumps({k: v for k, v in r.items() if k != "rates"}), flush=True)
                 runs.append(r)
                 shutil.rmtree(out, ignore_errors=True)
+        if args.save:
+            Path(args.save).write_text(json.dumps({"cores": args.cores, "size": size, "runs": runs}))
         report(runs, args.cores, size)
     finally:
         if args.keep:
@@ -173,7 +176,7 @@ def report(runs: list[dict], cores: int, size: int) -> None:
     # idle at the tail, per task (Spark scheduling, pickling, the result's way back).
     overhead = max(
         0.0,
-        min((r["wall"] * cores * (1 - r["occupancy"]) - r["tail_idle"]) / r["units"] / cores for r in ranged),
+        min((r["wall"] * cores * (1 - r["occupancy"]) - r["tail_idle"]) / r["units"] for r in ranged),
     )
     print(f"\nModel, one 1 GB WARC (measured s/byte of {len(rates)} ranges, +{overhead:.2f} s per task):\n")
     print("| split_bytes | units | " + " | ".join(f"{n} cores" for n in (2, 4, 8, 16, 32)) + " |")

@@ -11,7 +11,7 @@ Boundaries: a gzip WARC is a sequence of gzip members, one per record in Common 
 each target offset k * split_bytes the planner scans forward for the gzip magic (1f 8b 08) and
 keeps the first candidate that verifies (`_is_record_member`): the member inflates completely,
 starts with a WARC version line, and is followed by the end of the file or by another gzip magic.
-It reads a few KB per target, never the whole file. A range reads the records that *start* in
+It reads one record's member (tens of KB) per target and candidate, never the whole file. A range reads the records that *start* in
 [start, end), so a record is never split and every record belongs to exactly one range; offsets
 stay absolute (`warc_offset` and document ids do not depend on the split).
 
