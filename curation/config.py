@@ -53,11 +53,12 @@ class ReaderConfig(ConfigModel):
     """Treat WET `conversion` records (already plain text) as documents, skipping extraction."""
     download_retries: int = 3
     """Attempts to fetch a remote (s3://, https://) WARC before the file counts as unreadable."""
-    split_bytes: int | None = 32 * 2**20
+    split_bytes: int | None = 16 * 2**20
     """Local gzip WARCs larger than this are split into ranges of about this many bytes at record
     (gzip member) boundaries, one unit each (curation/ranges.py), so that one large file keeps
-    every core busy: a 1 GB Common Crawl WARC gives 32 units, 4 per core on 8 cores, and a file
-    up to 32 MiB stays one unit. null: one unit per file. Not in the fingerprint (the documents
+    every core busy: a 1 GB Common Crawl WARC gives 63 units, 4 per core on 16 cores (modelled
+    utilisation >= 96 % up to 8 cores, 89 % on 16: bench/curation_ranges.py), and a file up to
+    16 MiB stays one unit. null: one unit per file. Not in the fingerprint (the documents
     do not depend on it); an output folder records it and refuses another value."""
 
     @model_validator(mode="after")
