@@ -1,16 +1,23 @@
-"""The `extract` job: WARC files -> documents, one Spark task per input file (core/runner.py).
+"""The `extract` job: WARC files -> documents, one Spark task per unit (core/runner.py).
 
 The driver resolves the inputs (globs, folders, s3://, https://, Common Crawl listings) and
-validates the config before Spark starts; the per-file runner guards the output folder with the
-config's fingerprint, skips files already done, runs `pipeline.process_unit` once per remaining
-file (a WARC is never split across tasks), merges the per-file stats into stats.json and writes
-_SUCCESS when every input is done. The same code runs on the embedded `local[*]` master and under
-`spark-submit --master spark://...` (or YARN/Kubernetes).
+validates the config before Spark starts, then cuts each large local gzip WARC into byte ranges at
+record boundaries (curation/ranges.py, `reader.split_bytes`): a unit is a whole file or one range
+of it. The per-file runner guards the output folder with the config's fingerprint, skips units
+already done, runs `pipeline.process_unit` once per remaining unit, merges the per-unit stats into
+stats.json and writes _SUCCESS when every unit is done. The same code runs on the embedded
+`local[*]` master and under `spark-submit --master spark://...` (or YARN/Kubernetes).
+
+The folder records `split_bytes` (not in the fingerprint: the documents do not depend on it) and
+refuses another value, since ranges of another size would be other units of the same records. A
+folder made before ranges existed has no record: its files stay whole units, so it resumes as it was.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 from typing import Any
 
 from core.output import unit_name
@@ -18,6 +25,7 @@ from core.runner import PerFileJob, RunResult, run_per_file
 from curation.config import ExtractJobConfig
 from curation.inputs import resolve_inputs
 from curation.pipeline import process_unit, stage_order
+from curation.ranges import split_units
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +44,11 @@ def run_extract(
 ) -> RunResult:
     """Resolve inputs, run the missing files on Spark, merge stats; raises on bad input/output."""
     uris = resolve_inputs(inputs, cfg.cc_base_url)  # InputError before Spark starts
+    split = cfg.reader.split_bytes
+    legacy = _made_before_ranges(output)
+    if legacy and split is not None:
+        log.warning("%s was made before WARCs were split into ranges: its files stay whole units", output)
+        split = None
     job = PerFileJob(
         name="extract",
         config=cfg.to_dict(),
@@ -43,7 +56,20 @@ def run_extract(
         process=process_unit,
         payload=cfg,
         stage_order=tuple(stage_order(cfg)),
+        guard_extra=None if legacy else {"split_bytes": split},
         stats_extra=_files_table,
     )
-    units = [(uri, unit_name(uri)) for uri in uris]
+    units = [unit for uri in uris for unit in split_units(uri, unit_name(uri), split)]
     return run_per_file(job, units, output, master=master, spark_conf=spark_conf, progress=progress)
+
+
+def _made_before_ranges(output: str) -> bool:
+    """An existing extract folder whose `_config.json` has no `split_bytes` record."""
+    if "://" in output:  # remote folders postdate ranges
+        return False
+    path = Path(output).expanduser() / "_config.json"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):  # none yet (or not ours: the runner's guard says so)
+        return False
+    return isinstance(record, dict) and record.get("job") == "extract" and "split_bytes" not in record

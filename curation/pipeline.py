@@ -1,7 +1,8 @@
 """One input file through every stage: read -> url_filter -> extract -> langid -> filters -> pii -> quality -> write.
 
 This is the whole per-unit logic of the `extract` job, with no Spark in it: `process_unit` is what
-the per-file runner (core/runner.py) calls in a Spark task for its one WARC, and `process_file`
+the per-file runner (core/runner.py) calls in a Spark task for its one WARC (or one byte range of
+it, curation/ranges.py), and `process_file`
 runs the same without Spark (tests, benchmarks). Everything between reading and writing is a list
 of document stages (core/stage.py) run by `core.stage.run_stages`, which counts, times and reports
 drops in one place; this file only reads records, builds the stage list from the config, keeps a
@@ -51,6 +52,7 @@ from curation.filters import build_filter_steps
 from curation.inputs import is_remote, local_copy
 from curation.langid import LanguageIdentifier
 from curation.pii import PiiScrubber, PiiStage
+from curation.ranges import parse_range_unit
 from curation.schema import DOC_SCHEMA, REJECTED_SCHEMA, doc_id
 from curation.url_filter import UrlFilter
 from curation.warc import Page, Skip, crawl_from_name, iter_records
@@ -215,13 +217,15 @@ def process_file(uri: str, cfg: ExtractJobConfig, out_root: str) -> dict[str, An
 
 
 def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> dict[str, Any]:
-    """Run every stage over one input file and commit its outputs; returns a small summary.
+    """Run every stage over one input file, or the byte range its unit name gives
+    (curation/ranges.py), and commit its outputs; returns a small summary.
 
     Raises on an unexpected error (e.g. a download that kept failing): nothing is committed, the
     runner removes the temporary files and reports the unit failed, and a rerun retries it.
     """
     out = OutputDir(out_root)
     warc_name = uri.rstrip("/").rsplit("/", 1)[-1]
+    span = parse_range_unit(unit)  # None: the whole file
     started = time.time()
     stats = Stats()
     for name in stage_order(cfg):  # every row present, in order, even when no document reaches it
@@ -242,7 +246,7 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
     try:
         try:
             with local_copy(uri, retries=cfg.reader.download_retries) as path:
-                _run(path, warc_name, cfg, stages, stats, writer, rejected)
+                _run(path, warc_name, cfg, stages, stats, writer, rejected, span)
         except (FileNotFoundError, PermissionError) as e:
             if is_remote(uri) and isinstance(e, FileNotFoundError):
                 raise
@@ -265,6 +269,7 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
         "unit": unit,
         "config_fingerprint": cfg.fingerprint(),
         "docs_written": writer.count,
+        **({"range": list(span)} if span else {}),
         "started": started,
         "seconds": round(time.time() - started, 3),
         **stats.to_dict(),
@@ -273,9 +278,13 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
     return {"docs": writer.count}
 
 
-def _run(path, warc_name, cfg, stages, stats: Stats, writer: _DocWriter, rejected: _Rejected) -> None:
-    """Read every record of one file; each page goes through the stages, kept ones to the writer."""
-    records = iter_records(path, cfg.reader, crawl_hint=crawl_from_name(warc_name))
+def _run(
+    path, warc_name, cfg, stages, stats: Stats, writer: _DocWriter, rejected: _Rejected, span=None
+) -> None:
+    """Read every record of one file (or of its range `span`); each page goes through the stages,
+    kept ones to the writer."""
+    start, end = span or (0, None)
+    records = iter_records(path, cfg.reader, crawl_from_name(warc_name), start, end)
     items = 0
     while True:
         with stats.timed("read"):
@@ -306,7 +315,7 @@ def _run(path, warc_name, cfg, stages, stats: Stats, writer: _DocWriter, rejecte
             stats.enter("write", nbytes)
             writer.add(doc)
             stats.keep("write", nbytes)
-    if not items:
+    if not items and start == 0:  # (a later range starts at a record: never empty)
         # A 0-byte file or one without a single record (a truncated upload, an empty gzip member)
         # would otherwise be a unit with no row anywhere in the funnel: it is counted as a drop.
         stats.enter("read", 0)

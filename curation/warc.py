@@ -18,8 +18,14 @@ from curation.warc_warcio import Page, Skip, crawl_from_name, iter_records_warci
 __all__ = ["Page", "Skip", "crawl_from_name", "iter_records", "parse_warc_date"]
 
 
-def iter_records(path: str, cfg: ReaderConfig, crawl_hint: str | None = None) -> Iterator[Page | Skip]:
-    """Yield a Page or a Skip for every record of the WARC at local `path`; never raises on bad data."""
+def iter_records(
+    path: str, cfg: ReaderConfig, crawl_hint: str | None = None, start: int = 0, end: int | None = None
+) -> Iterator[Page | Skip]:
+    """Yield a Page or a Skip for every record of the WARC at local `path`; never raises on bad data.
+
+    With `start`/`end` (a range of curation/ranges.py, starting at a record's gzip member), only
+    the records starting in [start, end), with the items and absolute offsets the whole file gives.
+    """
     if cfg.engine == "fastwarc":
-        return iter_records_fastwarc(path, cfg, crawl_hint)
-    return iter_records_warcio(path, cfg, crawl_hint)
+        return iter_records_fastwarc(path, cfg, crawl_hint, start, end)
+    return iter_records_warcio(path, cfg, crawl_hint, start, end)

@@ -55,6 +55,7 @@ from curation.warc_warcio import (
     Page,
     Skip,
     _short,
+    crawl_at,
     iter_records_warcio,
     parse_warc_date,
 )
@@ -88,15 +89,20 @@ class _State:
     crawl: str | None
 
 
-def iter_records_fastwarc(path: str, cfg: ReaderConfig, crawl_hint: str | None) -> Iterator[Page | Skip]:
-    """Yield the same items as `curation.warc_warcio.iter_records_warcio(path, ...)`, using FastWARC where it can."""
+def iter_records_fastwarc(
+    path: str, cfg: ReaderConfig, crawl_hint: str | None, start: int = 0, end: int | None = None
+) -> Iterator[Page | Skip]:
+    """Yield the same items as `curation.warc_warcio.iter_records_warcio(path, ...)`, using FastWARC where it can.
+
+    A range [start, end) is read the same way: the probe looks at the file's start, FastWARC reads
+    from `start`, and the warcio hand-over reads the same range."""
     why = _probe(path)
     if why is not None:
         log.info("fastwarc: reading %s with warcio (%s)", path, why)
-        yield from iter_records_warcio(path, cfg, crawl_hint)
+        yield from iter_records_warcio(path, cfg, crawl_hint, start, end)
         return
 
-    fast = _iter_fast(path, cfg, crawl_hint)
+    fast = _iter_fast(path, cfg, crawl_hint, start, end)
     done = 0  # items yielded so far
     last: tuple[str, int] | None = None  # the last one's (reason or kind, offset)
     while True:
@@ -122,7 +128,7 @@ def iter_records_fastwarc(path: str, cfg: ReaderConfig, crawl_hint: str | None) 
     # warcio's first `done` items are the records already yielded (see the module docstring).
     # The last of them must be the last item yielded: a cheap check that the two line up.
     n = 0
-    for item in iter_records_warcio(path, cfg, crawl_hint):
+    for item in iter_records_warcio(path, cfg, crawl_hint, start, end):
         n += 1
         if n < done:
             continue
@@ -171,17 +177,25 @@ def _probe(path: str) -> str | None:
         return _short(e)
 
 
-def _iter_fast(path: str, cfg: ReaderConfig, crawl_hint: str | None) -> Iterator[Page | Skip]:
+def _iter_fast(
+    path: str, cfg: ReaderConfig, crawl_hint: str | None, start: int, end: int | None
+) -> Iterator[Page | Skip]:
     from fastwarc import ArchiveIterator
 
-    state = _State(crawl=crawl_hint)
+    state = _State(crawl=crawl_at(path, start, crawl_hint))
     with open(path, "rb") as f:
-        frames = _Framing(f)
+        frames = _Framing(f, start)
         # parse_http=False: HTTP headers are parsed below as warcio does. fsspec_args=False: a
         # local path, opened natively. quirks_mode stays off: lenient parsing would accept what
         # warcio parses differently (LF-only headers come back as one odd header, caught below).
-        for rec in ArchiveIterator(path, parse_http=False, fsspec_args=False):
+        # A range: FastWARC reads our file object from `start` (its stream_pos stays absolute).
+        f.seek(start)
+        source = path if start == 0 else f
+        for rec in ArchiveIterator(source, parse_http=False, fsspec_args=False):
             pos = rec.stream_pos
+            if end is not None and pos >= end:
+                frames.end(pos)  # the last record's framing, checked as the whole file checks it
+                return
             frames.next_record(pos)
             if rec.headers.status_line not in _FAST_VERSIONS:
                 raise _Damage(f"version line {rec.headers.status_line!r}")
@@ -214,9 +228,10 @@ class _Framing:
       file) must be blank lines, and there must be some (the end of the file excepted).
     """
 
-    __slots__ = ("_fd", "_gzip", "_header_len", "_length", "_pos", "_size")
+    __slots__ = ("_fd", "_gzip", "_header_len", "_length", "_pos", "_size", "_start")
 
-    def __init__(self, f: BinaryIO) -> None:
+    def __init__(self, f: BinaryIO, start: int = 0) -> None:
+        self._start = start  # where the first record must be (a range's start)
         self._fd = f.fileno()
         self._size = os.fstat(self._fd).st_size
         self._gzip = os.pread(self._fd, len(GZIP_MAGIC), 0) == GZIP_MAGIC
@@ -227,7 +242,7 @@ class _Framing:
     def next_record(self, pos: int) -> None:
         # For gzip, stream_pos is the member holding the record: two records with one position
         # share a member, one past the end means FastWARC went on inflating a single stream.
-        if pos <= self._pos or pos >= self._size or (self._pos < 0 and pos != 0):
+        if pos <= self._pos or pos >= self._size or (self._pos < 0 and pos != self._start):
             raise _Damage(f"record at stream position {pos} after {self._pos} (file size {self._size})")
         if self._pos >= 0:
             self._check_gap(pos)
@@ -237,9 +252,10 @@ class _Framing:
     def record_read(self, length: int) -> None:
         self._length = length
 
-    def end(self) -> None:
+    def end(self, at: int | None = None) -> None:
+        """At the end of the file, or of a range at `at` (the next range's first record)."""
         if self._pos >= 0:
-            self._check_gap(self._size)
+            self._check_gap(self._size if at is None else at)
         elif self._size:
             raise _Damage("no record read")
 

@@ -99,25 +99,51 @@ def crawl_from_name(name: str) -> str | None:
     return m.group(0) if m else None
 
 
-def iter_records_warcio(path: str, cfg: ReaderConfig, crawl_hint: str | None) -> Iterator[Page | Skip]:
-    state = _State(crawl=crawl_hint)
+def iter_records_warcio(
+    path: str, cfg: ReaderConfig, crawl_hint: str | None, start: int = 0, end: int | None = None
+) -> Iterator[Page | Skip]:
+    """The records of `path` that start in [start, end) (curation/ranges.py: a range is a unit);
+    the whole file by default. Offsets are absolute, so a range yields exactly the items the
+    whole file yields for its records."""
+    state = _State(crawl=crawl_at(path, start, crawl_hint))
     with open(path, "rb") as f:
         is_gzip = f.read(3) == GZIP_MAGIC
         size = os.fstat(f.fileno()).st_size
         try:
-            yield from _resyncing(f, size, is_gzip, cfg, state)
+            yield from _resyncing(f, size, is_gzip, cfg, state, start, end)
             return
         except _SingleStreamGzip:
             pass
-    # One gzip stream for the whole file: read it decompressed, skipping what was yielded already.
+    # One gzip stream for the whole file (or a truncated last member): read it decompressed,
+    # from where this range starts, skipping what was yielded already.
     already = state.records
-    with _decompressed_copy(path) as (plain, truncated_at):
+    marks = (start,) if end is None else (start, end)
+    with _decompressed_copy(path, marks) as (plain, truncated_at, plain_at):
+        if start not in plain_at:  # the stream broke before this range: nothing here can be read
+            yield Skip("truncated_file", start, 0, detail="gzip stream broken before this range")
+            return
         state2 = _State(crawl=state.crawl, skip_first=already, switched=True)
         with open(plain, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            yield from _resyncing(f, size, False, cfg, state2)
+            yield from _resyncing(f, size, False, cfg, state2, plain_at[start], plain_at.get(end or -1))
         if truncated_at is not None:
             yield Skip("truncated_gzip", truncated_at, 0, detail="gzip stream ends early or is corrupt")
+
+
+def crawl_at(path: str, start: int, crawl_hint: str | None) -> str | None:
+    """The crawl a reader starting at `start` begins with: the file name's, or for a range after
+    the first, that of the file's leading warcinfo record (which only the first range reads).
+    A warcinfo record in mid-file (concatenated WARCs) is seen only by the range that holds it."""
+    if start == 0:
+        return crawl_hint
+    from warcio.archiveiterator import ArchiveIterator
+
+    state = _State(crawl=crawl_hint)
+    with contextlib.suppress(Exception), open(path, "rb") as f:
+        rec = next(iter(ArchiveIterator(f, check_digests=False)), None)
+        if rec is not None and rec.rec_type == "warcinfo":
+            _read_warcinfo(rec, state)
+    return state.crawl
 
 
 class _SingleStreamGzip(Exception):
@@ -134,12 +160,21 @@ class _State:
 
 
 def _resyncing(
-    f: BinaryIO, size: int, is_gzip: bool, cfg: ReaderConfig, state: _State
+    f: BinaryIO,
+    size: int,
+    is_gzip: bool,
+    cfg: ReaderConfig,
+    state: _State,
+    start: int = 0,
+    end: int | None = None,
 ) -> Iterator[Page | Skip]:
+    """Records starting in [start, end), resynchronising after damage. `end` (a range's end) is
+    a record's gzip member: damage before it ends at or before it, and a record starting at or
+    after it, or damage found there, is the next range's."""
     from warcio.archiveiterator import ArchiveIterator
     from warcio.exceptions import ArchiveLoadFailed
 
-    pos = 0
+    pos = start
     for _ in range(MAX_RESYNCS):
         f.seek(pos)
         it = ArchiveIterator(f, check_digests=False)
@@ -149,6 +184,8 @@ def _resyncing(
                 # warcio's offsets are absolute (fh.tell()); `it.offset` is where this record starts.
                 # (get_record_offset() would read the record to its end before we read the payload.)
                 rec_start = it.offset
+                if end is not None and rec_start >= end:
+                    return
                 item = _to_item(rec, rec_start, cfg, state)
                 state.records += 1
                 if state.records <= state.skip_first:
@@ -164,23 +201,26 @@ def _resyncing(
         # warcio's `offset` is the start of the record being read when the error struck: the
         # current record if reading its payload failed, else the next one (whose header is bad).
         fail_at = min(max(getattr(it, "offset", rec_start), pos), size)
+        if end is not None and fail_at >= end:
+            return
         nxt = _next_record_start(f, fail_at + 1, is_gzip)
         if nxt is None and is_gzip and not state.switched and not state.damaged:
             # No further gzip member: either a truncated last member, or one gzip stream that
             # does not start at a record (a fragment). Read the stream decompressed instead.
             raise _SingleStreamGzip()
-        end = size if nxt is None else nxt
+        stop = size if nxt is None else nxt
         if nxt is None:
             reason = "not_a_warc" if state.records == 0 and fail_at == 0 else "truncated_file"
         else:
             reason = "corrupt_region"
-        log.warning("%s at offset %d (%s); %d bytes skipped", reason, fail_at, _short(err), end - fail_at)
+        log.warning("%s at offset %d (%s); %d bytes skipped", reason, fail_at, _short(err), stop - fail_at)
         state.damaged = True
-        yield Skip(reason, fail_at, end - fail_at, detail=_short(err))
-        if nxt is None:
+        yield Skip(reason, fail_at, stop - fail_at, detail=_short(err))
+        if nxt is None or (end is not None and nxt >= end):
             return
         pos = nxt
-    yield Skip("corrupt_region", pos, size - pos, detail=f"gave up after {MAX_RESYNCS} resyncs")
+    last = size if end is None else end
+    yield Skip("corrupt_region", pos, last - pos, detail=f"gave up after {MAX_RESYNCS} resyncs")
 
 
 def _next_record_start(f: BinaryIO, start: int, is_gzip: bool) -> int | None:
@@ -292,13 +332,17 @@ def parse_warc_date(value: str | None) -> datetime | None:
 
 
 @contextlib.contextmanager
-def _decompressed_copy(path: str) -> Iterator[tuple[str, int | None]]:
+def _decompressed_copy(path: str, marks: tuple[int, ...] = ()) -> Iterator[tuple[str, int | None, dict]]:
     """Decompress every gzip member of `path` into a temp file, stopping cleanly at damage.
 
-    Yields (temp path, compressed offset where the stream broke or None).
+    Yields (temp path, compressed offset where the stream broke or None, {mark: offset in the
+    copy} for each of `marks` (compressed offsets) where a gzip member starts before the break).
+    A range's reader uses them to read its own records of the copy, at the offsets the whole
+    file's reader gives them.
     """
     fd, tmp = tempfile.mkstemp(prefix="refinery-gunzip-", suffix=".warc")
     truncated_at: int | None = None
+    plain_at: dict[int, int] = {}
     try:
         with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
             d: zlib._Decompress | None = None  # None between gzip members
@@ -316,6 +360,8 @@ def _decompressed_copy(path: str) -> Iterator[tuple[str, int | None]]:
                     while data:
                         if d is None:
                             d = zlib.decompressobj(wbits=31)
+                            if (at := consumed + len(chunk) - len(data)) in marks:
+                                plain_at[at] = out.tell()
                         out.write(d.decompress(data))
                         data = b""
                         if d.eof:  # member done; the rest of the chunk starts the next one
@@ -324,7 +370,7 @@ def _decompressed_copy(path: str) -> Iterator[tuple[str, int | None]]:
                     truncated_at = consumed
                     break
                 consumed += len(chunk)
-        yield tmp, truncated_at
+        yield tmp, truncated_at, plain_at
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

@@ -83,9 +83,9 @@ def warcio_calls(monkeypatch) -> list[str]:
     """Paths the fastwarc engine handed to the warcio reader (the hand-over still runs)."""
     calls: list[str] = []
 
-    def spy(path, cfg, crawl_hint):
+    def spy(path, cfg, crawl_hint, *span):  # span: a byte range's start, end (curation/ranges.py)
         calls.append(path)
-        return iter_records_warcio(path, cfg, crawl_hint)
+        return iter_records_warcio(path, cfg, crawl_hint, *span)
 
     monkeypatch.setattr(fw, "iter_records_warcio", spy)
     return calls
