@@ -172,7 +172,7 @@ def selection_mask(table: Any, selectors: tuple[Selector, ...], source: str = "<
                 f"{source}: selector `{sel}` cannot compare column {sel.column!r} of type {col.type}: {e}"
             ) from None
         # a selector that names null selects null rows: they are not counted as `null:<column>`
-        is_null = pc.is_null(col) if not sel.accepts_null else pa.array([False] * len(col))
+        is_null = pc.is_null(col) if not sel.accepts_null else pa.array([False] * len(col), pa.bool_())
         null_now = pc.sum(pc.and_(keep, is_null)).as_py() or 0
         passed = pc.fill_null(test, False)
         fail_now = pc.sum(pc.and_(pc.and_(keep, pc.invert(is_null)), pc.invert(passed))).as_py() or 0

@@ -62,3 +62,10 @@ def test_null_selects_null_rows_and_a_list_may_hold_null():
     # recorded as written, so a manifest and a fingerprint name the null selection
     spec = {"drop_reason": None, "drop_stage": [None, "langid"]}
     assert selectors_spec(parse_selectors(spec)) == spec
+
+
+def test_null_selector_on_an_empty_file():
+    """An input file with no rows (a WARC whose pages were all dropped) selects nothing, without error."""
+    empty = pa.table({"drop_reason": pa.array([], pa.string())})
+    mask, drops = selection_mask(empty, parse_selectors({"drop_reason": None}))
+    assert mask.to_pylist() == [] and drops == {}
