@@ -83,6 +83,11 @@ class Options:
             for k, v in out.items()
         }
 
+    def identity(self) -> dict[str, Any]:
+        """What decides one run's result: not how many seeds there are nor the baseline (a rerun with
+        more seeds, or another baseline, reuses the finished runs)."""
+        return {k: v for k, v in self.record().items() if k not in ("seeds", "base_seed", "baseline")}
+
 
 @dataclass
 class Arm:
@@ -198,7 +203,7 @@ def _write_recipe(arm: Arm, seed: int, run: Path) -> Path:
 
 def _guard_run(arm: Arm, seed: int, run: Path, opts: Options) -> None:
     """A run folder belongs to one recipe, seed and trainer setup: another one is refused, not mixed in."""
-    ident = {"arm": arm.data, "train": arm.recipe.train, "seed": seed, "options": opts.record()}
+    ident = {"arm": arm.data, "train": arm.recipe.train, "seed": seed, "options": opts.identity()}
     fp = fingerprint_of(ident)
     marker = run / "run.json"
     if marker.is_file() and json.loads(marker.read_text())["fingerprint"] != fp:
@@ -313,9 +318,10 @@ def ablate(paths: list[str], opts: Options, eval_specs: list[str], log=print) ->
     if baseline not in [a.name for a in arms]:
         raise InputError(f"--baseline {baseline}: not an arm; arms: {', '.join(a.name for a in arms)}")
     evals_id = {k: fingerprint_of(v) for k, v in evals.items()}
-    guard_folder(opts.output, "ablate", opts.record(), fingerprint_of([opts.record(), evals_id]), {})
+    guard_folder(opts.output, "ablate", opts.identity(), fingerprint_of([opts.identity(), evals_id]), {})
     seeds = [opts.base_seed + k for k in range(opts.seeds)]
-    results = [train_run(a, s, opts, evals, log) for a in arms for s in seeds]
+    # seed by seed, every arm: a run cut short still leaves whole seeds to compare
+    results = [train_run(a, s, opts, evals, log) for s in seeds for a in arms]
     arm_info = {
         a.name: {"recipe": str(a.path), "unique_tokens": a.unique_tokens, "budget": a.recipe.total_tokens}
         for a in arms

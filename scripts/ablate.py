@@ -42,6 +42,13 @@ ARMS = ("raw", "langid", "filters", "dedup", "quality")
 ARM_DIR = ROOT / "mixtures" / "ablations"
 DEFAULT_OUT = ROOT / "out" / "ablate"
 WIKI_HELDOUT = 0.3
+# The proxy run: the debug model (configs/train-debug.yaml), 16 rows of 257 tokens a step (fewer, larger
+# steps: on 2 shared CPU cores a ZeRO-3 step's fixed cost dominates small ones), warm-up scaled to a run
+# of ~24 steps, no intermediate eval, TensorBoard or sample; eval text capped so that scoring stays
+# small next to training. `--ablate-arg` values come after these and win.
+ABLATE_DEFAULTS = ("--global-batch", "16", "--eval-docs", "100", "--eval-chunks", "2",
+                   "--set", "schedule.warmup_steps=4", "--set", "eval.every=0", "--set", "logging.tensorboard=false",
+                   "--set", "logging.sample_tokens=0", "--set", "checkpoint.every=10")  # fmt: skip
 
 
 def write_eval_sets(shared: Path, out: Path) -> None:
@@ -134,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--warcs", nargs="+", default=None, help="WARC paths/globs (default: every shared WARC)")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--total-tokens", default=None, help="token budget of every arm (default: the arms' own)")
+    ap.add_argument(
+        "--total-tokens", default=None, help="token budget of every arm (default: the arms' own, 100K)"
+    )
     ap.add_argument("--prepare-only", action="store_true", help="stop before training (data and shards only)")
     ap.add_argument("--ablate-arg", action="append", default=[], help="more arguments for `mixtures ablate`")
     return ap
@@ -199,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     evals = [f"--eval={n}={ev / n}.jsonl" for n in ("wiki_heldout", "dclm_hq", "dclm_lq")]
     step("ablate", out / "ablation" / "ablation.json", lambda: run("mixtures", "ablate", *map(str, arms), "--output",
-                                                                   str(out / "ablation"), "--seeds", str(args.seeds), *evals, *args.ablate_arg))  # fmt: skip
+                                                                   str(out / "ablation"), "--seeds", str(args.seeds), *evals, *ABLATE_DEFAULTS, *args.ablate_arg))  # fmt: skip
     run("report", "--ablation", str(out / "ablation"), "--output", str(out))
     (out / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
     print(f"\nablation done: {out / 'ablation' / 'ablation.md'}, {out / 'report.html'}")
