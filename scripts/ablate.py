@@ -45,8 +45,8 @@ WIKI_HELDOUT = 0.3
 # The proxy run: the debug model (configs/train-debug.yaml), 16 rows of 257 tokens a step (fewer, larger
 # steps: on 2 shared CPU cores a ZeRO-3 step's fixed cost dominates small ones), warm-up scaled to a run
 # of ~24 steps, no intermediate eval, TensorBoard or sample; eval text capped so that scoring stays
-# small next to training. `--ablate-arg` values come after these and win.
-ABLATE_DEFAULTS = ("--global-batch", "16", "--eval-docs", "100", "--eval-chunks", "2",
+# small next to training (50 documents, their first 256 tokens, per set). `--ablate-arg` values come after these and win.
+ABLATE_DEFAULTS = ("--global-batch", "16", "--eval-docs", "50", "--eval-chunks", "1",
                    "--set", "schedule.warmup_steps=4", "--set", "eval.every=0", "--set", "logging.tensorboard=false",
                    "--set", "logging.sample_tokens=0", "--set", "checkpoint.every=10")  # fmt: skip
 

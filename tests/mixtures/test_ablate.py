@@ -115,3 +115,26 @@ def test_identical_arms_agree_and_a_killed_run_resumes_to_the_same_result(data, 
     before = (out / "runs" / "same_a" / "seed-1" / "result.json").stat().st_mtime_ns
     ablate([a], _opts(out), [f"wiki={wiki}"], log=lambda m: None)
     assert (out / "runs" / "same_a" / "seed-1" / "result.json").stat().st_mtime_ns == before
+
+
+def test_summary_pairs_seeds_and_flags_repetition():
+    """The difference is taken seed by seed; an arm with fewer unique tokens than the budget is flagged."""
+    from mixtures.ablation_table import format_table, summarize
+
+    base = [3.70, 3.80, 3.60]
+    better = [3.61, 3.69, 3.52]  # lower by 0.09, 0.11, 0.08: a spread between seeds far above the shift
+    results = [
+        {"arm": arm, "seed": s, "tokens_seen": 1000, "wall_s": 1.0, "bpb": {"wiki": v[i], "own": 3.0}}
+        for arm, v in (("raw", base), ("hq", better))
+        for i, s in enumerate((1, 2, 3))
+    ]
+    arms = {"raw": {"unique_tokens": 5000, "budget": 1000}, "hq": {"unique_tokens": 500, "budget": 1000}}
+    summary = summarize(arms, results, "raw", ["wiki", "own"])
+    vs = summary["arms"]["hq"]["bpb"]["wiki"]["vs_baseline"]
+    assert vs["mean"] == pytest.approx(-(0.09 + 0.11 + 0.08) / 3)
+    # unpaired, the two arms' seeds overlap (3.61-3.69 against 3.60-3.80); paired, every seed is lower
+    assert vs["p"] < 0.01
+    assert "vs_baseline" not in summary["arms"]["hq"]["bpb"]["own"]  # each arm's own set: no pairing
+    assert summary["arms"]["hq"]["repeated"] and not summary["arms"]["raw"]["repeated"]
+    table = format_table(summary)
+    assert "2.00 (repeated)" in table and "p=0.00" in table
