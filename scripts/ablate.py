@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, PYSPARK_PYTHON=py, PYSPARK_DRIVER_PYTHON=py)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env["PATH"] = f"{Path(py).parent}{os.pathsep}{env.get('PATH', '')}"  # the deepspeed launcher's python
-    timings: dict[str, float] = {}
+    timings_path = out / "timings.json"  # seconds per step, kept across reruns (a skipped step keeps its own)
+    timings: dict[str, float] = json.loads(timings_path.read_text()) if timings_path.is_file() else {}
 
     def step(name: str, marker: Path, fn) -> None:
         if marker.exists():
@@ -175,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         fn()
         timings[name] = round(time.perf_counter() - t0, 1)
+        timings_path.write_text(json.dumps(timings, indent=1) + "\n")
         print(f"==> {name}: {timings[name]:.1f} s", flush=True)
 
     def run(*cmd: str) -> None:
@@ -210,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     step("ablate", out / "ablation" / "ablation.json", lambda: run("mixtures", "ablate", *map(str, arms), "--output",
                                                                    str(out / "ablation"), "--seeds", str(args.seeds), *evals, *ABLATE_DEFAULTS, *args.ablate_arg))  # fmt: skip
     run("report", "--ablation", str(out / "ablation"), "--output", str(out))
-    (out / "timings.json").write_text(json.dumps(timings, indent=1) + "\n")
+    timings_path.write_text(json.dumps(timings, indent=1) + "\n")
     print(f"\nablation done: {out / 'ablation' / 'ablation.md'}, {out / 'report.html'}")
     return 0
 
