@@ -93,7 +93,7 @@ def test_identical_arms_agree_and_a_killed_run_resumes_to_the_same_result(data, 
     ra, rb = (json.loads((tmp_path / "ab" / "runs" / n / "seed-1" / "result.json").read_text())
               for n in ("same_a", "same_b"))  # fmt: skip
     assert ra["bpb"] == rb["bpb"]  # same recipe, seed, model: the same bits, exactly
-    assert ra["tokens_seen"] == STEPS * BATCH * SEQ
+    assert ra["tokens_seen"] == BUDGET  # rows of SEQ + 1 tokens, as the trainer counts them
     assert 0.5 < ra["bpb"]["wiki"] < 8.5 and ra["bpb"]["own"] is not None  # trained, not random bytes
     vs = summary["arms"]["same_b"]["bpb"]["wiki"]["vs_baseline"]
     assert vs["mean"] == 0.0 and vs["p"] is None  # no difference, so no test
