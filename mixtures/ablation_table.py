@@ -44,7 +44,14 @@ def summarize(arms: dict[str, dict], results: list[dict], baseline: str, evals: 
     for r in results:
         by_arm.setdefault(r["arm"], {})[r["seed"]] = r
     seeds = sorted(by_arm[baseline])
-    out: dict[str, Any] = {"baseline": baseline, "seeds": seeds, "evals": evals, "arms": {}}
+    # `order`: the arms as given (ablation.json is written with sorted keys)
+    out: dict[str, Any] = {
+        "baseline": baseline,
+        "seeds": seeds,
+        "evals": evals,
+        "order": list(arms),
+        "arms": {},
+    }
     for name, info in arms.items():
         runs = [by_arm[name][s] for s in seeds]
         entry = {
@@ -91,7 +98,8 @@ def format_table(summary: dict) -> str:
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]
-    for name, a in summary["arms"].items():
+    for name in summary.get("order", summary["arms"]):
+        a = summary["arms"][name]
         flag = " (repeated)" if a["repeated"] else ""
         cells = [name, *(format_cell(a["bpb"].get(e)) for e in evals)]
         cells += [f"{a['tokens_seen']:,.0f}", f"{a['unique_tokens']:,}", f"{a['epochs']:.2f}{flag}"]
@@ -106,7 +114,7 @@ def chart(summary: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    evals, arms = summary["evals"], list(summary["arms"])
+    evals, arms = summary["evals"], list(summary.get("order", summary["arms"]))
     fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(evals) * max(1, len(arms)) / 3, 3.6))
     width = 0.8 / max(len(arms), 1)
     for i, name in enumerate(arms):

@@ -334,7 +334,7 @@ def _ablation_section(a: dict[str, Any], out: Path) -> str:
     rows = [
         [name, *(format_cell(x["bpb"].get(e)) for e in a["evals"]), round(x["tokens_seen"]), x["unique_tokens"],
          f"{x['epochs']:.2f}" + (" (repeated)" if x["repeated"] else ""), round(x["wall_s"])]
-        for name, x in a["arms"].items()
+        for name, x in ((n, a["arms"][n]) for n in a.get("order", a["arms"]))
     ]  # fmt: skip
     head = ["arm", *(f"{e} bpb" for e in a["evals"]), "tokens seen", "unique tokens", "epochs", "wall s"]
     note = (
