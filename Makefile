@@ -7,7 +7,7 @@ DEMO_OUT ?= out/demo
 # Stamp file: reinstall only when the dependency list changes.
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: install demo test lint format clean
+.PHONY: install demo ablate test lint format clean
 
 install: $(STAMP)
 
@@ -27,6 +27,14 @@ $(STAMP): pyproject.toml
 DEMO_ARGS ?=
 demo: install
 	$(BIN)/python scripts/demo.py --out $(DEMO_OUT) --shared-data $(SHARED_DATA) $(DEMO_ARGS)
+
+# Does each stage improve the data? One annotate-mode extract of the shared WARCs, five arms
+# (mixtures/ablations/: raw, +langid, +filters, +dedup, +quality top 25%), the debug model trained on
+# each with the same token budget and 3 seeds, bits per byte on held-out text -> out/ablate/ablation/
+# (ablation.md, ablation.json, ablation.png) and out/ablate/report.html. Reruns skip finished runs.
+ABLATE_ARGS ?=
+ablate: install
+	$(BIN)/python scripts/ablate.py --out out/ablate --shared-data $(SHARED_DATA) $(ABLATE_ARGS)
 
 test: install
 	$(BIN)/ruff check .

@@ -7,12 +7,14 @@ never runs a model, it compares a column that an earlier stage wrote. Forms (YAM
     lang: [en, de]            membership
     quality: ">= 0.6"         comparison: one of >=, <=, >, <, ==, != then a number or a word
     dup_cluster_size: "<= 1"
+    drop_reason: null         the column is null (e.g. documents an annotate-mode extract kept)
+    drop_stage: [null, x]     membership may list null: null rows are then selected
     perplexity: "> 30 and < 3000"   a band: comparisons joined by `and`, all must hold (both
                               tails of a score dropped, as the perplexity filter of the design does)
 
 Any column works; a missing column is a `SelectorError` naming the column, the file and the
 columns it does have. Rows whose column is null are not selected and are counted per selector
-(`null:<column>`), never dropped silently.
+(`null:<column>`), never dropped silently, unless the selector itself names null.
 """
 
 from __future__ import annotations
@@ -48,8 +50,13 @@ class Selector:
         if self.op == "in":
             return list(self.value)
         if self.op == "==":
-            return self.value
+            return self.value  # None stays None: YAML's null
         return f"{self.op} {self.value}"
+
+    @property
+    def accepts_null(self) -> bool:
+        """The selector names null (`column: null`, or a list holding null): null rows pass it."""
+        return (self.op == "==" and self.value is None) or (self.op == "in" and None in self.value)
 
 
 def parse_selector(column: str, spec: Any) -> Selector:
@@ -57,10 +64,10 @@ def parse_selector(column: str, spec: Any) -> Selector:
     if not isinstance(column, str) or not column:
         raise SelectorError(f"selector column must be a non-empty string, got {column!r}")
     if isinstance(spec, list):
-        if not spec or not all(isinstance(v, str | int | float | bool) for v in spec):
-            raise SelectorError(f"select.{column}: a list must hold strings or numbers, got {spec!r}")
+        if not spec or not all(v is None or isinstance(v, str | int | float | bool) for v in spec):
+            raise SelectorError(f"select.{column}: a list must hold strings, numbers or null, got {spec!r}")
         return Selector(column, "in", tuple(spec))
-    if isinstance(spec, bool | int | float):
+    if spec is None or isinstance(spec, bool | int | float):
         return Selector(column, "==", spec)
     if isinstance(spec, str):
         m = _CMP.match(spec)
@@ -143,8 +150,13 @@ def selection_mask(table: Any, selectors: tuple[Selector, ...], source: str = "<
             )
         col = table.column(sel.column)
         try:
-            if sel.op == "in":
-                test = pc.is_in(col, value_set=pa.array(list(sel.value)))
+            values = [v for v in sel.value if v is not None] if sel.op == "in" else None
+            if sel.accepts_null and not values:  # `column: null` (or a list of null alone)
+                test = pc.is_null(col)
+            elif sel.op == "in":
+                test = pc.is_in(col, value_set=pa.array(values))
+                if sel.accepts_null:
+                    test = pc.or_(pc.fill_null(test, False), pc.is_null(col))
             else:
                 fn = {
                     ">=": pc.greater_equal,
@@ -159,7 +171,8 @@ def selection_mask(table: Any, selectors: tuple[Selector, ...], source: str = "<
             raise SelectorError(
                 f"{source}: selector `{sel}` cannot compare column {sel.column!r} of type {col.type}: {e}"
             ) from None
-        is_null = pc.is_null(col)
+        # a selector that names null selects null rows: they are not counted as `null:<column>`
+        is_null = pc.is_null(col) if not sel.accepts_null else pa.array([False] * len(col), pa.bool_())
         null_now = pc.sum(pc.and_(keep, is_null)).as_py() or 0
         passed = pc.fill_null(test, False)
         fail_now = pc.sum(pc.and_(pc.and_(keep, pc.invert(is_null)), pc.invert(passed))).as_py() or 0

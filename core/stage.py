@@ -97,6 +97,10 @@ class DocumentStage:
     """Seconds one document may take in `process`; a document over it is dropped with reason
     `<name>_time_budget` (its result discarded, so a slow scrubber's output is never written).
     Checked after `process` returns: it bounds what is kept, not the wall time spent. None: none."""
+    annotatable: bool = False
+    """True for a filter: in annotate mode (`run_stages(annotate=True)`) its drop is recorded on the
+    document instead of ending it. False for stages that cannot make a document (reading,
+    extraction) or whose drop protects the output (a PII scrub that failed)."""
     columns: dict[str, Any] = {}  # noqa: RUF012 - read-only class default
     """Arrow types of the metadata keys this stage adds beyond the job's document row (an
     annotator's score, e.g. {"my_score": pyarrow.float32()}): the job writes them as columns."""
@@ -234,36 +238,37 @@ OnDrop = Callable[[str, Document, Drop], None]
 
 
 def run_stages(
-    doc: Document, stages: Iterable[DocumentStage], stats: Stats, on_drop: OnDrop
+    doc: Document,
+    stages: Iterable[DocumentStage],
+    stats: Stats,
+    on_drop: OnDrop,
+    annotate: bool = False,
 ) -> Document | None:
     """Run one document through `stages` in order; the document, or None once a stage dropped it.
 
     Bytes are UTF-8 bytes of the text a stage received (the raw payload before extraction), so a
     stage's bytes out are the next one's bytes in.
+
+    `annotate`: a drop by an `annotatable` stage (a filter) is counted and sampled exactly as in
+    drop mode, then recorded on the document (`drop_stage`, `drop_reason`) instead of ending it; the
+    document goes on through the later stages that are not filters (see `_after_annotation`).
     """
+    stages = list(stages)
     text, nbytes = doc.text, (utf8_len(doc.text) if doc.text is not None else len(doc.payload or b""))
-    for stage in stages:
-        name = stage.name
-        st = stats.stage(name)
+    for i, stage in enumerate(stages):
+        st = stats.stage(stage.name)
         t0 = _clock()
         st.docs_in += 1
         st.bytes_in += nbytes
-        try:
-            result = stage.process(doc)
-        except Exception as e:  # one bad document never ends the file
-            result = _on_exception(stage, doc, e, stats)
-        counters = stage.take_counters()
-        budget = stage.time_budget_s
-        if budget is not None and _clock() - t0 > budget:
-            result = _over_budget(stage, doc, _clock() - t0)
-            counters = None  # the result is discarded, so are the counts of what it found
-        if counters:
-            stats.counters.update(counters)
+        result = _call(stage, doc, stats, t0, keep_counters=True)
         if isinstance(result, Drop):
             st.drops[result.reason] += 1
             st.drop_bytes[result.reason] += nbytes
             st.seconds += _clock() - t0
-            on_drop(name, doc, result)
+            on_drop(stage.name, doc, result)
+            if annotate and stage.annotatable:
+                doc.metadata["drop_stage"], doc.metadata["drop_reason"] = stage.name, result.reason
+                return _after_annotation(doc, stages[i + 1 :], stats)
             return None
         doc = result
         if doc.text is not text:
@@ -271,6 +276,46 @@ def run_stages(
         st.docs_out += 1
         st.bytes_out += nbytes
         st.seconds += _clock() - t0
+    return doc
+
+
+def _call(
+    stage: DocumentStage, doc: Document, stats: Stats, t0: float, keep_counters: bool
+) -> Document | Drop:
+    """`stage.process(doc)` with the contract's error and time-budget rules; its counters go to `stats`."""
+    try:
+        result = stage.process(doc)
+    except Exception as e:  # one bad document never ends the file
+        result = _on_exception(stage, doc, e, stats if keep_counters else Stats())
+    counters = stage.take_counters()
+    budget = stage.time_budget_s
+    if budget is not None and _clock() - t0 > budget:
+        result = _over_budget(stage, doc, _clock() - t0)
+        counters = None  # the result is discarded, so are the counts of what it found
+    if counters and keep_counters:
+        stats.counters.update(counters)
+    return result
+
+
+def _after_annotation(doc: Document, rest: list[DocumentStage], stats: Stats) -> Document | None:
+    """The rest of the stages for a document annotated as dropped (annotate mode).
+
+    Later filters are skipped: the first drop is the one recorded, and cumulative arms of an ablation
+    (`+langid`, `+filters`) need no more. Stages that are not filters still run, because what docs/
+    holds must be what it always is: PII scrubbed (a scrub that fails still drops the document, never
+    written unscrubbed), annotators' columns filled. They are not counted in the funnel's rows, nor
+    are their counters, so the funnel and counters say what drop mode says; counters
+    `annotated:<stage>` count these extra passes and `annotated_drop:<reason>` what they dropped.
+    """
+    for stage in rest:
+        if stage.annotatable:
+            continue
+        stats.counters[f"annotated:{stage.name}"] += 1
+        result = _call(stage, doc, stats, _clock(), keep_counters=False)
+        if isinstance(result, Drop):
+            stats.counters[f"annotated_drop:{result.reason}"] += 1
+            return None
+        doc = result
     return doc
 
 

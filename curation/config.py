@@ -211,9 +211,18 @@ class FiltersConfig(ConfigModel):
     order written: `my_filter: {class: mypkg.filters.MyFilter, min_words: 5}` (`class` is a
     registry name or an import path, core/stage.py; the other keys are its arguments). Its funnel
     row is `filter:my_filter` and its drop reasons `my_filter:<reason>`.
+
+    `mode: annotate` keeps what language ID and the filters would drop: such a document is written
+    to docs/ with `drop_stage` (funnel row) and `drop_reason` set, null on kept documents, and is
+    counted and sampled in rejected/ as in drop mode (core.stage.run_stages has the rule). Reading,
+    the URL filter (a blocked page is never extracted) and extraction still drop. A recipe then
+    selects `drop_reason: null` for what drop mode keeps, or any earlier stage's cut (ablations).
     """
 
     model_config = ConfigDict(extra="allow")
+
+    mode: str = "drop"
+    """`drop` (default) or `annotate` (above)."""
 
     gopher_repetition: dict[str, Any] | None = Field(default_factory=dict)
     gopher_quality: dict[str, Any] | None = Field(default_factory=dict)
@@ -222,6 +231,7 @@ class FiltersConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _check(self) -> Any:
+        check_choice("filters.mode", self.mode, ("drop", "annotate"))
         for key, cls_name in DATATROVE_FILTERS.items():
             kwargs = getattr(self, key)
             if kwargs is None:
@@ -341,6 +351,13 @@ class ExtractJobConfig(ConfigModel):
     output: OutputConfig = Field(default_factory=OutputConfig)
     cc_base_url: str = "https://data.commoncrawl.org/"
     """Prefix for the relative paths of a Common Crawl `warc.paths(.gz)` listing (or s3://commoncrawl/)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        if d["filters"].get("mode") == "drop":
+            # the default mode is left out, so configs written before it existed keep their fingerprint
+            del d["filters"]["mode"]
+        return d
 
     def fingerprint(self) -> str:
         """12 hex chars naming every value that can change the output documents.

@@ -43,6 +43,8 @@ for _key, _cls_name in DATATROVE_FILTERS.items():
 class FilterStep(DocumentStage):
     """One configured filter in the pipeline: names its funnel row and prefixes its reasons."""
 
+    annotatable = True
+
     def __init__(self, key: str, inner: DocumentStage) -> None:
         self.key, self.inner = key, inner
         self.name = f"filter:{key}"

@@ -71,6 +71,7 @@ class LanguageIdentifier(DocumentStage):
     """Text -> (lang, score, keep?) with lid.176; drop reasons `lang_not_kept`, `lang_low_score`."""
 
     name = "langid"
+    annotatable = True
 
     def __init__(self, cfg: LangIdConfig) -> None:
         self.cfg = cfg

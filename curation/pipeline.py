@@ -19,7 +19,8 @@ Funnel rows, in order (each stage's docs/bytes in and out, drops per reason, sec
     pii                  curation/pii.py: typed placeholders, per-type counts -> `pii_counts`
                          (on by default; `pii.enabled: false` removes the row)
     quality              classifiers' annotator: P(high quality) -> `quality` (only with `quality.model`)
-    write                documents written to docs/
+    write                documents written to docs/ (in `filters.mode: annotate`, the documents kept;
+                         those annotated as dropped are written too, counted as `annotated_written`)
 
 PII runs after the filters so that only kept documents pay for it, and so that the filters judge
 the text as it was written (a placeholder is not a word). Quality runs after PII: it scores the
@@ -187,9 +188,14 @@ class _DocWriter:
         self.file.close()
 
 
-def doc_schema(stages: list[DocumentStage]) -> pa.Schema:
-    """The document row, plus the columns the configured stages declare (a user annotator's score)."""
+def doc_schema(stages: list[DocumentStage], annotate: bool = False) -> pa.Schema:
+    """The document row, plus the columns the configured stages declare (a user annotator's score),
+    plus `drop_stage`/`drop_reason` in annotate mode (drop mode's row stays exactly as it was)."""
     schema = DOC_SCHEMA
+    if annotate:
+        schema = schema.append(pa.field("drop_stage", pa.string())).append(
+            pa.field("drop_reason", pa.string())
+        )
     for st in stages:
         for name, typ in st.columns.items():
             if name not in schema.names:
@@ -240,7 +246,8 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
         st.start_file()
     docs_tmp = out.tmp_path("docs", unit, ".parquet")
     rej_tmp = out.tmp_path("rejected", unit, ".parquet")
-    writer = _DocWriter(docs_tmp, doc_schema(stages), meta, cfg.output.compression_level)
+    annotate = cfg.filters.mode == "annotate"
+    writer = _DocWriter(docs_tmp, doc_schema(stages, annotate), meta, cfg.output.compression_level)
     scrubber = next((st.scrubber for st in stages if isinstance(st, PiiStage)), None)
     rejected = _Rejected(cfg.output.rejected_per_reason, cfg.output.snippet_chars, scrubber)
     try:
@@ -307,8 +314,14 @@ def _run(
         page: Page = item
         stats.enter("read", len(page.payload))
         stats.keep("read", len(page.payload))
-        doc = run_stages(_document(page, warc_name), stages, stats, rejected.add_drop)
+        annotate = cfg.filters.mode == "annotate"
+        doc = run_stages(_document(page, warc_name), stages, stats, rejected.add_drop, annotate)
         if doc is None:
+            continue
+        if doc.metadata.get("drop_stage") is not None:
+            # annotate mode: written, but the funnel's `write` row counts what drop mode writes
+            writer.add(doc)
+            stats.counters["annotated_written"] += 1
             continue
         with stats.timed("write"):
             nbytes = utf8_len(doc.text)

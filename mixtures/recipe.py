@@ -125,6 +125,8 @@ class RecipeSpec(ConfigModel):
     """only to estimate sources that are not tokenized yet (plan)"""
     sources: dict[str, SourceSpec]
     phases: tuple[PhaseSpec, ...]
+    train: dict[str, Any] | None = None
+    """trainer overrides (`optimizer.lr: 1e-3`) for `python -m mixtures ablate`; nothing else reads it"""
 
     @model_validator(mode="after")
     def _check(self) -> RecipeSpec:
@@ -215,6 +217,8 @@ class Recipe:
     bytes_per_token: float
     sources: dict[str, Source]
     phases: tuple[Phase, ...]
+    train: dict[str, Any] = field(default_factory=dict)
+    """Trainer overrides of an ablation arm (mixtures/ablate.py), as written."""
 
     @classmethod
     def load(cls, path: str | Path) -> Recipe:
@@ -267,6 +271,7 @@ def resolve(spec: RecipeSpec, base: Path, path: Path | None) -> Recipe:
         bytes_per_token=spec.bytes_per_token,
         sources=sources,
         phases=phases,
+        train=dict(spec.train or {}),
     )
 
 

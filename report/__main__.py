@@ -1,4 +1,7 @@
-"""`python -m report --demo-dir out/demo`: write report.json, the PNG charts and report.html.
+"""`python -m report --demo-dir out/demo [--ablation DIR]`: write report.json, the PNG charts and report.html.
+
+`--ablation` adds an ablation folder's table and chart (`python -m mixtures ablate`, ablation.json);
+given alone, the report is that section only (written to --output, default the ablation folder).
 
 Exit status: 0 written; 2 the folder holds no run (the message names it).
 """
@@ -11,13 +14,18 @@ import sys
 from pathlib import Path
 
 from core.cli import guarded
-from report.collect import collect
+from report.collect import ReportError, collect, collect_ablation
 from report.render import render
 
 
 def _write(args: argparse.Namespace) -> int:
-    report = collect(args.demo_dir)  # ReportError (exit 2) before anything is written
-    out = Path(args.output or args.demo_dir)
+    if args.demo_dir is None and args.ablation is None:
+        raise ReportError("give --demo-dir, --ablation, or both")
+    # ReportError (exit 2) before anything is written
+    report = collect(args.demo_dir) if args.demo_dir else {"run": str(args.ablation)}
+    if args.ablation:
+        report["ablation"] = collect_ablation(args.ablation)
+    out = Path(args.output or args.demo_dir or args.ablation)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=False) + "\n")
     page = render(report, out)
@@ -27,7 +35,8 @@ def _write(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m report", description=__doc__.splitlines()[0])
-    ap.add_argument("--demo-dir", required=True, metavar="DIR", help="a run folder (extract/, dedup/, ...)")
+    ap.add_argument("--demo-dir", default=None, metavar="DIR", help="a run folder (extract/, dedup/, ...)")
+    ap.add_argument("--ablation", default=None, metavar="DIR", help="an ablation folder (ablation.json)")
     ap.add_argument("--output", default=None, metavar="DIR", help="where to write (default: --demo-dir)")
     args = ap.parse_args(argv)
     return guarded(lambda: _write(args))

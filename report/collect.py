@@ -309,3 +309,13 @@ def collect(run: str | Path) -> dict[str, Any]:
         "training": training(run),
         "timings": _json(run / "timings.json") or {},
     }
+
+
+def collect_ablation(folder: str | Path) -> dict[str, Any]:
+    """ablation.json of `python -m mixtures ablate` (mixtures/ablate.py), as it is."""
+    data = _json(Path(folder) / "ablation.json")
+    if data is None:
+        raise ReportError(
+            f"{folder}: no ablation.json — is this a `python -m mixtures ablate` output folder?"
+        )
+    return data

@@ -326,6 +326,28 @@ TITLES = {
 }
 
 
+def _ablation_section(a: dict[str, Any], out: Path) -> str:
+    """Bits per byte per arm and eval set (mean ± sd over seeds, paired difference to the baseline)."""
+    from mixtures.ablation_table import chart, format_cell
+
+    chart(a, out / "ablation.png")
+    rows = [
+        [name, *(format_cell(x["bpb"].get(e)) for e in a["evals"]), round(x["tokens_seen"]), x["unique_tokens"],
+         f"{x['epochs']:.2f}" + (" (repeated)" if x["repeated"] else ""), round(x["wall_s"])]
+        for name, x in ((n, a["arms"][n]) for n in a.get("order", a["arms"]))
+    ]  # fmt: skip
+    head = ["arm", *(f"{e} bpb" for e in a["evals"]), "tokens seen", "unique tokens", "epochs", "wall s"]
+    note = (
+        f"Bits per byte (lower is better), mean ± sd over seeds {a['seeds']}; in brackets the difference to "
+        f"`{a['baseline']}` and the paired t-test's p over seeds. `own`: each arm's own held-out documents."
+    )
+    return (
+        '<h2 id=ablation>Ablation: does each stage improve the data?</h2><img src="ablation.png" alt="ablation">'
+        + _table(head, rows)
+        + f"<p class=note>{html.escape(note)}</p>"
+    )
+
+
 def render(r: dict[str, Any], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     draw = {
@@ -338,9 +360,9 @@ def render(r: dict[str, Any], out: Path) -> Path:
         "loss": chart_loss,
         "throughput": chart_throughput,
     }
-    tables = _section_tables(r)
+    tables = _section_tables(r) if "funnel" in r else {}
     parts = []
-    for name in CHARTS:
+    for name in CHARTS if "funnel" in r else ():
         png = draw[name](r, out)
         img = f'<img src="{png}" alt="{name}">' if png else "<p class=note>no data for this section</p>"
         parts.append(f"<h2 id={name}>{TITLES[name]}</h2>{img}{tables.get(name, '')}")
@@ -354,6 +376,8 @@ def render(r: dict[str, Any], out: Path) -> Path:
                 [[k, v.get("seconds") if v.get("seconds") is not None else "—"] for k, v in timings.items()],
             ),
         )
+    if r.get("ablation"):
+        parts.append(_ablation_section(r["ablation"], out))
     style = (
         "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
         "table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}"

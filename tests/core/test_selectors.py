@@ -39,3 +39,33 @@ def test_single_conditions_record_as_before():
 def test_and_joins_only_comparisons(bad):
     with pytest.raises(SelectorError, match="only comparisons join with 'and'"):
         parse_selectors({"x": bad})
+
+
+def test_null_selects_null_rows_and_a_list_may_hold_null():
+    """`drop_reason: null` keeps what an annotate-mode extract kept; a list with null adds null rows."""
+    table = pa.table(
+        {
+            "drop_reason": [None, "langid:low_score", None, "gopher_quality:x"],
+            "drop_stage": [None, "langid", "filter:c4_quality", "filter:gopher_quality"],
+        }
+    )
+    mask, drops = selection_mask(table, parse_selectors({"drop_reason": None}))
+    assert mask.to_pylist() == [True, False, True, False]
+    assert drops == {"select:drop_reason == None": 2}  # non-null rows fail it; nothing counted as null
+    mask, drops = selection_mask(table, parse_selectors({"drop_stage": [None, "filter:c4_quality"]}))
+    assert mask.to_pylist() == [True, False, True, False]
+    assert sum(drops.values()) == 2 and not any(k.startswith("null:") for k in drops)
+    # a plain list without null still counts null rows as `null:<column>`, as before
+    mask, drops = selection_mask(table, parse_selectors({"drop_stage": ["langid"]}))
+    assert mask.to_pylist() == [False, True, False, False]
+    assert drops["null:drop_stage"] == 1
+    # recorded as written, so a manifest and a fingerprint name the null selection
+    spec = {"drop_reason": None, "drop_stage": [None, "langid"]}
+    assert selectors_spec(parse_selectors(spec)) == spec
+
+
+def test_null_selector_on_an_empty_file():
+    """An input file with no rows (a WARC whose pages were all dropped) selects nothing, without error."""
+    empty = pa.table({"drop_reason": pa.array([], pa.string())})
+    mask, drops = selection_mask(empty, parse_selectors({"drop_reason": None}))
+    assert mask.to_pylist() == [] and drops == {}

@@ -143,3 +143,33 @@ def test_score_histograms_show_the_recipe_band(tmp_path):
     html = render({**collect(run), "training": {}}, run / "report").read_text()
     assert "Perplexity and toxicity" in html and "hq" in html and "&lt; 1000" in html
     assert (run / "report" / "scores.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_ablation_folder_gives_its_table_and_chart(tmp_path):
+    """`--ablation DIR`: a section with one row per arm and the chart; a folder without ablation.json is refused."""
+    from mixtures.ablation_table import summarize
+
+    results = [
+        {
+            "arm": arm,
+            "seed": s,
+            "tokens_seen": 4096,
+            "wall_s": 10.0,
+            "bpb": {"wiki": 3.0 + d + 0.01 * s, "own": 3.1},
+        }
+        for arm, d in (("raw", 0.2), ("filters", 0.0))
+        for s in (1, 2, 3)
+    ]
+    arms = {
+        "raw": {"unique_tokens": 9000, "budget": 4096},
+        "filters": {"unique_tokens": 2000, "budget": 4096},
+    }
+    ab = tmp_path / "ablation"
+    ab.mkdir()
+    (ab / "ablation.json").write_text(json.dumps(summarize(arms, results, "raw", ["wiki", "own"])))
+    assert report_main(["--ablation", str(ab)]) == 0
+    page = (ab / "report.html").read_text()
+    assert "<td>raw</td>" in page and "<td>filters</td>" in page and "2.05 (repeated)" in page
+    assert (ab / "ablation.png").stat().st_size > 0
+    assert report_main(["--ablation", str(tmp_path)]) == 2  # no ablation.json there
+    assert report_main([]) == 2  # neither folder given

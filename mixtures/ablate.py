@@ -1,0 +1,340 @@
+"""`python -m mixtures ablate ARM.yaml ... --output DIR`: proxy-model ablations of mixture recipes.
+
+Each arm is a recipe (mixtures/recipe.py, with an optional `train:` mapping of trainer overrides).
+Every arm trains the same model (the trainer config, `--set` overrides), from the same
+initialisation, on the same number of tokens, with the same tokenizer, once per seed; the arms
+are then compared on bits per byte of evaluation text that none of them trains on. As FineWeb and
+DCLM justify their filters: same model, same tokens, different data, held-out text.
+
+Checked before any training (exit 2, naming the arms): arm names are unique, every source is
+tokenized, every arm has the same `total_tokens` and the same tokenizer (sha256 of the shards'
+tokenizer.json), and no arm's `train:` changes the model, the seed or the row length.
+
+Per arm and seed, under DIR/runs/<arm>/seed-<s>/ (a subprocess each step: mixtures sits below the
+trainer in the import layers):
+
+    recipe.yaml   the arm's recipe with absolute paths and `seed: s` (data order and held-out split)
+    train/        deepspeed trainer/train.py --config <trainer config> seed=s data.recipe=... ; the
+                  trainer's own checkpoints make a killed run resume where it stopped
+    model/        python -m trainer.export_lm (the final weights as a torch.export program)
+    result.json   last: bits per byte per eval set, tokens seen, wall time. A rerun skips a run
+                  that has it; a run whose recipe changed since is refused (another --output).
+
+Seed s sets the trainer's `seed` (initialisation) and the recipe's `seed` (data order, held-out
+documents) together, and is the same for every arm: arm A seed 1 and arm B seed 1 start from the
+same weights. Bits per byte = summed token NLL (nats) / (ln 2 × UTF-8 bytes of the scored text),
+from the perplexity scorer (classifiers/perplexity.py) on the exported model, whatever the
+tokenizer. `own` is each arm's own held-out documents (the trainer's held-out rows, whole documents
+no step trained on): its mean loss per token × target tokens / (ln 2 × their bytes); EOD targets
+count in the loss and have no bytes, as in the trainer's loss.
+
+An arm whose sources hold fewer tokens than the budget is trained with repetition
+(`data.allow_over_cap`) and flagged in the table (`epochs` > 1). DIR gets ablation.json, the table
+(ablation.md) and a chart (ablation.png); `python -m report --ablation DIR` includes them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from classifiers.train_lm import StepFailed, run_step, train_done
+from core.config import fingerprint_of, read_yaml_mapping
+from core.errors import InputError, OutputConflict
+from core.output import atomic_write_json, guard_folder
+from mixtures.recipe import Recipe
+
+ROOT = Path(__file__).resolve().parent.parent
+# `train:` keys an arm may not set: they would make the arms different models or runs
+FIXED_KEYS = ("model.", "seed", "data.seq_len", "schedule.steps", "schedule.global_batch", "data.recipe")
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    output: Path
+    seeds: int = 3
+    base_seed: int = 1
+    trainer_config: Path = ROOT / "configs" / "train-debug.yaml"
+    processes: int = 1
+    seq_len: int = 256
+    global_batch: int = 8
+    overrides: tuple[str, ...] = ()
+    """`key=value` for the trainer, after the config and before an arm's own `train:`."""
+    eval_docs: int = 200
+    """documents per eval set (the first ones of the file): bounds the scoring time"""
+    eval_chunks: int = 4
+    """windows of seq_len tokens scored per document (the scorer's max_chunks)"""
+    baseline: str | None = None
+    """arm the differences are taken to; default: the first arm"""
+
+    def record(self) -> dict[str, Any]:
+        """What decides the runs (the output folder aside), JSON-ready."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "output"}
+        return {
+            k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+            for k, v in out.items()
+        }
+
+    def identity(self) -> dict[str, Any]:
+        """What decides one run's result: not how many seeds there are nor the baseline (a rerun with
+        more seeds, or another baseline, reuses the finished runs)."""
+        return {k: v for k, v in self.record().items() if k not in ("seeds", "base_seed", "baseline")}
+
+
+@dataclass
+class Arm:
+    name: str
+    path: Path
+    recipe: Recipe
+    data: dict[str, Any]
+    """the recipe as written, paths made absolute (what each run's recipe.yaml is made from)"""
+    tokenizer: dict[str, Any] = field(default_factory=dict)
+    unique_tokens: int = 0
+    """tokens of the sources the arm's phases draw from"""
+
+    def train_args(self) -> list[str]:
+        return [f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in self.recipe.train.items()]
+
+
+def load_arms(paths: list[str]) -> list[Arm]:
+    """Every arm's recipe and shard manifests; InputError when the arms cannot be compared."""
+    arms = []
+    for p in paths:
+        recipe = Recipe.load(p)
+        data = read_yaml_mapping(Path(p))
+        for name, src in recipe.sources.items():
+            data["sources"][name] = {
+                **data["sources"][name],
+                **{k: str(getattr(src, k)) for k in ("shards", "docs") if getattr(src, k) is not None},
+            }
+        arm = Arm(recipe.name, Path(p).resolve(), recipe, data)
+        drawn = {s for ph in recipe.phases for s in ph.weights}
+        for name in sorted(drawn):
+            src = recipe.sources[name]
+            man = src.shards / "manifest.json" if src.shards else None
+            if man is None or not man.is_file():
+                raise InputError(
+                    f"arm {arm.name} ({p}): source {name} has no tokenized shards ({man}); "
+                    "run `python -m tokens tokenize` for it first"
+                )
+            m = json.loads(man.read_text())
+            tok = {"sha256": m["tokenizer"]["sha256"], "path": m["tokenizer"].get("path")}
+            if arm.tokenizer and arm.tokenizer["sha256"] != tok["sha256"]:
+                raise InputError(f"arm {arm.name}: its sources use different tokenizers")
+            arm.tokenizer, arm.unique_tokens = tok, arm.unique_tokens + int(m["tokens"])
+        arms.append(arm)
+    check_arms(arms)
+    return arms
+
+
+def check_arms(arms: list[Arm]) -> None:
+    """Same budget, same tokenizer, unique names, no arm changing the model: else nothing is trained."""
+    if not arms:
+        raise InputError("give at least one arm (a recipe YAML)")
+    names = [a.name for a in arms]
+    if len(set(names)) != len(names):
+        raise InputError(f"arm names must be unique (a recipe's `name`, else its file name): {names}")
+
+    def differ(what: str, value: Callable[[Arm], Any]) -> None:
+        if len({json.dumps(value(a)) for a in arms}) > 1:
+            detail = "; ".join(f"{a.name} ({a.path.name}): {value(a)}" for a in arms)
+            raise InputError(f"the arms have different {what}, so they cannot be compared: {detail}")
+
+    differ("tokenizers (sha256 of tokenizer.json)", lambda a: a.tokenizer["sha256"])
+    differ("token budgets (total_tokens)", lambda a: a.recipe.total_tokens)
+    for a in arms:
+        bad = [k for k in a.recipe.train if any(k == f or k.startswith(f) for f in FIXED_KEYS)]
+        if bad:
+            raise InputError(
+                f"arm {a.name}: train.{bad[0]} would make it another model or run; every arm trains the "
+                "same model with the same seeds (set it for all arms with --set)"
+            )
+
+
+def load_eval_sets(specs: list[str], max_docs: int) -> dict[str, list[str]]:
+    """`NAME=PATH` (JSONL, Parquet, a folder, plain text; classifiers.data) -> the first max_docs texts."""
+    from classifiers.data import DataError, read_inputs
+
+    sets: dict[str, list[str]] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path or name in sets or name == "own":
+            raise InputError(f"--eval {spec!r}: give NAME=PATH with a unique NAME other than `own`")
+        try:
+            docs = [d for f in read_inputs([path], min_chars=1) for d in f.docs]
+        except (DataError, OSError) as e:
+            raise InputError(f"--eval {name}: {e}") from None
+        sets[name] = docs[:max_docs]
+    return sets
+
+
+def steps_for(budget: int, opts: Options) -> int:
+    """Optimizer steps that draw the budget: rows of seq_len + 1 tokens, global_batch rows a step."""
+    steps = budget // (opts.global_batch * (opts.seq_len + 1))
+    if steps < 1:
+        raise InputError(
+            f"total_tokens {budget:,} is less than one step ({opts.global_batch} rows of {opts.seq_len + 1})"
+        )
+    return steps
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_recipe(arm: Arm, seed: int, run: Path) -> Path:
+    import yaml
+
+    data = {k: v for k, v in arm.data.items() if k != "train"} | {"seed": seed, "name": arm.name}
+    path = run / "recipe.yaml"
+    path.write_text("# Written by `python -m mixtures ablate` (mixtures/ablate.py)\n" + yaml.safe_dump(data))
+    return path
+
+
+def _guard_run(arm: Arm, seed: int, run: Path, opts: Options) -> None:
+    """A run folder belongs to one recipe, seed and trainer setup: another one is refused, not mixed in."""
+    ident = {"arm": arm.data, "train": arm.recipe.train, "seed": seed, "options": opts.identity()}
+    fp = fingerprint_of(ident)
+    marker = run / "run.json"
+    if marker.is_file() and json.loads(marker.read_text())["fingerprint"] != fp:
+        raise OutputConflict(
+            f"{run} was trained from another recipe or setup of arm {arm.name}; use another --output "
+            "or delete that folder"
+        )
+    run.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(marker, {"fingerprint": fp, **ident})
+
+
+def train_run(arm: Arm, seed: int, opts: Options, evals: dict[str, list[str]], log) -> dict[str, Any]:
+    """Train (or resume), export and evaluate one arm at one seed; result.json is written last."""
+    run = opts.output / "runs" / arm.name / f"seed-{seed}"
+    _guard_run(arm, seed, run, opts)
+    if (run / "result.json").is_file():
+        log(f"==> {arm.name} seed {seed}: done, skipped")
+        return json.loads((run / "result.json").read_text())
+    recipe = _write_recipe(arm, seed, run)
+    steps = steps_for(arm.recipe.total_tokens, opts)
+    train = run / "train"
+    t0 = time.perf_counter()
+    if not train_done(train, steps):
+        log(f"==> {arm.name} seed {seed}: train {steps} steps")
+        cmd = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", str(opts.processes),
+               "--master_port", str(_free_port()), "trainer/train.py", "--config", str(opts.trainer_config),
+               f"seed={seed}", f"data.recipe={recipe}", f"data.seq_len={opts.seq_len}",
+               f"schedule.steps={steps}", f"schedule.global_batch={opts.global_batch}", "schedule.rampup=[]",
+               f"schedule.micro_batch={opts.global_batch // opts.processes}", "data.allow_over_cap=true",
+               f"logging.dir={train}", f"checkpoint.dir={train / 'ckpt'}", "checkpoint.resume=true",
+               *opts.overrides, *arm.train_args()]  # fmt: skip
+        run_step("train", cmd, log)
+        if not train_done(train, steps):
+            raise StepFailed(f"the trainer stopped before step {steps} (see {train / 'metrics.jsonl'})", 1)
+    model = run / "model"
+    if not (model / "metadata.json").is_file():
+        tmp = run / ".model.export"
+        shutil.rmtree(tmp, ignore_errors=True)  # a crashed export: doing it again is cheap
+        run_step("export", [sys.executable, "-m", "trainer.export_lm", "--checkpoints", str(train / "ckpt"),
+                            "--output", str(tmp)], log)  # fmt: skip
+        tmp.rename(model)
+    end = _end_event(train)
+    result = {
+        "arm": arm.name,
+        "seed": seed,
+        "steps": steps,
+        "tokens_seen": int(sum(end.get("per_source_tokens", {}).values())),
+        "train_wall_s": round(end.get("wall_s", 0.0), 1),
+        "bpb": {name: eval_bpb(model, texts, opts) for name, texts in evals.items()}
+        | {"own": own_bpb(train, recipe, opts, model)},
+    }
+    result["wall_s"] = round(time.perf_counter() - t0, 1)
+    atomic_write_json(run / "result.json", result)
+    log(f"==> {arm.name} seed {seed}: " + " ".join(f"{k} {v:.4f}" for k, v in result["bpb"].items()))
+    return result
+
+
+def _end_event(train: Path) -> dict[str, Any]:
+    rows = [json.loads(x) for x in (train / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return next(r for r in reversed(rows) if r.get("event") == "end")
+
+
+def eval_bpb(model: Path, texts: list[str], opts: Options) -> float:
+    """Bits per byte of `texts` under the exported model (the perplexity scorer's own NLL and bytes)."""
+    from classifiers.perplexity import PerplexityScorer
+
+    scorer = PerplexityScorer.load(str(model), {"max_tokens": opts.seq_len, "max_chunks": opts.eval_chunks})
+    r = scorer.nll(texts)
+    return float(r.nll.sum() / math.log(2) / r.bytes.sum())
+
+
+def own_bpb(train: Path, recipe: Path, opts: Options, model: Path) -> float | None:
+    """The trainer's final held-out loss per source, as bits per byte of those held-out rows' targets."""
+    from mixtures.sampler import MixtureSampler
+
+    rows = [json.loads(x) for x in (train / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    ev = next((r for r in reversed(rows) if r.get("event") == "eval"), None)
+    if ev is None:
+        return None
+    n = int(ev["sequences_per_source"])
+    held = MixtureSampler(
+        Recipe.load(recipe), opts.seq_len + 1, 0, 1, allow_over_cap=True, heldout_sequences=n
+    ).heldout()
+    nbytes = _token_bytes(model / "tokenizer.json")
+    nats = sum(ev["eval"][s]["loss"] * held[s][:, 1:].size for s in ev["eval"])
+    total = sum(int(nbytes[held[s][:, 1:]].sum()) for s in ev["eval"])
+    return float(nats / math.log(2) / total) if total else None
+
+
+def _token_bytes(tokenizer_json: Path):
+    """UTF-8 bytes each token id stands for: a byte-level BPE token is one character per byte; specials 0."""
+    import numpy as np
+
+    tok = json.loads(tokenizer_json.read_text())
+    vocab = tok["model"]["vocab"]
+    out = np.zeros(max([*vocab.values(), *(t["id"] for t in tok["added_tokens"])]) + 1, np.int64)
+    for piece, i in vocab.items():
+        out[i] = len(piece)
+    for t in tok["added_tokens"]:
+        out[t["id"]] = 0
+    return out
+
+
+def ablate(paths: list[str], opts: Options, eval_specs: list[str], log=print) -> dict[str, Any]:
+    """Check every arm, train the missing runs one after another, write ablation.json/.md/.png."""
+    from mixtures.ablation_table import chart, format_table, summarize
+
+    arms = load_arms(paths)
+    steps_for(arms[0].recipe.total_tokens, opts)
+    evals = load_eval_sets(eval_specs, opts.eval_docs)
+    baseline = opts.baseline or arms[0].name
+    if baseline not in [a.name for a in arms]:
+        raise InputError(f"--baseline {baseline}: not an arm; arms: {', '.join(a.name for a in arms)}")
+    evals_id = {k: fingerprint_of(v) for k, v in evals.items()}
+    guard_folder(opts.output, "ablate", opts.identity(), fingerprint_of([opts.identity(), evals_id]), {})
+    seeds = [opts.base_seed + k for k in range(opts.seeds)]
+    # seed by seed, every arm: a run cut short still leaves whole seeds to compare
+    results = [train_run(a, s, opts, evals, log) for s in seeds for a in arms]
+    arm_info = {
+        a.name: {"recipe": str(a.path), "unique_tokens": a.unique_tokens, "budget": a.recipe.total_tokens}
+        for a in arms
+    }
+    summary = summarize(arm_info, results, baseline, [*evals, "own"])
+    summary["tokenizer"] = arms[0].tokenizer
+    summary["options"] = opts.record()
+    atomic_write_json(opts.output / "ablation.json", summary)
+    table = format_table(summary)
+    (opts.output / "ablation.md").write_text(table + "\n")
+    chart(summary, opts.output / "ablation.png")
+    log(table)
+    return summary
+
+
+__all__ = ["Options", "ablate", "check_arms", "load_arms"]

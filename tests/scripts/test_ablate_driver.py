@@ -1,0 +1,42 @@
+"""scripts/ablate.py's own steps: the evaluation text is held out from the classifier's positives, and
+arms moved under another output folder read and write there."""
+
+from __future__ import annotations
+
+import json
+
+from mixtures.recipe import Recipe
+from scripts.ablate import ARMS, arm_recipes, write_eval_sets
+from tests.support.shared_data import shared_data_dir
+
+
+def _texts(path):
+    return [json.loads(x)["text"] for x in path.read_text().splitlines() if x.strip()]
+
+
+def test_eval_sets_are_disjoint_from_the_positives_and_split_by_label(tmp_path):
+    shared = shared_data_dir()
+    write_eval_sets(shared, tmp_path)
+    held, train = (
+        _texts(tmp_path / "eval" / "wiki_heldout.jsonl"),
+        _texts(tmp_path / "eval" / "wiki_train.jsonl"),
+    )
+    wiki = _texts(shared / "quality" / "enwiki_sample_articles.jsonl")
+    assert held and train and not set(held) & set(train)  # the classifier never sees a held-out article
+    assert sorted(held + train) == sorted(wiki)
+    labelled = [
+        json.loads(x) for x in (shared / "quality" / "dclm_human_labels_dev.jsonl").read_text().splitlines()
+    ]
+    assert _texts(tmp_path / "eval" / "dclm_hq.jsonl") == [r["text"] for r in labelled if r["label"] == 1]
+    assert _texts(tmp_path / "eval" / "dclm_lq.jsonl") == [r["text"] for r in labelled if r["label"] == 0]
+
+
+def test_arms_under_another_output_folder(tmp_path):
+    paths = arm_recipes(tmp_path, "50K")
+    assert [p.stem for p in paths] == list(ARMS)
+    for p in paths:
+        r = Recipe.load(p)
+        assert r.total_tokens == 50_000
+        for src in r.sources.values():
+            assert src.shards.is_relative_to(tmp_path) and src.docs.is_relative_to(tmp_path)
+            assert src.shards == tmp_path / "tokens" / r.name / "shards" / src.name
