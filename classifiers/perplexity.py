@@ -3,9 +3,12 @@
 cc_net scores documents with a KenLM model of Wikipedia; Ankner et al. (2024, "Perplexed by
 Perplexity") show a small reference transformer works as well. The model folder is what
 `python -m classifiers train-lm` makes (through `trainer.export_lm`): `lm.pt2` (a torch.export
-program, tokens (B, T) -> logits (B, T, V)), `tokenizer.json` and `metadata.json` (languages,
-seq_len, sha256 of both files). The program is loaded without running code from the file
-(classifiers/lm_archive.py), and the files must still have the hashes of metadata.json.
+program), `tokenizer.json` and `metadata.json` (format, languages, seq_len, sha256 of both files). Format
+`refinery-lm/2`: the program maps tokens (B, T) to the final hidden states (B, T, C), and the LM head's
+weight (V, C) is the program parameter metadata `head_weight` names. Format `refinery-lm/1` (older
+folders): the program returns the logits (B, T, V); still scored, through the slower logits path. The
+program is loaded without running code from the file (classifiers/lm_archive.py), and the files must
+still have the hashes of metadata.json.
 
 What is scored. A document is tokenized and its first `max_chunks × (max_tokens − 1) + 1` tokens are
 kept (default one chunk of the model's row length: the first 512 tokens for train-lm's model; the rest of a long document is not read, so the cost
@@ -24,14 +27,21 @@ Null (NaN) for null text, a language the model does not list in its metadata (se
 per language, fill one column in the score job), and a text of fewer than 2 tokens.
 
 Speed. Long texts are not tokenized whole: the tokenizer sees a prefix cut at a space after a
-non-space character, longer than needed (8 characters per wanted token, ×4 until it yields enough);
+non-space character, longer than needed (5 characters per wanted token; when that yields too few, the
+prefix grows by the characters per token it showed, ×1.25, at least doubling);
 with byte-level BPE and its GPT-2 split (no normalizer) the tokens of such a prefix are exactly the
 first tokens of the whole text (the split never joins across that boundary; tested on real pages).
 Rows are sorted by length and grouped into batches of at most `batch_tokens` padded tokens; rows are
 right-padded, which causal attention makes exact (a position never sees a later one), and padded
-positions are not scored. `threads` (default 1, what one Spark executor core gets) sets torch's
-intra-op threads for the process. bench/perplexity_throughput.py measures documents/s and where the
-time goes.
+positions are not scored. For a format-2 model the head runs only over the scored positions (not the
+padding, not a row's last token), HEAD_ROWS at a time: projection, softmax, the target's probability,
+the same fp32 ops per position as the logits path (agreement within 1.2e-7 relative on 399 real pages),
+without ever holding a batch's logits, so a batch can be 8,192 tokens and the program's fixed cost per
+call (~2 ms of Python over its graph) is paid 16 times less often. `threads` (default 1, what one Spark
+executor core gets) sets torch's intra-op threads for the process. bench/perplexity_throughput.py
+measures documents per CPU-second, old format against new, and where the time goes: the head's
+projection (0.52 MFLOP per token) and its softmax over the 4,096-token vocabulary dominate, and bound
+fp32 scoring at 512 tokens below 200 documents/s/core on this CPU (see its docstring).
 """
 
 from __future__ import annotations
@@ -55,8 +65,11 @@ PROGRAM, TOKENIZER, METADATA = "lm.pt2", "tokenizer.json", "metadata.json"
 FORMAT = "refinery-lm/2"  # the program returns hidden states; the scorer runs the head in chunks
 FORMAT_LOGITS = "refinery-lm/1"  # the program returns logits: still read, through the slow path
 BATCH_TOKENS = {FORMAT: 8192, FORMAT_LOGITS: 512}  # default batch_tokens (see PerplexityOptions)
-HEAD_ROWS = 256  # positions per head chunk: (256, 4,096) fp32 logits = 4 MB, measured as fast as 64-128
-CHARS_PER_TOKEN = 8  # first guess of the prefix to tokenize; English BPE averages ~4 characters per token
+HEAD_ROWS = 256  # positions per head chunk ((256, 4,096) fp32 logits, 4 MB): of 128/256/1024 measured fastest
+# First guess of the prefix to tokenize. train-lm's 4,096-token BPE needs 3.1 characters per token on
+# the bench's real pages (p99 3.6, max 3.9); a 50K-vocabulary BPE ~4.5 on English. 8 (before) tokenized
+# ~2.5x the text needed: 15 % of the scorer's CPU time, 10 % with 5 (bench/perplexity_throughput.py).
+CHARS_PER_TOKEN = 5
 
 
 class PerplexityOptions(ConfigModel):
@@ -147,7 +160,7 @@ def _cut(text: str, limit: int) -> int | None:
 def _head_weight(program, meta: dict[str, Any], model: str):
     """The LM-head weight a format-2 program's hidden states are projected with, looked up among the
     program's parameters by the name metadata gives (no attribute lookup by a name from the file)."""
-    w = dict(program.named_parameters()).get(meta["head_weight"])
+    w = dict(program.named_parameters(remove_duplicate=False)).get(meta["head_weight"])  # tied: both names
     if w is None:
         raise ModelError(
             f"{model}: the program has no parameter {meta['head_weight']!r} (metadata head_weight)"
@@ -181,6 +194,7 @@ class PerplexityScorer(Scorer):
         self.options = options
         self.languages = frozenset(metadata["languages"])
         self.prefix_safe = _prefix_safe(json.loads(tokenizer.to_str()))
+        self.chars_per_token = CHARS_PER_TOKEN  # the bench sets 8 to time the scorer as it was
         # where the time goes, accumulated over calls (bench/perplexity_throughput.py reads it)
         self.seconds = {"tokenize": 0.0, "forward": 0.0, "nll": 0.0}
 
@@ -234,7 +248,7 @@ class PerplexityScorer(Scorer):
 
     def _encode_prefix(self, text: str):
         need = self.options.kept_tokens
-        limit = need * CHARS_PER_TOKEN
+        limit = need * self.chars_per_token
         while self.prefix_safe and len(text) > limit:
             cut = _cut(text, limit)
             if cut is None:
@@ -242,7 +256,9 @@ class PerplexityScorer(Scorer):
             enc = self.tokenizer.encode(text[:cut], add_special_tokens=False)
             if len(enc.ids) >= need:
                 return enc
-            limit *= 4
+            # too few tokens (a rare second call): at least double, more if this prefix showed more
+            # characters per token; doubling also gets past a long run without spaces before `limit`
+            limit = max(2 * limit, int(cut * need / max(len(enc.ids), 1) * 1.25))
         return self.tokenizer.encode(text, add_special_tokens=False)
 
     def windows(self, text: str) -> tuple[list[list[int]], int]:
