@@ -33,7 +33,7 @@ before the two blocks (0.2 MFLOP/token in 64-wide matmuls) and causal attention 
 MFLOP/token at a mean context of 215, where the CPU flash kernel reaches ~20 GFLOP/s). The hypothesis
 that the projection and softmax were memory-bound on the (T × 4,096) logits did not hold: a 64-row chunk
 whose logits stay in L2 runs the softmax only ~13 % faster and the projection no faster. What the
-new format does win is the program's fixed cost per call (~2 ms of Python over ~190 graph nodes), paid
+new format does win is the program's fixed cost per call (~2 ms of Python over its ~220 graph nodes), paid
 once per 8,192 tokens instead of once per 512, and the projection of padded and last positions.
 bf16 matmuls run at ~160-195 GFLOP/s here (avx512_bf16), but bf16 logits miss the 1e-5 agreement;
 what does reach 200/s is max_tokens=256 or a smaller vocabulary.
