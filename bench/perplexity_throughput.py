@@ -1,27 +1,42 @@
-"""Documents per second per core of the perplexity scorer on real web text, and where the time goes.
+"""Documents per CPU-second of the perplexity scorer on real web text, old program vs new, and where the time goes.
 
-    python bench/perplexity_throughput.py --model out/lm/model [--max-tokens 512 256] [--batch-tokens 512 2048]
-                                          [--repeat 3]
+    python bench/perplexity_throughput.py --model out/lm/model [--max-tokens 512 256] [--repeat 3]
+
+Old and new. `--model` is a train-lm model folder of either format; the other format is exported from
+the same checkpoint (its metadata names it) into a temporary folder, so both columns score with the
+same weights. Old: format 1 (`refinery-lm/1`), the program returns (B, T, V) logits and the scorer
+takes a softmax over them, batches of 512 tokens, a tokenized prefix of 8 characters per kept token
+(the scorer as it was). New: format 2, the program returns the final hidden states; the scorer projects
+only the scored positions, 256 at a time, batches 8,192 tokens (each format's default) and tokenizes a
+prefix of 5 characters per kept token. Each repeat runs old then new (interleaved, same process) and
+the best repeat of each is kept. Times are CPU time of the process (`time.process_time`): the machine
+is shared, so wall time measures the other users. `agreement` is the largest relative difference of a
+document's perplexity between the two.
 
 Documents: the main text of the article-extraction benchmark's 181 real news/blog pages
 (extraction/aeb/ground-truth.json) and the 218 real Common Crawl documents of DCLM's human-labelled set
 (quality/dclm_human_labels_dev.jsonl): what the score job sees after `extract`. The scorer runs as a
-Spark task runs it: one process, `threads=1` (torch intra-op threads; one executor core), loaded once,
-all documents in one `score` call per repeat (the score job passes batches of 1,024 rows). The time of
-the fastest repeat is reported per setting, split into tokenize (prefix cut + HF tokenizers), forward
-(the torch.export program: embeddings, 2 blocks, LM head matmul to vocabulary logits), NLL
-(cross-entropy over the vocabulary: log-softmax and gather) and the rest (batching, tensors, Python).
+Spark task runs it: one process, `threads=1` (one executor core), loaded once, all documents in one
+`score` call per repeat. The split: tokenize (prefix cut + HF tokenizers), forward (the program: old,
+embeddings to logits; new, embeddings to hidden states), NLL (old: softmax and gather; new: the head's
+projection, softmax and gather), other (batching, tensors, Python). Then a profile of the new path at the
+first --max-tokens: CPU time per ATen operator of the program (run node by node, which adds Python time
+to "program: other ops"), and the head's projection and softmax timed apart over as many positions.
 
-Why 200 documents/s/core at 512 tokens is out of reach in fp32 (measured here, AMD EPYC with AVX-512):
-the debug model costs ~0.85 MFLOP per scored token (LM head 64 × 4,096 × 2 = 0.52 M, the two blocks
-0.2 M, attention ~0.13 M at a mean context of 256) plus a softmax over 4,096 logits. These pages average
-~430 kept tokens, so 200/s is ~86,000 tokens/s ≈ 73 GFLOP/s sustained, against 87 GFLOP/s for a 1024³
-fp32 matmul on this core (its peak) and ~70 GFLOP/s for the head's 512 × 64 × 4,096 shape. A profile of
-one 512-token row: head matmul 37 %, softmax over the vocabulary 29 %, attention 16 %, every other
-matmul 9 %. bf16 matmuls run at 195 GFLOP/s here (avx512_bf16), but a whole-bf16 program measured only
-14 % faster in the forward (casts around the fp32 RMSNorm/RoPE/SwiGLU of the reference ops) and slower
-end to end once its logits are cast back for an fp32 softmax; and it would crawl on executors without
-avx512_bf16. What does reach it: shorter windows (max_tokens=256: ~180/s) or a smaller vocabulary.
+What dominates, and why 200 documents/s/core at 512 tokens is out of reach in fp32 (AMD EPYC, Zen 4,
+AVX-512, 1 MB L2; measured here): these pages average ~430 kept tokens, so 200/s is ~86,000 scored
+tokens/s, 11.6 µs per token. The head alone costs 64 × 4,096 × 2 = 0.52 MFLOP per token: 7.3 µs at the
+~72 GFLOP/s MKL reaches for this shape (87 for a 1024³ matmul, this core's peak; oneDNN measured no
+faster), and its softmax another ~3 µs (4,096 exps at ~0.7 ns each, torch's fastest fused kernel;
+log_softmax, logsumexp and cross_entropy are slower). That is ~10 µs per token, ~87 % of the budget,
+before the two blocks (0.2 MFLOP/token in 64-wide matmuls) and causal attention (head_dim 16, ~0.1
+MFLOP/token at a mean context of 215, where the CPU flash kernel reaches ~20 GFLOP/s). The hypothesis
+that the projection and softmax were memory-bound on the (T × 4,096) logits did not hold: a 64-row chunk
+whose logits stay in L2 runs the softmax only ~13 % faster and the projection no faster. What the
+new format does win is the program's fixed cost per call (~2 ms of Python over its ~220 graph nodes), paid
+once per 8,192 tokens instead of once per 512, and the projection of padded and last positions.
+bf16 matmuls run at ~160-195 GFLOP/s here (avx512_bf16), but bf16 logits miss the 1e-5 agreement;
+what does reach 200/s is max_tokens=256 or a smaller vocabulary.
 
 The peer is cc_net's KenLM 5-gram scorer. It is not measured here: `kenlm==0.3.0` is an sdist whose
 wheel holds only the query module; a model must be built with KenLM's `lmplz` binary (not in the
@@ -33,14 +48,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from classifiers.data import iter_jsonl
-from classifiers.perplexity import PerplexityScorer
+from classifiers.perplexity import FORMAT, HEAD_ROWS, PerplexityScorer
 from tests.support.shared_data import REPO_ROOT, shared_data_dir
 
 
@@ -54,98 +71,166 @@ def real_documents() -> list[str]:
     return docs
 
 
-def measure(model: str, docs: list[str], max_tokens: int, batch_tokens: int, repeat: int) -> dict:
-    scorer = PerplexityScorer.load(
-        model, {"max_tokens": max_tokens, "batch_tokens": batch_tokens, "threads": 1}
-    )
-    langs = ["en"] * len(docs)  # every document scored: the language filter is not what is measured
-    scorer.score(docs[:8], langs[:8])  # warm-up: first calls allocate
-    best = None
-    for _ in range(repeat):
-        scorer.seconds = dict.fromkeys(scorer.seconds, 0.0)
-        t0 = time.perf_counter()
-        out = scorer.score(docs, langs)
-        wall = time.perf_counter() - t0
-        if best is None or wall < best[0]:
-            best = (wall, dict(scorer.seconds), out)
-    wall, parts, out = best
-    tokens = sum(min(len(scorer._encode(d).ids), scorer.options.kept_tokens) for d in docs)
-    rest = wall - sum(parts.values())
-    return {
-        "max_tokens": max_tokens,
-        "batch_tokens": batch_tokens,
-        "documents": len(docs),
-        "tokens": tokens,
-        "docs_per_s": len(docs) / wall,
-        "tokens_per_s": tokens / wall,
-        "ms_per_doc": 1e3 * wall / len(docs),
-        **{f"{k}_share": v / wall for k, v in parts.items()},
-        "other_share": rest / wall,
-        "null": int(np.isnan(out["perplexity"]).sum()),
-        "median_perplexity": float(np.nanmedian(out["perplexity"])),
+def other_format(model: Path, tmp: Path) -> Path:
+    """The same checkpoint as `model`, exported in the other format (trainer.export_lm's writer)."""
+    import shutil
+
+    from trainer.export_lm import scoring_model, write_model_folder
+    from trainer.weights import consolidated
+
+    meta = json.loads((model / "metadata.json").read_text())
+    ckpt = meta.get("checkpoint") or {}
+    if not Path(ckpt.get("root", "")).is_dir():
+        raise SystemExit(
+            f"{model}: its checkpoint {ckpt.get('root')} is gone; the other format cannot be made"
+        )
+    sd, ck_meta = consolidated(Path(ckpt["root"]), ckpt["tag"])
+    shutil.copyfile(model / "tokenizer.json", tmp / "tokenizer.json")
+    program = "logits" if meta["format"] == FORMAT else "hidden"
+    out = tmp / program
+    write_model_folder(scoring_model(sd, ck_meta["model_config"]), tmp / "tokenizer.json", out,
+                       meta["languages"], {}, program=program)  # fmt: skip
+    return out
+
+
+def run_once(scorer: PerplexityScorer, docs: list[str]) -> tuple[float, dict, np.ndarray]:
+    """One `score` call over every document: CPU seconds, the scorer's split, the perplexities."""
+    scorer.seconds = dict.fromkeys(scorer.seconds, 0.0)
+    t0 = time.process_time()
+    out = scorer.score(docs, ["en"] * len(docs))  # every document scored: the language filter is not measured
+    return time.process_time() - t0, dict(scorer.seconds), out["perplexity"]
+
+
+def measure(models: dict[str, Path], docs: list[str], max_tokens: int, repeat: int) -> list[dict]:
+    """Old and new at one max_tokens, interleaved repeat by repeat; the best repeat of each."""
+    scorers = {
+        k: PerplexityScorer.load(str(m), {"max_tokens": max_tokens, "threads": 1}) for k, m in models.items()
     }
+    scorers["old"].chars_per_token = 8  # the prefix the scorer tokenized before (same tokens, more text)
+    for sc in scorers.values():
+        sc.score(docs[:8], ["en"] * 8)  # warm-up: first calls allocate
+    best: dict[str, tuple] = {}
+    for _ in range(repeat):
+        for k, sc in scorers.items():
+            r = run_once(sc, docs)
+            if k not in best or r[0] < best[k][0]:
+                best[k] = r
+    ref = best["old"][2]
+    rows = []
+    for k, (cpu, parts, ppl) in best.items():
+        sc = scorers[k]
+        tokens = sum(min(len(sc._encode(d).ids), sc.options.kept_tokens) for d in docs)
+        rows.append({
+            "setting": f"{k} ({sc.metadata['format']}) max_tokens={max_tokens} batch_tokens={sc.options.batch_tokens}",
+            "max_tokens": max_tokens, "batch_tokens": sc.options.batch_tokens, "documents": len(docs),
+            "tokens": tokens, "cpu_s": cpu, "docs_per_s": len(docs) / cpu, "tokens_per_s": tokens / cpu,
+            "ms_per_doc": 1e3 * cpu / len(docs), **{f"{p}_share": v / cpu for p, v in parts.items()},
+            "other_share": (cpu - sum(parts.values())) / cpu,
+            "max_rel_diff_vs_old": float(np.nanmax(np.abs(ppl / ref - 1))),
+            "median_perplexity": float(np.nanmedian(ppl)),
+        })  # fmt: skip
+    return rows
 
 
 def table(rows: list[dict]) -> str:
-    cols = [
-        "setting",
-        "docs/s/core",
-        "tokens/s",
-        "ms/doc",
-        "tokenize",
-        "forward",
-        "NLL",
-        "other",
-        "median ppl",
-    ]
+    cols = ["setting", "docs/s/core", "tokens/s", "ms/doc", "tokenize", "forward", "NLL", "other",
+            "agreement", "median ppl"]  # fmt: skip
     lines = []
     for r in rows:
         if "docs_per_s" not in r:
-            lines.append([r["setting"], "n/a", "", "", "", "", "", "", r["note"]])
+            lines.append([r["setting"], "n/a", "", "", "", "", "", "", "", r["note"]])
             continue
-        lines.append(
-            [
-                r["setting"],
-                f"{r['docs_per_s']:.0f}",
-                f"{r['tokens_per_s']:,.0f}",
-                f"{r['ms_per_doc']:.2f}",
-                *(f"{r[k + '_share']:.0%}" for k in ("tokenize", "forward", "nll", "other")),
-                f"{r['median_perplexity']:.0f}",
-            ]
-        )
+        lines.append([
+            r["setting"], f"{r['docs_per_s']:.0f}", f"{r['tokens_per_s']:,.0f}", f"{r['ms_per_doc']:.2f}",
+            *(f"{r[k + '_share']:.0%}" for k in ("tokenize", "forward", "nll", "other")),
+            f"{r['max_rel_diff_vs_old']:.1e}", f"{r['median_perplexity']:.0f}",
+        ])  # fmt: skip
     widths = [max(len(c), *(len(x[i]) for x in lines)) for i, c in enumerate(cols)]
     out = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
     out += ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in lines]
     return "\n".join(out)
 
 
+OTHER_OPS = "program: other ops (norms, RoPE, SwiGLU, embedding, node overhead)"
+
+
+def _category(node) -> str:
+    name = str(node.target)
+    if "scaled_dot_product_attention" in name:
+        return "program: causal attention (SDPA)"
+    if "linear" in name:
+        return "program: block matmuls (q, k, v, o, w1, w3, w2)"
+    return OTHER_OPS
+
+
+def profile(model: Path, docs: list[str], max_tokens: int) -> dict[str, float]:
+    """CPU seconds per part of the new path over every document: the program node by node (grouped by
+    _category), the head's projection and softmax timed apart over as many positions, tokenizing."""
+    import torch
+
+    sc = PerplexityScorer.load(str(model), {"max_tokens": max_tokens, "threads": 1})
+    parts: dict[str, float] = {}
+
+    class Timed(torch.fx.Interpreter):
+        def run_node(self, n):
+            t0 = time.process_time()
+            out = super().run_node(n)
+            key = _category(n) if n.op == "call_function" else OTHER_OPS
+            parts[key] = parts.get(key, 0.0) + time.process_time() - t0
+            return out
+
+    program, sc.program = sc.program, lambda x: Timed(program).run(x)
+    r = sc.nll(docs)
+    parts["tokenize"] = sc.seconds["tokenize"]
+    positions = int(r.tokens.sum())
+    h = torch.randn(HEAD_ROWS, sc.head.shape[1])
+    targets = torch.randint(0, sc.head.shape[0], (HEAD_ROWS, 1))
+    with torch.inference_mode():
+        logits = h @ sc.head.t()
+        for key, fn in (
+            ("head: projection (positions x 64 x 4,096)", lambda: h @ sc.head.t()),
+            ("head: softmax over 4,096 + gather", lambda: torch.softmax(logits, -1).gather(1, targets)),
+        ):
+            t0 = time.process_time()
+            for _ in range(positions // HEAD_ROWS):
+                fn()
+            parts[key] = (time.process_time() - t0) * positions / (positions // HEAD_ROWS * HEAD_ROWS)
+    return dict(sorted(parts.items(), key=lambda kv: -kv[1]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--model", default=str(REPO_ROOT / "out" / "lm" / "model"), help="a train-lm model folder"
-    )
+    ap.add_argument("--model", type=Path, default=REPO_ROOT / "out" / "lm" / "model",
+                    help="a train-lm model folder (either format; its checkpoint must still exist)")  # fmt: skip
     ap.add_argument("--max-tokens", type=int, nargs="+", default=[512, 256])
-    ap.add_argument("--batch-tokens", type=int, nargs="+", default=[512, 2048])
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    if not (Path(args.model) / "lm.pt2").is_file():
+    if not (args.model / "lm.pt2").is_file():
         raise SystemExit(
             f"no LM at {args.model}: make one with `python -m classifiers train-lm --output out/lm`"
         )
     docs = real_documents()
-    meta = json.loads((Path(args.model) / "metadata.json").read_text())
-    rows = []
-    for mt in args.max_tokens:
-        for bt in args.batch_tokens:
-            r = measure(args.model, docs, mt, bt, args.repeat)
-            rows.append({"setting": f"ours max_tokens={mt} batch_tokens={bt}", **r})
+    meta = json.loads((args.model / "metadata.json").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        other = other_format(args.model, Path(tmp))
+        new, old = (args.model, other) if meta["format"] == FORMAT else (other, args.model)
+        rows = [r for mt in args.max_tokens for r in measure({"old": old, "new": new}, docs, mt, args.repeat)]
+        parts = profile(new, docs, args.max_tokens[0])
     rows.append({"setting": "cc_net KenLM 5-gram (peer)", "note": "not measurable here (module docstring)"})
     chars = np.array([len(d) for d in docs])
     print(f"{len(docs)} real documents (aeb article bodies + DCLM human-labelled CC pages), median "
           f"{int(np.median(chars)):,} characters; model {args.model}: {meta['params']:,} params, vocab "
-          f"{meta['vocab_size']}, {platform.processor() or platform.machine()}, 1 thread")  # fmt: skip
+          f"{meta['vocab_size']}, {platform.processor() or platform.machine()}, 1 thread, CPU time; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
     print(table(rows))
-    print(json.dumps({"bench": "perplexity_throughput", "rows": [r for r in rows if "docs_per_s" in r]}))
+    total = sum(parts.values())
+    print(
+        f"\nwhere the CPU time of the new path goes (max_tokens={args.max_tokens[0]}, profiled run {total:.2f} s):"
+    )
+    for k, v in parts.items():
+        print(f"  {v / total:6.1%}  {v:6.2f} s  {k}")
+    print(json.dumps({"bench": "perplexity_throughput", "rows": [r for r in rows if "docs_per_s" in r],
+                      "profile_s": parts}))  # fmt: skip
 
 
 if __name__ == "__main__":

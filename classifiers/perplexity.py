@@ -3,9 +3,12 @@
 cc_net scores documents with a KenLM model of Wikipedia; Ankner et al. (2024, "Perplexed by
 Perplexity") show a small reference transformer works as well. The model folder is what
 `python -m classifiers train-lm` makes (through `trainer.export_lm`): `lm.pt2` (a torch.export
-program, tokens (B, T) -> logits (B, T, V)), `tokenizer.json` and `metadata.json` (languages,
-seq_len, sha256 of both files). The program is loaded without running code from the file
-(classifiers/lm_archive.py), and the files must still have the hashes of metadata.json.
+program), `tokenizer.json` and `metadata.json` (format, languages, seq_len, sha256 of both files). Format
+`refinery-lm/2`: the program maps tokens (B, T) to the final hidden states (B, T, C), and the LM head's
+weight (V, C) is the program parameter metadata `head_weight` names. Format `refinery-lm/1` (older
+folders): the program returns the logits (B, T, V); still scored, through the slower logits path. The
+program is loaded without running code from the file (classifiers/lm_archive.py), and the files must
+still have the hashes of metadata.json.
 
 What is scored. A document is tokenized and its first `max_chunks × (max_tokens − 1) + 1` tokens are
 kept (default one chunk of the model's row length: the first 512 tokens for train-lm's model; the rest of a long document is not read, so the cost
@@ -24,14 +27,21 @@ Null (NaN) for null text, a language the model does not list in its metadata (se
 per language, fill one column in the score job), and a text of fewer than 2 tokens.
 
 Speed. Long texts are not tokenized whole: the tokenizer sees a prefix cut at a space after a
-non-space character, longer than needed (8 characters per wanted token, ×4 until it yields enough);
+non-space character, longer than needed (5 characters per wanted token; when that yields too few, the
+prefix grows by the characters per token it showed, ×1.25, at least doubling);
 with byte-level BPE and its GPT-2 split (no normalizer) the tokens of such a prefix are exactly the
 first tokens of the whole text (the split never joins across that boundary; tested on real pages).
 Rows are sorted by length and grouped into batches of at most `batch_tokens` padded tokens; rows are
 right-padded, which causal attention makes exact (a position never sees a later one), and padded
-positions are not scored. `threads` (default 1, what one Spark executor core gets) sets torch's
-intra-op threads for the process. bench/perplexity_throughput.py measures documents/s and where the
-time goes.
+positions are not scored. For a format-2 model the head runs only over the scored positions (not the
+padding, not a row's last token), HEAD_ROWS at a time: projection, softmax, the target's probability,
+the same fp32 ops per position as the logits path (agreement within 1.2e-7 relative on 399 real pages),
+without ever holding a batch's logits, so a batch can be 8,192 tokens and the program's fixed cost per
+call (~2 ms of Python over its graph) is paid 16 times less often. `threads` (default 1, what one Spark
+executor core gets) sets torch's intra-op threads for the process. bench/perplexity_throughput.py
+measures documents per CPU-second, old format against new, and where the time goes: the head's
+projection (0.52 MFLOP per token) and its softmax over the 4,096-token vocabulary dominate, and bound
+fp32 scoring at 512 tokens below 200 documents/s/core on this CPU (see its docstring).
 """
 
 from __future__ import annotations
@@ -52,8 +62,14 @@ from core.config import ConfigError, ConfigModel, build_config
 from core.files import sha256_file
 
 PROGRAM, TOKENIZER, METADATA = "lm.pt2", "tokenizer.json", "metadata.json"
-FORMAT = "refinery-lm/1"
-CHARS_PER_TOKEN = 8  # first guess of the prefix to tokenize; English BPE averages ~4 characters per token
+FORMAT = "refinery-lm/2"  # the program returns hidden states; the scorer runs the head in chunks
+FORMAT_LOGITS = "refinery-lm/1"  # the program returns logits: still read, through the slow path
+BATCH_TOKENS = {FORMAT: 8192, FORMAT_LOGITS: 512}  # default batch_tokens (see PerplexityOptions)
+HEAD_ROWS = 256  # positions per head chunk ((256, 4,096) fp32 logits, 4 MB): of 128/256/1024 measured fastest
+# First guess of the prefix to tokenize. train-lm's 4,096-token BPE needs 3.1 characters per token on
+# the bench's real pages (p99 3.6, max 3.9); a 50K-vocabulary BPE ~4.5 on English. 8 (before) tokenized
+# ~2.5x the text needed: 0.76 CPU-s against 0.47 with 5 to tokenize those 399 pages.
+CHARS_PER_TOKEN = 5
 
 
 class PerplexityOptions(ConfigModel):
@@ -63,9 +79,11 @@ class PerplexityOptions(ConfigModel):
     """Tokens per window (one model row); default and most: the model's training seq_len (train-lm: 512)."""
     max_chunks: int = 1
     """Windows per document: 1 scores the first max_tokens tokens; more reads further, at more cost."""
-    batch_tokens: int = 512
-    """Padded tokens per forward call (rows × longest row): short rows share a call; 512 measured fastest
-    on one core (bench/perplexity_throughput.py: logits of larger calls fall out of cache)."""
+    batch_tokens: int | None = None
+    """Padded tokens per forward call (rows × longest row): short rows share a call. Default: 8,192 for a
+    format-2 model (hidden states; the head runs in chunks, so a large call only amortises the program's
+    per-call cost, ~2 ms), 512 for a format-1 model (its logits of larger calls fall out of cache);
+    measured by bench/perplexity_throughput.py."""
     threads: int = 1
     """torch intra-op threads of the process (a Spark executor core: 1)."""
 
@@ -74,7 +92,7 @@ class PerplexityOptions(ConfigModel):
         if self.max_tokens is not None and self.max_tokens < 2:
             raise ConfigError(f"perplexity.max_tokens must be >= 2, got {self.max_tokens}")
         for key in ("max_chunks", "batch_tokens", "threads"):
-            if getattr(self, key) < 1:
+            if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise ConfigError(f"perplexity.{key} must be >= 1, got {getattr(self, key)}")
         return self
 
@@ -95,8 +113,10 @@ def read_lm_metadata(model_dir: str | Path) -> dict[str, Any]:
         meta = json.loads((d / METADATA).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ModelError(f"{d / METADATA}: not valid JSON: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    if not isinstance(meta, dict) or meta.get("format") not in (FORMAT, FORMAT_LOGITS):
         raise ModelError(f"{d / METADATA}: not an LM of format {FORMAT} (not written by trainer.export_lm?)")
+    if meta["format"] == FORMAT and not isinstance(meta.get("head_weight"), str):
+        raise ModelError(f"{d / METADATA}: `head_weight` must name the program's LM-head parameter")
     langs = meta.get("languages")
     if not (isinstance(langs, list) and langs and all(isinstance(x, str) for x in langs)):
         raise ModelError(f"{d / METADATA}: `languages` must be a non-empty list of language codes")
@@ -104,8 +124,10 @@ def read_lm_metadata(model_dir: str | Path) -> dict[str, Any]:
 
 
 def _options(options: dict[str, Any], meta: dict[str, Any], model: str) -> PerplexityOptions:
-    """The options with max_tokens resolved (the model's seq_len when not given)."""
+    """The options with max_tokens (the model's seq_len when not given) and batch_tokens resolved."""
     opts = build_config(PerplexityOptions, options, "perplexity options")
+    if opts.batch_tokens is None:
+        opts = opts.replace(batch_tokens=BATCH_TOKENS[meta["format"]])
     if opts.max_tokens is None:
         return opts.replace(max_tokens=meta["seq_len"])
     if opts.max_tokens > meta["seq_len"]:
@@ -135,6 +157,21 @@ def _cut(text: str, limit: int) -> int | None:
             return i
 
 
+def _head_weight(program, meta: dict[str, Any], model: str):
+    """The LM-head weight a format-2 program's hidden states are projected with, looked up among the
+    program's parameters by the name metadata gives (no attribute lookup by a name from the file)."""
+    w = dict(program.named_parameters(remove_duplicate=False)).get(meta["head_weight"])  # tied: both names
+    if w is None:
+        raise ModelError(
+            f"{model}: the program has no parameter {meta['head_weight']!r} (metadata head_weight)"
+        )
+    want = (meta.get("vocab_size"), meta.get("model_config", {}).get("d_model"))
+    if w.dim() != 2 or tuple(w.shape) != want or w.dtype.is_complex or not w.dtype.is_floating_point:
+        raise ModelError(f"{model}: head weight {meta['head_weight']} is {tuple(w.shape)} {w.dtype}, "
+                         f"not (vocab_size, d_model) = {want} floating point")  # fmt: skip
+    return w.detach()
+
+
 @dataclass(slots=True)
 class DocNLL:
     """Sums over the scored tokens of each document (arrays of len(texts))."""
@@ -147,13 +184,17 @@ class DocNLL:
 class PerplexityScorer(Scorer):
     kind = "perplexity"
 
-    def __init__(self, program, tokenizer, metadata: dict[str, Any], options: PerplexityOptions) -> None:
+    def __init__(
+        self, program, tokenizer, metadata: dict[str, Any], options: PerplexityOptions, head=None
+    ) -> None:
         self.program = program
+        self.head = head  # (V, C) LM-head weight for a hidden-state program (format 2); None: logits program
         self.tokenizer = tokenizer
         self.metadata = metadata
         self.options = options
         self.languages = frozenset(metadata["languages"])
         self.prefix_safe = _prefix_safe(json.loads(tokenizer.to_str()))
+        self.chars_per_token = CHARS_PER_TOKEN  # the bench sets 8 to time the scorer as it was
         # where the time goes, accumulated over calls (bench/perplexity_throughput.py reads it)
         self.seconds = {"tokenize": 0.0, "forward": 0.0, "nll": 0.0}
 
@@ -192,10 +233,11 @@ class PerplexityScorer(Scorer):
         opts = _options(options, meta, model)
         torch.set_num_threads(opts.threads)
         program = load_program(Path(model) / PROGRAM)
+        head = _head_weight(program, meta, model) if meta["format"] == FORMAT else None
         tokenizer = Tokenizer.from_file(str(Path(model) / TOKENIZER))
         # as `tokens tokenize` made the training shards: a special token's text in a document is plain text
         tokenizer.encode_special_tokens = True
-        return cls(program, tokenizer, meta, opts)
+        return cls(program, tokenizer, meta, opts, head)
 
     # ---------------------------------------------------------------- tokens
     def _encode(self, text: str):
@@ -206,7 +248,7 @@ class PerplexityScorer(Scorer):
 
     def _encode_prefix(self, text: str):
         need = self.options.kept_tokens
-        limit = need * CHARS_PER_TOKEN
+        limit = need * self.chars_per_token
         while self.prefix_safe and len(text) > limit:
             cut = _cut(text, limit)
             if cut is None:
@@ -214,14 +256,16 @@ class PerplexityScorer(Scorer):
             enc = self.tokenizer.encode(text[:cut], add_special_tokens=False)
             if len(enc.ids) >= need:
                 return enc
-            limit *= 4
+            # too few tokens (a rare second call): at least double, more if this prefix showed more
+            # characters per token; doubling also gets past a long run without spaces before `limit`
+            limit = max(2 * limit, int(cut * need / max(len(enc.ids), 1) * 1.25))
         return self.tokenizer.encode(text, add_special_tokens=False)
 
     def windows(self, text: str) -> tuple[list[list[int]], int]:
         """The rows one text is scored as (windows overlapping by one token) and the bytes they predict."""
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         enc = self._encode(text)
-        self.seconds["tokenize"] += time.perf_counter() - t0
+        self.seconds["tokenize"] += time.process_time() - t0
         ids = enc.ids[: self.options.kept_tokens]
         if len(ids) < 2:
             return [], 0
@@ -264,10 +308,12 @@ class PerplexityScorer(Scorer):
             t = torch.tensor(ids, dtype=torch.long)
             tokens[j, : len(ids)] = t
             targets[j, : len(ids) - 1] = t[1:]
+        if self.head is not None:
+            return self._forward_hidden(tokens, targets)
         with torch.inference_mode():
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             logits = self.program(tokens)  # (B, T, V); right padding cannot reach earlier positions
-            t1 = time.perf_counter()
+            t1 = time.process_time()
             # -log softmax at the target, from softmax itself: torch's CPU softmax runs ~2x faster than its
             # log_softmax / cross_entropy here (1.3 vs 3.0 ms for 512 x 4,096, bench/perplexity_throughput.py),
             # and loses nothing: softmax is exact to ~1e-7 relative for any p >= 1.2e-38 (fp32 tiny),
@@ -277,7 +323,32 @@ class PerplexityScorer(Scorer):
             nll = -torch.log(p.clamp(min=torch.finfo(p.dtype).tiny)) * (targets >= 0)
             sums = nll.double().sum(dim=1).numpy()
         self.seconds["forward"] += t1 - t0
-        self.seconds["nll"] += time.perf_counter() - t1
+        self.seconds["nll"] += time.process_time() - t1
+        return sums
+
+    def _forward_hidden(self, tokens, targets) -> np.ndarray:
+        """Format 2: the program's hidden states, then the head over the scored positions only, HEAD_ROWS
+        at a time, so a batch's (B, T, V) logits never exist (a chunk's stay in cache). Per position the
+        same fp32 ops as the logits path: projection, softmax, the target's probability, its -log."""
+        import torch
+
+        b, width = tokens.shape
+        with torch.inference_mode():
+            t0 = time.process_time()
+            hidden = self.program(tokens)  # (B, T, C); right padding cannot reach earlier positions
+            t1 = time.process_time()
+            scored = (targets >= 0).view(-1)
+            h = hidden.reshape(b * width, -1)[scored]  # (N, C): neither padding nor a row's last position
+            tgt = targets.view(-1)[scored]
+            p = torch.empty(len(tgt))
+            for s in range(0, len(tgt), HEAD_ROWS):
+                probs = torch.softmax(h[s : s + HEAD_ROWS] @ self.head.t(), dim=-1)  # fast path: see above
+                p[s : s + HEAD_ROWS] = probs.gather(1, tgt[s : s + HEAD_ROWS, None])[:, 0]
+            nll = -torch.log(p.clamp(min=torch.finfo(p.dtype).tiny))
+            row = torch.arange(b).repeat_interleave(width)[scored]
+            sums = torch.zeros(b, dtype=torch.float64).index_add_(0, row, nll.double()).numpy()
+        self.seconds["forward"] += t1 - t0
+        self.seconds["nll"] += time.process_time() - t1
         return sums
 
     def score(self, texts: list[str | None], langs: list[str | None]) -> dict[str, np.ndarray]:

@@ -7,14 +7,21 @@ The scorer (classifiers/perplexity.py) sits below the trainer in the import laye
 `trainer.model.Transformer`. It gets the model as a `torch.export` program instead, which runs with torch
 alone. The folder holds:
 
-    lm.pt2          torch.export program: tokens (B, T) int64 -> logits (B, T, V) float32; B and T are
-                    dynamic (T from 2 to the training seq_len). Plain causal attention and RoPE positions
-                    from 0: one document per row, as the trainer's document mask showed each document.
-                    Reference ops (no Triton), fp32, so it runs on any CPU.
+    lm.pt2          torch.export program: tokens (B, T) int64 -> hidden states (B, T, C) float32, the
+                    final-normed activations the LM head projects; the head's weight (V, C) is the program's
+                    parameter named by metadata `head_weight` (`model.output.weight`). B and T are dynamic
+                    (T from 2 to the training seq_len). Plain causal attention and RoPE positions from 0:
+                    one document per row, as the trainer's document mask showed each document. Reference
+                    ops (no Triton), fp32, so it runs on any CPU.
     tokenizer.json  the tokenizer the model was trained with (checked against the shards' manifest)
     metadata.json   format, languages, seq_len, vocab size, EOD id, sha256 of both files, the model config,
                     and the training run: checkpoint, steps, tokens, the trainer config, final loss and
                     held-out losses (from its metrics.jsonl), and the export check below.
+
+Format `refinery-lm/2`. The program stops before the head so that the scorer runs it in chunks and
+never holds a batch's (B, T, V) logits: a batch can then be large enough to amortise the program's
+per-call cost (bench/perplexity_throughput.py). Format 1 (the program returned the logits) is still read
+by the scorer, and `program="logits"` still writes it, for the agreement test and the benchmark.
 
 Weights come from `trainer.weights.consolidated` (ZeRO-3 shards merged offline; only checkpoints that
 verify, loaded without running code). After saving, the program is loaded back the way the scorer
@@ -44,7 +51,9 @@ from trainer import checkpoint as ckpt
 from trainer.model import ModelConfig, Transformer
 from trainer.weights import complete_tags, consolidated
 
-FORMAT = "refinery-lm/1"
+FORMAT = "refinery-lm/2"
+FORMAT_LOGITS = "refinery-lm/1"  # the program returns the logits (the scorer's slow path)
+HEAD_WEIGHT = "model.output.weight"  # the program parameter the scorer projects hidden states with
 PROGRAM, TOKENIZER, METADATA = "lm.pt2", "tokenizer.json", "metadata.json"
 
 
@@ -52,8 +61,19 @@ class ExportError(Exception):
     """The checkpoint or tokenizer cannot make a model folder; the message says which and why."""
 
 
+class HiddenLM(nn.Module):
+    """What the program computes: one document per row, the final hidden state of every position."""
+
+    def __init__(self, model: Transformer):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.model.hidden(tokens)  # (B, T) -> (B, T, C); logits are hidden @ model.output.weight.T
+
+
 class LogitsLM(nn.Module):
-    """What the program computes: one document per row, logits for every position."""
+    """Format 1: one document per row, logits for every position."""
 
     def __init__(self, model: Transformer):
         super().__init__()
@@ -74,7 +94,7 @@ def scoring_model(sd: dict[str, torch.Tensor], model_config: dict) -> Transforme
     return model.eval()
 
 
-def export_program(model: Transformer, path: Path) -> None:
+def export_program(model: Transformer, path: Path, program: str = "hidden") -> None:
     seq = model.config.max_seq_len
     example = torch.randint(0, model.config.vocab_size, (2, min(seq, 16)))
     dims = {
@@ -84,17 +104,22 @@ def export_program(model: Transformer, path: Path) -> None:
         }
     }
     with torch.no_grad():
-        program = torch.export.export(LogitsLM(model), (example,), dynamic_shapes=dims)
-    torch.export.save(program, str(path))
+        wrapper = HiddenLM(model) if program == "hidden" else LogitsLM(model)
+        exported = torch.export.export(wrapper, (example,), dynamic_shapes=dims)
+    torch.export.save(exported, str(path))
 
 
-def export_check(model: Transformer, path: Path, seed: int = 0) -> dict:
-    """Load the saved program as the scorer does and compare its logits with the eager module's."""
+def export_check(model: Transformer, path: Path, program: str = "hidden", seed: int = 0) -> dict:
+    """Load the saved program as the scorer does and compare its logits (through its head weight, for a
+    hidden-state program) with the eager module's."""
     gen = torch.Generator().manual_seed(seed)
     x = torch.randint(0, model.config.vocab_size, (3, model.config.max_seq_len), generator=gen)
+    loaded = load_program(path)
     with torch.no_grad():
         want = model(x)
-        got = load_program(path)(x)
+        got = loaded(x)
+        if program == "hidden":
+            got = got @ loaded.get_parameter(HEAD_WEIGHT).t()
     return {"shape": list(x.shape), "max_abs_logit_diff": float((want - got).abs().max())}
 
 
@@ -157,24 +182,33 @@ def _tokenizer(state: dict, given: Path | None) -> tuple[Path, dict]:
 
 
 def write_model_folder(
-    model: Transformer, tokenizer: Path, output: Path, languages: list[str], record: dict
+    model: Transformer,
+    tokenizer: Path,
+    output: Path,
+    languages: list[str],
+    record: dict,
+    program: str = "hidden",
 ) -> dict:
     """lm.pt2 + tokenizer.json + metadata.json (with `record` merged in) under a temporary name, then
-    renamed to `output`; returns the metadata."""
+    renamed to `output`; returns the metadata. program="logits" writes format 1 (see module docstring)."""
+    if program not in ("hidden", "logits"):
+        raise ValueError(f"program must be 'hidden' or 'logits', got {program!r}")
     tmp = output.with_name(f".{output.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    export_program(model, tmp / PROGRAM)
+    export_program(model, tmp / PROGRAM, program)
     shutil.copyfile(tokenizer, tmp / TOKENIZER)
+    head = {"head_weight": HEAD_WEIGHT} if program == "hidden" else {}
     metadata = {
-        "format": FORMAT,
+        "format": FORMAT if program == "hidden" else FORMAT_LOGITS,
+        **head,
         "languages": list(languages),
         "seq_len": model.config.max_seq_len,
         "vocab_size": model.config.vocab_size,
         "files": {PROGRAM: sha256_file(tmp / PROGRAM), TOKENIZER: sha256_file(tmp / TOKENIZER)},
         "model_config": dataclasses.asdict(model.config),
         "params": model.config.num_params(),
-        "export_check": export_check(model, tmp / PROGRAM),
+        "export_check": export_check(model, tmp / PROGRAM, program),
         "torch_version": torch.__version__,
         **record,
     }

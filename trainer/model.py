@@ -310,6 +310,19 @@ class Transformer(nn.Module):
         then stays inside documents and positions restart per document. loss_normalizer: the non-ignored
         target count of the whole optimizer step under gradient accumulation (default: this batch's count).
         """
+        x = self.hidden(tokens, doc_ids=doc_ids, position_ids=position_ids)
+        ops = get_ops(self.config.kernels, tokens.device)
+        return self.output(x, ops, targets, ignore_index, loss_normalizer)
+
+    def hidden(
+        self,
+        tokens: torch.Tensor,
+        *,
+        doc_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """tokens (B, T) → the final-normed hidden states (B, T, C) the LM head projects (`output.weight`).
+        The perplexity export stops here, so its scorer can run the head in cache-sized chunks."""
         ops = get_ops(self.config.kernels, tokens.device)
         b, t = tokens.shape
         if position_ids is None:
@@ -322,5 +335,4 @@ class Transformer(nn.Module):
         x = self.tok_embeddings(tokens)  # (B, T, C)
         for layer in self.layers:
             x = layer(x, cos, sin, mask, ops)
-        x = self.norm(x, ops)
-        return self.output(x, ops, targets, ignore_index, loss_normalizer)
+        return self.norm(x, ops)

@@ -74,14 +74,41 @@ def random_lm(tmp_path_factory, tokenizer_file) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def dclm_pages(data_dir) -> list[str]:
+    rows = iter_jsonl(data_dir / "quality" / "dclm_human_labels_dev.jsonl")
+    return [o["text"] for _, o in rows if o.get("text")]
+
+
+@pytest.fixture(scope="module")
+def lm_formats(tmp_path_factory, tokenizer_file) -> dict[str, Path]:
+    """One seeded debug model at train-lm's row length (512), written in both formats: "hidden" (format 2,
+    what the exporter writes now) and "logits" (format 1, the program the scorer ran before). init_std
+    0.4 instead of 0.02 spreads the logits (std ~3) as training does, so the softmax normaliser is
+    dominated by a few tokens as in a trained model rather than a near-uniform sum."""
+    from trainer.export_lm import write_model_folder
+    from trainer.model import Transformer, model_config
+
+    torch.manual_seed(1)
+    cfg = model_config("debug", vocab_size=1024, max_seq_len=512, init_std=0.4, kernels="reference",
+                       attention="sdpa")  # fmt: skip
+    model = Transformer(cfg).eval()
+    root = tmp_path_factory.mktemp("lm-formats")
+    for program in ("hidden", "logits"):
+        write_model_folder(model, tokenizer_file, root / program, ["en"], {}, program=program)
+    return {p: root / p for p in ("hidden", "logits")}
+
+
 def _scorer(model: Path, **options) -> PerplexityScorer:
     return PerplexityScorer.load(str(model), options)
 
 
 def _program_nll(scorer: PerplexityScorer, ids: list[int]) -> float:
-    """Summed NLL of ids[1:] given their prefix, from the program's logits and torch's log_softmax."""
+    """Summed NLL of ids[1:] given their prefix, from the program's logits (format 2: its hidden states
+    through the head weight, whole, in float64) and torch's log_softmax."""
     with torch.no_grad():
-        logits = scorer.program(torch.tensor([ids]))[0, :-1].double()
+        out = scorer.program(torch.tensor([ids]))[0, :-1].double()
+        logits = out if scorer.head is None else out @ scorer.head.double().t()
     return float(-torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None]).sum())
 
 
@@ -154,6 +181,39 @@ def test_prefix_cut_tokenizes_like_the_whole_text(random_lm, wiki, web_pages):
     assert len(texts) > 100
     for t in texts:
         assert sc._encode(t).ids[:need] == sc.tokenizer.encode(t).ids[:need]
+
+
+def test_hidden_state_program_scores_like_the_logits_program_on_real_pages(lm_formats, web_pages, dclm_pages):
+    """Format 2 (hidden states, the head in chunks over scored positions, batches of 8,192 tokens) against
+    format 1 (the program's logits, the scorer as it was: batches of 512), same weights, on the 399 real
+    pages of bench/perplexity_throughput.py: the first 512 tokens, and three overlapping 128-token windows.
+    Per position both run the same fp32 ops; only the projection GEMM's blocking differs with the call's
+    shape (measured ≤ 1.2e-7 relative, one float32 ulp of the column, on train-lm's model), so 1e-5
+    relative (the issue's bound) cannot hide a wrong position, a lost row or a padded token scored."""
+    pages = web_pages + dclm_pages
+    assert len(pages) == 399
+    langs = ["en"] * len(pages)
+    for opts in ({}, {"max_tokens": 128, "max_chunks": 3}):
+        new, old = _scorer(lm_formats["hidden"], **opts), _scorer(lm_formats["logits"], **opts)
+        assert (new.options.batch_tokens, old.options.batch_tokens) == (8192, 512)  # the formats' defaults
+        a, b = new.score(pages, langs), old.score(pages, langs)
+        for col in ("perplexity", "perplexity_bpb"):
+            assert np.array_equal(np.isnan(a[col]), np.isnan(b[col]))
+            ok = ~np.isnan(b[col])
+            assert ok.sum() >= 390  # nearly every page scored: the comparison is not over nulls
+            np.testing.assert_allclose(a[col][ok], b[col][ok], rtol=1e-5)
+
+
+def test_a_format_2_folder_must_name_a_real_head_weight(lm_formats, tmp_path):
+    for bad, match in (({"head_weight": None}, "head_weight` must name"),
+                       ({"head_weight": "model.norm.weight"}, r"is \(64,\) .*not \(vocab_size, d_model\)"),
+                       ({"head_weight": "model.__class__"}, "has no parameter 'model.__class__'"),
+                       ({"format": "refinery-lm/3"}, "not an LM of format refinery-lm/2")):  # fmt: skip
+        folder = _copy(lm_formats["hidden"], tmp_path / str(len(list(tmp_path.iterdir()))))
+        meta = json.loads((folder / "metadata.json").read_text())
+        (folder / "metadata.json").write_text(json.dumps({**meta, **bad}))
+        with pytest.raises(ModelError, match=match):
+            PerplexityScorer.load(str(folder), {})
 
 
 def test_describe_checks_the_folder_and_the_options(random_lm, tmp_path):
