@@ -137,7 +137,7 @@ EXTRACTORS = ("trafilatura", "resiliparse")
 EXTRACT_MODES = ("fallback", "union")
 # The cascade's defaults, chosen from the kept-set agreement measured on every shared WARC
 # (tests/curation/test_cascade.py, bench/cascade_agreement.py).
-CASCADE_DEFAULT = False
+CASCADE_DEFAULT = True
 CASCADE_MARGIN = 0.3
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -27,6 +27,8 @@ class KeptRun:
     urls: dict[str, str | None]
     stats: Stats
     failed: list[str]
+    extractors: dict[str, str | None] = field(default_factory=dict)
+    """The `extractor` column, when the config runs more than one extractor."""
 
 
 def all_warcs(warc_dir: Path) -> list[str]:
@@ -43,6 +45,7 @@ def kept_run(files: list[str], cfg: ExtractJobConfig, root: Path | None = None) 
     out.prepare("extract", cfg.to_dict(), cfg.fingerprint())
     texts: dict[str, str] = {}
     urls: dict[str, str | None] = {}
+    extractors: dict[str, str | None] = {}
     per_file, failed = [], []
     for uri in files:
         res = process_file(uri, cfg, str(root))
@@ -50,12 +53,14 @@ def kept_run(files: list[str], cfg: ExtractJobConfig, root: Path | None = None) 
             failed.append(uri)
             continue
         per_file.append(json.loads((root / "stats" / f"{res['unit']}.json").read_text()))
-        for row in pq.read_table(
-            root / "docs" / f"{res['unit']}.parquet", columns=["id", "url", "text"]
-        ).to_pylist():
+        path = root / "docs" / f"{res['unit']}.parquet"
+        cols = [c for c in ("id", "url", "text", "extractor") if c in pq.read_schema(path).names]
+        for row in pq.read_table(path, columns=cols).to_pylist():
             texts[row["id"]] = row["text"]
             urls[row["id"]] = row["url"]
-    return KeptRun(texts, urls, Stats.merged(per_file, stage_order(cfg)), failed)
+            if "extractor" in row:
+                extractors[row["id"]] = row["extractor"]
+    return KeptRun(texts, urls, Stats.merged(per_file, stage_order(cfg)), failed, extractors)
 
 
 @dataclass
