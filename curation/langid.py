@@ -22,6 +22,7 @@ from pathlib import Path
 
 from core.stage import Document, DocumentStage, Drop
 from curation.config import LangIdConfig
+from curation.extract import decoded_html, main_content
 
 _MODELS: dict[str, object] = {}
 
@@ -154,8 +155,6 @@ class PreLanguageFilter(DocumentStage):
         self.lid.warm_up()
 
     def process(self, doc: Document) -> Document | Drop:
-        from curation.extract import decoded_html, main_content
-
         if doc.metadata.get("source_format") == "wet":
             return doc
         try:
