@@ -54,20 +54,22 @@ def main(argv: list[str] | None = None) -> int:
             "chars": sum(len(t) for t in run.texts.values()),
             "by_extractor": dict(by),
             "extract_s": round(run.stats.stages["extract"].seconds, 1),
+            # A wall-clock limit: on a starved machine it fires on pages it would not otherwise.
+            "timeouts": run.stats.stages["extract"].drops.get("extract_timeout", 0),
             "wall_s": round(time.perf_counter() - t0, 1),
             "failed": run.failed,
         }
     base = rows["trafilatura"]
     print(f"{len(files)} files; overrides for every mode: {args.sets or 'none'}")
     print(
-        f"{'mode':<12} {'docs':>6} {'words':>9} {'chars':>10} {'words vs traf':>13} {'extract s':>9} {'wall s':>7}  by extractor"
+        f"{'mode':<12} {'docs':>6} {'words':>9} {'chars':>10} {'words vs traf':>13} {'extract s':>9} {'timeouts':>8} {'wall s':>7}  by extractor"
     )
     for mode, r in rows.items():
         ratio = r["words"] / base["words"] if base["words"] else float("nan")
         r["words_ratio"] = round(ratio, 4)
         print(
             f"{mode:<12} {r['docs']:>6} {r['words']:>9,} {r['chars']:>10,} {ratio:>13.3f} {r['extract_s']:>9.1f} "
-            f"{r['wall_s']:>7.1f}  {r['by_extractor'] or '-'}"
+            f"{r['timeouts']:>8} {r['wall_s']:>7.1f}  {r['by_extractor'] or '-'}"
         )
     print(json.dumps({"files": len(files), "sets": args.sets, "modes": rows}))
     return 0
