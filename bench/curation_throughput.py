@@ -1,9 +1,10 @@
 """Curation throughput, WARC -> filtered documents: ours (Spark job and Spark-free) vs datatrove.
 
-Three runs over the same WARC files, on the same number of cores, in one process tree:
+Three runs (four when the default config cascades) over the same WARC files, on the same number
+of cores, in one process tree:
 
   (a) datatrove   its own local pipeline, FineWeb's stages with the same settings and model:
-                  WarcReader -> Trafilatura -> LanguageFilter -> GopherRepetitionFilter ->
+                  WarcReader -> URLFilter -> Trafilatura -> LanguageFilter -> GopherRepetitionFilter ->
                   GopherQualityFilter -> C4QualityFilter(filter_no_terminal_punct=False) ->
                   FineWebQualityFilter [-> ParquetWriter(zstd)], under
                   LocalPipelineExecutor(tasks=<n files>, workers=<cores>).
@@ -16,6 +17,9 @@ Three runs over the same WARC files, on the same number of cores, in one process
                   session, as on a cluster), the "incl. startup" row adds them back (a cold
                   `refinery-curation extract`). With --repeat, later Spark runs reuse the warm
                   Python workers and their cached stages, as a long-lived session would.
+  (d) ours/full   only when the default config cascades (`extract.cascade`): (b) with the cascade
+                  off, the full path; the Spark run's kept set is compared with it (kept_agreement:
+                  documents kept by both with the same text / documents kept by either).
 
 Same settings on both sides, taken from `ExtractJobConfig()` (our defaults, FineWeb's values):
 trafilatura favor_precision=True, deduplicate=True, include_comments=False, include_tables=True;
@@ -27,8 +31,8 @@ datatrove's WarcReader has no dedup option; it reads every record of every file 
 Its JsonlWriter needs orjson, which is not installed: the comparable last block is its
 ParquetWriter(compression="zstd") (ours writes zstd Parquet too), or none (`--dt-writer none`).
 
-Counting. "pages in" is HTML pages entering extraction (our `extract` stage's docs_in; datatrove's
-Trafilatura `total`), "docs kept" the documents out of the last filter. The readers select pages
+Counting. "pages in" is HTML pages past the URL filter (our `prelid` stage's docs_in with the
+cascade, else `extract`'s; datatrove's Trafilatura `total`), "docs kept" the documents out of the last filter. The readers select pages
 differently (ours: HTTP 200 + HTML content type; datatrove: WARC-Identified-Payload-Type text/html,
 else libmagic, any HTTP status); the report counts the pages each reader takes that the other does
 not. pages/s/core = pages in / (wall seconds x cores), with wall each run's whole call
@@ -47,7 +51,12 @@ timestamps of its per-task logs. Files run largest first on every side (one WARC
 of the nine default files hold almost all pages), with the page cache warmed beforehand.
 
     .venv/bin/python bench/curation_throughput.py [--cores 2] [--repeat 1] [--timeout 5]
-        [--files PATH ...] [--dt-writer parquet|none] [--keep] [--verbose]
+        [--input FILES/GLOBS/FOLDERS ...] [--dt-writer parquet|none] [--keep] [--verbose]
+
+The last line printed is JSON: ours_pages_per_s_per_core (the Spark run), datatrove_pages_per_s_per_core,
+ratio, kept_agreement, the kept counts and both sides' seconds per stage. URLFilter runs first on
+both sides (ours: curation/url_filter.py, FineWeb's lists; datatrove's URLFilter with the same lists,
+tldextract on its bundled suffix list), so "pages in" counts pages past the URL filter.
 """
 
 from __future__ import annotations
@@ -76,7 +85,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-from datatrove.pipeline.filters import LanguageFilter  # noqa: E402
+from datatrove.pipeline.filters import LanguageFilter, URLFilter  # noqa: E402
 from datatrove.utils.lid import FT176LID  # noqa: E402
 
 from curation.config import DATATROVE_FILTERS, ExtractConfig, ExtractJobConfig  # noqa: E402
@@ -96,7 +105,9 @@ DEFAULT_FILES = (
 )
 
 # Our funnel rows, each with the datatrove block doing the same work, in pipeline order.
-OUR_STAGES = ("read", "extract", "langid", *(f"filter:{k}" for k in DATATROVE_FILTERS), "write")
+DT_STAGES = ("read", "url_filter", "extract", "langid", *(f"filter:{k}" for k in DATATROVE_FILTERS), "write")
+# Ours add the cascade's pre-check (no datatrove block: datatrove extracts every page).
+OUR_STAGES = ("read", "url_filter", "prelid", *DT_STAGES[2:])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,6 +129,17 @@ class LocalFT176LID(FT176LID):
 
             self._model = _FastText(self.model_path)
         return self._model
+
+
+class LocalURLFilter(URLFilter):
+    """datatrove's URLFilter (its own `filter()`, FineWeb's lists) with tldextract's bundled suffix
+    list: TLDExtract() would fetch the public suffix list, and nothing here reaches the network."""
+
+    def __init__(self) -> None:
+        from tldextract import TLDExtract
+
+        super().__init__()
+        self.tldextractor = TLDExtract(suffix_list_urls=())
 
 
 class LocalLanguageFilter(LanguageFilter):
@@ -148,6 +170,7 @@ def datatrove_pipeline(
     here = importlib.import_module("bench.curation_throughput")
     pipeline = [
         WarcReader(data_folder, paths_file=paths_file, limit=-1),
+        here.LocalURLFilter(),
         Trafilatura(
             favour_precision=cfg.extract.favor_precision,
             timeout=timeout,
@@ -263,7 +286,9 @@ class Run:
 
     @property
     def pages_in(self) -> int:
-        return self.stages["extract"].docs_in
+        """Pages past the URL filter: what extraction (or the cascade's pre-check before it) receives."""
+        first = self.stages.get("prelid") or self.stages["extract"]
+        return first.docs_in
 
     @property
     def kept(self) -> int:
@@ -306,7 +331,7 @@ def _total(v: Any) -> float:
 def datatrove_stages(logging_dir: Path, with_writer: bool) -> dict[str, StageRow]:
     """Our stage name -> datatrove block counts and seconds, from the merged stats.json."""
     blocks = json.loads((logging_dir / "stats.json").read_text())
-    names = list(OUR_STAGES) if with_writer else list(OUR_STAGES[:-1])
+    names = list(DT_STAGES) if with_writer else list(DT_STAGES[:-1])
     if len(blocks) != len(names):
         raise RuntimeError(f"datatrove stats.json has {len(blocks)} blocks, expected {len(names)}")
     rows = {}
@@ -372,7 +397,9 @@ def run_datatrove(
     return Run("datatrove LocalPipelineExecutor", wall, cpu, cores, stages, tasks, failed)
 
 
-def run_pool(files: list[str], cfg: ExtractJobConfig, cores: int, out: Path, spark_pids) -> Run:
+def run_pool(
+    files: list[str], cfg: ExtractJobConfig, cores: int, out: Path, spark_pids, label: str = ""
+) -> Run:
     from core.output import OutputDir
     from core.stats import Stats
     from curation.pipeline import process_file, stage_order
@@ -387,7 +414,7 @@ def run_pool(files: list[str], cfg: ExtractJobConfig, cores: int, out: Path, spa
     per_file = [json.loads(p.read_text()) for p in sorted((out / "stats").glob("*.json"))]
     merged = Stats.merged(per_file, order=stage_order(cfg)).to_dict()
     failed = [f"{r['input']}: {r['error']}" for r in results if r["status"] != "done"]
-    name = f"ours: process_file x Pool({cores})"
+    name = f"ours: process_file x Pool({cores}){label}"
     return Run(name, wall, cpu, cores, our_stages(merged), our_tasks(out, t0), failed)
 
 
@@ -477,6 +504,49 @@ def our_setup_seconds() -> tuple[float, float] | None:
         return None
 
 
+def kept_agreement(a: Path, b: Path) -> float:
+    """Documents kept by both output folders with the same text, over documents kept by either."""
+    import pyarrow.parquet as pq
+
+    def kept(root: Path) -> dict[str, str]:
+        rows = (
+            r
+            for f in sorted((root / "docs").glob("*.parquet"))
+            for r in pq.read_table(f, columns=["id", "text"]).to_pylist()
+        )
+        return {r["id"]: r["text"] for r in rows}
+
+    ka, kb = kept(a), kept(b)
+    union = set(ka) | set(kb)
+    same = sum(1 for i in set(ka) & set(kb) if ka[i] == kb[i])
+    return same / len(union) if union else 1.0
+
+
+def summary(dt: Run, pool: Run, spark: Run, ctx: Context) -> dict[str, Any]:
+    """The last line: our Spark job (the default config) against datatrove, per core, and where time went."""
+    ours, theirs = spark.per_core(), dt.per_core()
+    return {
+        "files": len(ctx.files),
+        "cores": ctx.args.cores,
+        "cascade": ctx.cfg.extract.cascade,
+        "ours_pages_per_s_per_core": round(ours, 3),
+        "datatrove_pages_per_s_per_core": round(theirs, 3),
+        "ratio": round(ours / theirs, 3),
+        "ours_pool_ratio": round(pool.per_core() / theirs, 3),
+        "ours_full_path_ratio": round(ctx.full.per_core() / theirs, 3) if ctx.full else None,
+        "kept_agreement": round(ctx.agreement, 5),
+        "kept": {
+            "ours": spark.kept,
+            "datatrove": dt.kept,
+            **({"ours_full_path": ctx.full.kept} if ctx.full else {}),
+        },
+        "stage_seconds": {
+            "ours": {k: round(v.seconds, 2) for k, v in spark.stages.items()},
+            "datatrove": {k: round(v.seconds, 2) for k, v in dt.stages.items()},
+        },
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------------
@@ -510,6 +580,10 @@ class Context:
     selection: dict[str, Counter]
     setup: tuple[float, float] | None
     walls: dict[str, list[float]]
+    full: Run | None
+    """Our Pool run of the full path (no cascade), when the default config cascades."""
+    agreement: float
+    """Kept-set agreement of the Spark run (default config) with the full path: same ids, same texts."""
 
 
 def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
@@ -552,6 +626,7 @@ def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
         (pool, 0.0, pool.name),
         (spark, 0.0, spark.name),
         (spark, startup, f"{spark.name} incl. startup"),
+        *([(ctx.full, 0.0, ctx.full.name)] if ctx.full else []),
     ):
         wall = run.wall + extra
         rows.append(
@@ -592,6 +667,12 @@ def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
         f"Spark incl. startup {spark.per_core(startup) / base:.2f}x. Spark vs Pool: {spark.wall - pool.wall:+.1f} s "
         f"wall, {spark.cpu - pool.cpu:+.1f} CPU s; a cold start adds {startup:.1f} s."
     )
+    if ctx.full is not None:
+        lines.append(
+            f"  cascade (extract.cascade, margin {cfg.extract.cascade_margin}): kept-set agreement of the Spark run "
+            f"with the full path (same ids, same texts) {100 * ctx.agreement:.2f}%; the full path's Pool run is "
+            f"{ctx.full.per_core() / base:.2f}x datatrove per core."
+        )
     sel = ctx.selection
     lines.append(
         f"  pages read: {sel['both']['pages']:,} by both readers; ours only "
@@ -613,6 +694,8 @@ def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
     # -- stages ------------------------------------------------------------------------------
     dt_names = {
         "read": "Warc",
+        "url_filter": "URLFilter",
+        "prelid": "(none: datatrove extracts every page)",
         "extract": "Trafilatura",
         "langid": "Language ID",
         "filter:gopher_repetition": "Gopher Repetition",
@@ -749,22 +832,30 @@ def stderr_to(path: Path | None) -> Iterator[None]:
 
 
 def resolve_files(given: list[str] | None) -> list[str]:
+    """Local files, globs or folders (as `extract --input` takes them), or names in the shared warc/ folder."""
+    from core.errors import InputError
+    from curation.inputs import resolve_inputs
+
     warc = shared_data_dir() / "warc"
     out = []
     for name in given or DEFAULT_FILES:
-        p = Path(name)
-        if not p.is_file() and (warc / name).is_file():
-            p = warc / name
-        if not p.is_file():
-            raise SystemExit(f"no such WARC: {name}")
-        out.append(str(p.resolve()))
+        if not Path(name).exists() and (warc / name).is_file():
+            name = str(warc / name)
+        try:
+            out += [str(Path(f).resolve()) for f in resolve_inputs([name])]
+        except InputError as e:
+            raise SystemExit(f"no such WARC: {name} ({e})") from None
     return sorted(dict.fromkeys(out), key=lambda f: -Path(f).stat().st_size)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument(
-        "--files", nargs="+", help="WARC paths, or names in the shared warc/ folder (default: 9 files)"
+        "--input",
+        "--files",
+        dest="files",
+        nargs="+",
+        help="WARC files, globs or folders, or names in the shared warc/ folder (default: 9 files)",
     )
     ap.add_argument("--cores", type=int, default=2, help="workers on every side (default 2)")
     ap.add_argument(
@@ -787,6 +878,8 @@ def main(argv: list[str] | None = None) -> int:
 
     files = resolve_files(args.files)
     cfg = ExtractJobConfig(extract=ExtractConfig(timeout_s=args.timeout))
+    # The full path (no cascade), for the kept-set agreement of our default against it.
+    cfg_full = ExtractJobConfig(extract=ExtractConfig(timeout_s=args.timeout, cascade=False))
     for f in files:  # warm the page cache: time the work, not the disk
         Path(f).read_bytes()
     work = Path(tempfile.mkdtemp(prefix="refinery-throughput-"))
@@ -814,6 +907,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 keep_best(run_pool(files, cfg, args.cores, work / f"pool-{r}", spark_pids))
                 keep_best(run_spark(files, cfg, args.cores, work / f"spark-{r}", spark_pids))
+                if cfg.extract.cascade:
+                    keep_best(
+                        run_pool(files, cfg_full, args.cores, work / f"full-{r}", spark_pids, " (no cascade)")
+                    )
             selection = reader_selection(files, cfg)
             setup = our_setup_seconds()
     except BaseException:
@@ -821,15 +918,19 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write("".join(log.read_text(errors="replace").splitlines(True)[-40:]))
             sys.stderr.write(f"\n(full stderr in {log})\n")
         raise
-    dt, pool, spark = best.values()
-    ctx = Context(args, files, cfg, (jvm, first_job), selection, setup, dict(walls))
+    dt, pool, spark, *full = best.values()
+    agree = kept_agreement(work / "spark-0", work / "full-0") if full else 1.0
+    ctx = Context(
+        args, files, cfg, (jvm, first_job), selection, setup, dict(walls), full[0] if full else None, agree
+    )
     print()
     print(report(dt, pool, spark, ctx))
     if args.keep:
         print(f"\noutputs and logs kept in {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)
-    return 1 if dt.failed or pool.failed or spark.failed else 0
+    print(json.dumps(summary(dt, pool, spark, ctx)))  # the last line: machine-readable
+    return 1 if dt.failed or pool.failed or spark.failed or (full and full[0].failed) else 0
 
 
 if __name__ == "__main__":

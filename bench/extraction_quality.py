@@ -51,6 +51,11 @@ Rows:
   calls it: ``include_comments=False`` for aeb (extractors/run_trafilatura.py), ``fast=False,
   include_comments=False, include_tables=True, include_formatting=False`` for trafilatura-eval.
 
+* ``resiliparse main_content``: ``curation.extract.Resiliparse`` (resiliparse's
+  ``extract_plain_text(main_content=True)``), the cascade's pre-extraction and the second extractor.
+* ``extractors [trafilatura, resiliparse] fallback`` / ``union``: the two `extract.mode`s (see
+  ``mode_runner``); their seconds include the langid and filter checks union runs per page.
+
 Seconds cover decoding + extraction only (files are read and decompressed beforehand; scoring is
 excluded), single process.
 
@@ -72,9 +77,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.stage import Document, run_stages
+from core.stats import Stats
 from curation.charset import decode_html
-from curation.config import ExtractConfig
-from curation.extract import Extractor
+from curation.config import ExtractConfig, ExtractJobConfig
+from curation.extract import Extractor, Resiliparse
+from curation.filters import build_filter_steps
+from curation.langid import LanguageIdentifier
 from tests.support.shared_data import shared_data_dir
 
 # ---------------------------------------------------------------------------------------------
@@ -250,6 +259,53 @@ def refinery_runner(favor_precision: bool, group_size: int) -> Runner:
     return run
 
 
+def resiliparse_runner() -> Runner:
+    def run(pages: list[Page], _script_input: str) -> tuple[list[str | None], int]:
+        ex = Resiliparse(ExtractConfig())
+        outs = [ex(decode_html(page.payload)[0], page.url).text for page in pages]
+        return outs, sum(o is None for o in outs)
+
+    return run
+
+
+def mode_runner(mode: str, group_size: int) -> Runner:
+    """`extract.extractors: [trafilatura, resiliparse]` with `mode` (fallback or union), per page.
+
+    fallback: trafilatura's text, or resiliparse's when trafilatura gives none. union: the first of
+    the two texts that passes the pipeline's judges (lid.176 with the default keep-list and
+    threshold, then the four filter blocks, as `extract` runs them); when neither passes, the page
+    would be dropped whatever its text, and trafilatura's text is scored (the extraction the
+    pipeline's funnel reports for it), so the row measures the extractor choice, not the filters.
+    """
+
+    def run(pages: list[Page], _script_input: str) -> tuple[list[str | None], int]:
+        cfg = ExtractJobConfig()
+        traf, resi = Extractor(cfg.extract), Resiliparse(cfg.extract)
+        judges = [LanguageIdentifier(cfg.langid), *build_filter_steps(cfg.filters)]
+        outs: list[str | None] = []
+        for i, page in enumerate(pages):
+            if i % group_size == 0:
+                traf.start_file()
+            html = decode_html(page.payload)[0]
+            first = traf(html, page.url).text
+            if mode == "fallback":
+                outs.append(first or resi(html, page.url).text)
+                continue
+            if first is not None and _passes(first, judges):
+                outs.append(first)
+                continue
+            second = resi(html, page.url).text
+            outs.append(second if second is not None and _passes(second, judges) else first)
+        return outs, sum(o is None for o in outs)
+
+    return run
+
+
+def _passes(text: str, judges: list) -> bool:
+    doc = Document(id="page", text=text, metadata={})
+    return run_stages(doc, judges, Stats(), lambda *_: None) is not None
+
+
 def trafilatura_runner(**kwargs) -> Runner:
     def run(pages: list[Page], script_input: str) -> tuple[list[str | None], int]:
         import trafilatura
@@ -283,9 +339,20 @@ EVAL_SCRIPT_KWARGS = {
     },
 }
 
-ROWS = ("refinery", "trafilatura", "refinery-recall", "trafilatura-script")
+ROWS = (
+    "refinery",
+    "trafilatura",
+    "refinery-recall",
+    "trafilatura-script",
+    "resiliparse",
+    "fallback",
+    "union",
+)
 ROW_LABELS = {
     "refinery": "refinery precision (default cfg)",
+    "resiliparse": "resiliparse main_content",
+    "fallback": "extractors [trafilatura, resiliparse] fallback",
+    "union": "extractors [trafilatura, resiliparse] union",
     "trafilatura": "trafilatura.extract() defaults",
     "refinery-recall": "refinery favor_precision=False",
     "trafilatura-script": "trafilatura (eval-script call)",
@@ -315,6 +382,10 @@ def make_runner(row: str, dataset: str, group_size: int) -> Runner:
         return refinery_runner(False, group_size)
     if row == "trafilatura":
         return trafilatura_runner()
+    if row == "resiliparse":
+        return resiliparse_runner()
+    if row in ("fallback", "union"):
+        return mode_runner(row, group_size)
     if row == "trafilatura-script":
         return trafilatura_runner(**EVAL_SCRIPT_KWARGS[dataset])
     raise ValueError(f"unknown row {row!r}")

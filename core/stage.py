@@ -254,6 +254,8 @@ def run_stages(
     document goes on through the later stages that are not filters (see `_after_annotation`).
     """
     stages = list(stages)
+    if annotate and doc.metadata.get("drop_stage") is not None:
+        return _after_annotation(doc, stages, stats)  # annotated by an earlier call (a later part of a plan)
     text, nbytes = doc.text, (utf8_len(doc.text) if doc.text is not None else len(doc.payload or b""))
     for i, stage in enumerate(stages):
         st = stats.stage(stage.name)

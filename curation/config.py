@@ -9,6 +9,8 @@ refuse a rerun with a different one.
 Stages a user adds are named here, never coded into the project: `filters.<key>: {class: ...}`
 adds a document stage (a filter or an annotator, core/stage.py) by registry name or import path
 after the built-in filters, and `extract.class` swaps trafilatura for another extractor.
+`extract.extractors`/`mode` run resiliparse after (or instead of) trafilatura, and
+`extract.cascade` adds a cheap pre-extraction language check before the extractor.
 """
 
 from __future__ import annotations
@@ -140,6 +142,14 @@ def _check_domain_files(key: str, paths: tuple[str, ...]) -> None:
         stems[stem] = p
 
 
+EXTRACTORS = ("trafilatura", "resiliparse")
+EXTRACT_MODES = ("fallback", "union")
+# The cascade's defaults, chosen from the kept-set agreement measured on every shared WARC
+# (tests/curation/test_cascade.py, bench/cascade_agreement.py).
+CASCADE_DEFAULT = True
+CASCADE_MARGIN = 0.3
+
+
 class ExtractConfig(ConfigModel):
     """The extraction stage: trafilatura by default (FineWeb's settings), or `class: <extractor>`.
 
@@ -161,20 +171,56 @@ class ExtractConfig(ConfigModel):
     """Pages with more decoded HTML characters are dropped with reason `extract_oversize`."""
     min_text_chars: int = 1
     """Extractions shorter than this are dropped with reason `extract_empty`."""
+    cascade: bool = CASCADE_DEFAULT
+    """Cheap first (funnel row `prelid`, before `extract`): resiliparse's main-content text of the
+    page goes through lid.176, and a page whose best kept-language probability is below
+    `langid.threshold - cascade_margin` is dropped without running the extractor. Pages with no
+    pre-extracted text, or near the threshold, go the full way (extractor, then `langid`)."""
+    cascade_margin: float = CASCADE_MARGIN
+    """How far under the language threshold the pre-extraction's score must be to drop a page."""
+    extractors: tuple[str, ...] = ("trafilatura",)
+    """Extractors in order of preference: trafilatura, resiliparse. With more than one, documents
+    get an `extractor` column naming the one whose text was kept."""
+    mode: str = "fallback"
+    """With several extractors: `fallback` runs the next one only when the previous gave no text;
+    `union` keeps, per page, the first extraction that passes langid and the filters."""
 
     @model_validator(mode="after")
     def _check(self) -> Any:
         check_positive("extract.timeout_s", self.timeout_s)
         check_positive("extract.max_html_chars", self.max_html_chars)
         check_positive("extract.min_text_chars", self.min_text_chars)
+        if not 0.0 <= self.cascade_margin <= 1.0:
+            raise ConfigError(f"extract.cascade_margin must be in [0, 1], got {self.cascade_margin!r}")
+        check_choice("extract.mode", self.mode, EXTRACT_MODES)
+        if not self.extractors:
+            raise ConfigError("extract.extractors must name at least one extractor")
+        for i, name in enumerate(self.extractors):
+            check_choice(f"extract.extractors[{i}]", name, EXTRACTORS)
+        if len(set(self.extractors)) != len(self.extractors):
+            raise ConfigError(f"extract.extractors: an extractor is named twice in {list(self.extractors)}")
         extra = dict(self.model_extra or {})
         if extra and "class" not in extra:
             allowed = ", ".join(sorted([*type(self).model_fields, "class"]))
             raise ConfigError(f"unknown key extract.{sorted(extra)[0]}; allowed: {allowed}")
         if "class" in extra:
+            if self.extractors != ("trafilatura",):
+                raise ConfigError("extract.class and extract.extractors exclude each other; give one")
             spec = extra.pop("class")
             check_arguments(resolve_stage("extractor", spec, "extract.class"), extra, "extract")
         return self
+
+    def fingerprint_dict(self) -> dict[str, Any]:
+        """to_dict() without the cascade and extractor keys while they are off: a config that does
+        not use them names the same output as before they existed (same fingerprint)."""
+        d = self.to_dict()
+        if not self.cascade:
+            d.pop("cascade")
+            d.pop("cascade_margin")
+        if self.extractors == ("trafilatura",):
+            d.pop("extractors")
+            d.pop("mode")
+        return d
 
     def custom(self) -> tuple[str, dict[str, Any]] | None:
         """(class spec, arguments) of a user extractor, or None for trafilatura."""
@@ -370,6 +416,7 @@ class ExtractJobConfig(ConfigModel):
         # How files are cut into units does not change a document (tests/curation/test_ranges.py),
         # so folders made before ranges existed keep their fingerprint; the job guards it instead.
         d["reader"].pop("split_bytes")
+        d["extract"] = self.extract.fingerprint_dict()
         d["url_filter"]["files_sha256"] = self.url_filter.files_sha256()
         # The built-in blocks without `class` run our implementation (curation/textfilters.py), not
         # datatrove's as before: named here so an output folder made by either refuses the other.

@@ -22,8 +22,12 @@ from pathlib import Path
 
 from core.stage import Document, DocumentStage, Drop
 from curation.config import LangIdConfig
+from curation.extract import decoded_html, main_content
 
 _MODELS: dict[str, object] = {}
+
+# Labels the pre-check reads per page: a kept language below the 10th has probability < 0.1.
+KEPT_TOP_K = 10
 
 
 class ModelNotFound(RuntimeError):
@@ -83,11 +87,31 @@ class LanguageIdentifier(DocumentStage):
         return load_model(self.model_path)
 
     def predict(self, text: str) -> tuple[str, float]:
-        pairs = self.model.f.predict(text.replace("\n", " "), 1, 0.0, "replace")
-        if not pairs:
-            return "unknown", 0.0
-        prob, label = pairs[0]
-        return label.removeprefix("__label__"), min(float(prob), 1.0)
+        top = self.top_labels(text, 1)
+        return top[0] if top else ("unknown", 0.0)
+
+    def top_labels(self, text: str, k: int) -> list[tuple[str, float]]:
+        """The k most probable (language, probability) pairs, best first."""
+        pairs = self.model.f.predict(text.replace("\n", " "), k, 0.0, "replace")
+        return [(label.removeprefix("__label__"), min(float(prob), 1.0)) for prob, label in pairs]
+
+    def keeps(self, lang: str) -> bool:
+        """Whether `lang` is on the keep-list (every language is, when the list is empty)."""
+        return not self._keep or lang in self._keep
+
+    def kept_probability(self, text: str) -> tuple[str, float, float]:
+        """(top language, its probability, the best probability of a kept language).
+
+        With an empty keep-list every language is kept, so the last is the top probability. A
+        kept language outside the top KEPT_TOP_K has a probability under 1/KEPT_TOP_K: 0 here.
+        """
+        top = self.top_labels(text, KEPT_TOP_K)
+        if not top:
+            return "unknown", 0.0, 0.0
+        lang, score = top[0]
+        if not self._keep:
+            return lang, score, score
+        return lang, score, max((p for lab, p in top if lab in self._keep), default=0.0)
 
     def __call__(self, text: str) -> LangResult:
         lang, score = self.predict(text)
@@ -107,3 +131,48 @@ class LanguageIdentifier(DocumentStage):
         # Every identified language is counted, kept or not: the report's language chart.
         self.count(f"lang:{r.lang}")
         return doc if r.reason is None else Drop(r.reason)
+
+
+class PreLanguageFilter(DocumentStage):
+    """The cascade's cheap first check (funnel row `prelid`, before `extract`).
+
+    resiliparse's main-content text of the page (19x cheaper than trafilatura) goes through the
+    same lid.176 model; a page whose best kept-language probability is below `threshold - margin`
+    is dropped (`lang_not_kept` when the top language is not kept, else `lang_low_score`) and never
+    reaches the extractor. Every other page goes the full way: the extractor, then `langid` decides
+    on the extracted text as without the cascade. A page with no pre-extracted text, or one
+    resiliparse cannot parse, is not judged here (counters `prelid_no_text`, `prelid_error`).
+    WET records are already text and pass (the `langid` stage judges them at no extraction cost).
+    Dropped pages keep the pre-check's `lang`/`lang_score`, counted as `lang:<code>` as langid does.
+    """
+
+    name = "prelid"
+
+    def __init__(self, lid: LanguageIdentifier, margin: float) -> None:
+        self.lid = lid
+        self.floor = lid.cfg.threshold - margin
+
+    def warm_up(self) -> None:
+        self.lid.warm_up()
+
+    def process(self, doc: Document) -> Document | Drop:
+        if doc.metadata.get("source_format") == "wet":
+            return doc
+        try:
+            text, _title = main_content(decoded_html(doc, self))
+        except Exception:  # the extractor proper will meet the same page and count its error
+            self.count("prelid_error")
+            return doc
+        if not text.strip():
+            self.count("prelid_no_text")
+            return doc
+        lang, score, kept = self.lid.kept_probability(text)
+        if kept >= self.floor:
+            return doc
+        doc.metadata["lang"], doc.metadata["lang_score"] = lang, score
+        self.count(f"lang:{lang}")
+        reason = "lang_low_score" if self.lid.keeps(lang) else "lang_not_kept"
+        detail = (
+            f"pre-extraction: {lang} {score:.2f}, kept-language probability {kept:.2f} < {self.floor:.2f}"
+        )
+        return Drop(reason, detail, snippet=text)

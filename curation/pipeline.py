@@ -13,7 +13,11 @@ Funnel rows, in order (each stage's docs/bytes in and out, drops per reason, sec
     url_filter           curation/url_filter.py: FineWeb's URL filter + domain blocklists, on the URL
                          alone, so a blocked page is never extracted (`url_filter.enabled: false`
                          removes the row)
-    extract              charset decoding + trafilatura (or the configured extractor) -> text, title
+    prelid               only with `extract.cascade`: resiliparse's cheap main-content text -> lid.176;
+                         a page clearly not in a kept language is dropped before the extractor
+    extract              charset decoding + trafilatura (or the configured extractor) -> text, title;
+                         with `extract.extractors: [a, b]`, `mode: fallback` runs b when a gives no
+                         text, `mode: union` retries a page langid or a filter dropped on b's text
     langid               fastText lid.176 -> lang, lang_score; keep-list + threshold
     filter:<key>         each datatrove filter block in FineWeb's order, then the user's own stages
     pii                  curation/pii.py: typed placeholders, per-type counts -> `pii_counts`
@@ -45,13 +49,13 @@ import pyarrow.parquet as pq
 
 from core.output import OutputDir, unit_name
 from core.runner import run_unit
-from core.stage import Document, DocumentStage, Drop, build_stage, run_stages, utf8_len
+from core.stage import Document, DocumentStage, Drop, OnDrop, build_stage, run_stages, utf8_len
 from core.stats import Stats
 from curation.config import QUALITY_ANNOTATOR, ExtractJobConfig
-from curation.extract import Extractor, ExtractStep
+from curation.extract import EXTRACTOR_CLASSES, ExtractStep, decoded_html
 from curation.filters import build_filter_steps
 from curation.inputs import is_remote, local_copy
-from curation.langid import LanguageIdentifier
+from curation.langid import LanguageIdentifier, PreLanguageFilter
 from curation.pii import PiiScrubber, PiiStage
 from curation.ranges import parse_range_unit
 from curation.schema import DOC_SCHEMA, REJECTED_SCHEMA, doc_id
@@ -64,40 +68,147 @@ log = logging.getLogger(__name__)
 ROW_GROUP_DOCS = 2000
 
 
-def build_stages(cfg: ExtractJobConfig) -> list[DocumentStage]:
-    """The document stages of the config, in order, warmed up (models loaded once per process)."""
+@dataclass
+class Plan:
+    """The document stages of one config, in three parts.
+
+    `head` runs before extraction (url_filter, the cascade's prelid), `tail` after the filters
+    (pii, quality). `attempts` holds [extract, langid, filters...] once per extractor tried: one
+    list, except in `extract.mode: union`, where a page dropped on the first extractor's text is
+    tried again on the next one's (the langid and filter stages are shared between attempts).
+    """
+
+    head: list[DocumentStage]
+    attempts: list[list[DocumentStage]]
+    tail: list[DocumentStage]
+
+    def stages(self) -> list[DocumentStage]:
+        """Every distinct stage, in pipeline order (then the union's other extract steps)."""
+        out: list[DocumentStage] = []
+        for st in (*self.head, *(s for a in self.attempts for s in a), *self.tail):
+            if not any(st is o for o in out):
+                out.append(st)
+        return out
+
+
+def _extractors(cfg: ExtractJobConfig) -> list[DocumentStage]:
     custom = cfg.extract.custom()
-    if custom is None:
-        extractor: DocumentStage = Extractor(cfg.extract)
-    else:
-        extractor = build_stage("extractor", custom[0], custom[1], "extract.class", name="extract")
-    stages: list[DocumentStage] = [
+    if custom is not None:
+        return [build_stage("extractor", custom[0], custom[1], "extract.class", name="extract")]
+    return [EXTRACTOR_CLASSES[name](cfg.extract) for name in cfg.extract.extractors]
+
+
+def cascades(cfg: ExtractJobConfig) -> bool:
+    """Whether the cascade's pre-LID runs. Not in `filters.mode: annotate`: its point is to skip the
+    extraction of pages langid will drop, and annotate mode writes those pages (an ablation's `raw`
+    arm is every language), so each page goes the full way there."""
+    return cfg.extract.cascade and cfg.filters.mode != "annotate"
+
+
+def build_plan(cfg: ExtractJobConfig) -> Plan:
+    """The config's stages, warmed up (models loaded once per process)."""
+    extractors = _extractors(cfg)
+    record = len(extractors) > 1  # the `extractor` column only when there is a choice to record
+    lid = LanguageIdentifier(cfg.langid)
+    head: list[DocumentStage] = [
         *([UrlFilter(cfg.url_filter)] if cfg.url_filter.enabled else []),
-        ExtractStep(extractor),
-        LanguageIdentifier(cfg.langid),
-        *build_filter_steps(cfg.filters),
+        *([PreLanguageFilter(lid, cfg.extract.cascade_margin)] if cascades(cfg) else []),
     ]
-    if cfg.pii.enabled:
-        stages.append(PiiStage(cfg.pii.scrub_config()))
+    if record and cfg.extract.mode == "union":
+        steps = [ExtractStep([ex], record=True) for ex in extractors]
+    else:
+        steps = [ExtractStep(extractors, record=record)]
+    judges = [lid, *build_filter_steps(cfg.filters)]
+    tail: list[DocumentStage] = [PiiStage(cfg.pii.scrub_config())] if cfg.pii.enabled else []
     if cfg.quality.model is not None:
-        stages.append(build_stage("annotator", QUALITY_ANNOTATOR, {"model": cfg.quality.model}, "quality"))
+        tail.append(build_stage("annotator", QUALITY_ANNOTATOR, {"model": cfg.quality.model}, "quality"))
+    plan = Plan(head, [[step, *judges] for step in steps], tail)
     # Warm-up: load the LID model and the filters' lazy resources (spaCy tokenizer, datatrove
     # imports) once per process, so per-stage seconds measure documents, not start-up.
-    for st in stages:
+    for st in plan.stages():
         st.warm_up()
-    return stages
+    return plan
 
 
-_STAGES: dict[str, list[DocumentStage]] = {}
+def build_stages(cfg: ExtractJobConfig) -> list[DocumentStage]:
+    """The document stages of the config, in order, warmed up (see `Plan.stages`)."""
+    return build_plan(cfg).stages()
 
 
-def stages_for(cfg: ExtractJobConfig) -> list[DocumentStage]:
+_PLANS: dict[str, Plan] = {}
+
+
+def plan_for(cfg: ExtractJobConfig) -> Plan:
     """Stages built once per worker process and config, reused across the files of its tasks."""
     key = cfg.fingerprint()
-    st = _STAGES.get(key)
-    if st is None:
-        st = _STAGES[key] = build_stages(cfg)
-    return st
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = build_plan(cfg)
+    return plan
+
+
+def run_plan(
+    doc: Document, plan: Plan, stats: Stats, on_drop: OnDrop, annotate: bool = False
+) -> Document | None:
+    """One document through the plan: the kept document, or None once a stage dropped it.
+
+    `annotate` (`filters.mode: annotate`): a drop by langid or a filter is recorded on the document
+    instead (core.stage.run_stages), which then goes on through the tail uncounted.
+    """
+    kept = run_stages(doc, plan.head, stats, on_drop, annotate)
+    if kept is None:
+        return None
+    if len(plan.attempts) == 1:
+        kept = run_stages(kept, plan.attempts[0], stats, on_drop, annotate)
+    else:
+        kept = _union(kept, plan.attempts, stats, on_drop, annotate)
+    return None if kept is None else run_stages(kept, plan.tail, stats, on_drop, annotate)
+
+
+def _union(
+    doc: Document, attempts: list[list[DocumentStage]], stats: Stats, on_drop: OnDrop, annotate: bool = False
+) -> Document | None:
+    """`extract.mode: union`: the first attempt whose document passes langid and the filters wins.
+
+    Each attempt counts into its own Stats; the funnel gets the winner's counts and drops (the
+    first attempt's when none passes, so the funnel reads as with the first extractor alone) and
+    every attempt's seconds (the time was spent). The charset is counted once, before the attempts.
+    """
+    first = attempts[0][0]
+    if doc.html is None and doc.metadata.get("source_format") != "wet":
+        decoded_html(doc, first)
+        stats.counters.update(first.take_counters() or {})
+    trials: list[tuple[Stats, list[tuple[str, Document, Drop]]]] = []
+    results: list[Document | None] = []
+    for attempt in attempts:
+        trial, drops = Stats(), []
+        out = run_stages(_copy(doc), attempt, trial, lambda *a, d=drops: d.append(a), annotate)
+        trials.append((trial, drops))
+        results.append(out)
+        # an annotated document is one the attempt would have dropped: the next extractor is tried
+        if out is not None and out.metadata.get("drop_stage") is None:
+            break
+    passed = results[-1] is not None and results[-1].metadata.get("drop_stage") is None
+    winner = len(trials) - 1 if passed else 0
+    kept = results[winner]
+    for i, (trial, drops) in enumerate(trials):
+        for name, st in trial.stages.items():
+            if i == winner:
+                stats.stage(name).merge(st)
+            else:
+                stats.stage(name).seconds += st.seconds
+        if i == winner:
+            stats.counters.update(trial.counters)
+            for drop in drops:
+                on_drop(*drop)
+    if passed:
+        stats.counters[f"union_kept:{kept.metadata.get('extractor')}"] += 1
+    return kept
+
+
+def _copy(doc: Document) -> Document:
+    """A document an attempt may change (text, metadata, payload cleared) without touching `doc`."""
+    return Document(id=doc.id, text=doc.text, metadata=dict(doc.metadata), payload=doc.payload, html=doc.html)
 
 
 @dataclass
@@ -208,6 +319,7 @@ def stage_order(cfg: ExtractJobConfig) -> list[str]:
     return [
         "read",
         *(["url_filter"] if cfg.url_filter.enabled else []),
+        *(["prelid"] if cascades(cfg) else []),
         "extract",
         "langid",
         *(f"filter:{n}" for n in cfg.filters.enabled()),
@@ -241,7 +353,8 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
             {"job": "extract", "config_fingerprint": cfg.fingerprint(), "input": uri, "unit": unit}
         ).encode()
     }
-    stages = stages_for(cfg)
+    plan = plan_for(cfg)
+    stages = plan.stages()
     for st in stages:
         st.start_file()
     docs_tmp = out.tmp_path("docs", unit, ".parquet")
@@ -253,7 +366,7 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
     try:
         try:
             with local_copy(uri, retries=cfg.reader.download_retries) as path:
-                _run(path, warc_name, cfg, stages, stats, writer, rejected, span)
+                _run(path, warc_name, cfg, plan, stats, writer, rejected, span)
         except (FileNotFoundError, PermissionError) as e:
             if is_remote(uri) and isinstance(e, FileNotFoundError):
                 raise
@@ -286,9 +399,9 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
 
 
 def _run(
-    path, warc_name, cfg, stages, stats: Stats, writer: _DocWriter, rejected: _Rejected, span=None
+    path, warc_name, cfg, plan: Plan, stats: Stats, writer: _DocWriter, rejected: _Rejected, span=None
 ) -> None:
-    """Read every record of one file (or of its range `span`); each page goes through the stages,
+    """Read every record of one file (or of its range `span`); each page goes through the plan,
     kept ones to the writer."""
     start, end = span or (0, None)
     records = iter_records(path, cfg.reader, crawl_from_name(warc_name), start, end)
@@ -315,7 +428,7 @@ def _run(
         stats.enter("read", len(page.payload))
         stats.keep("read", len(page.payload))
         annotate = cfg.filters.mode == "annotate"
-        doc = run_stages(_document(page, warc_name), stages, stats, rejected.add_drop, annotate)
+        doc = run_plan(_document(page, warc_name), plan, stats, rejected.add_drop, annotate)
         if doc is None:
             continue
         if doc.metadata.get("drop_stage") is not None:

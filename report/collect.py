@@ -83,8 +83,9 @@ def languages(run: Path) -> dict[str, Any]:
             names = pq.read_schema(f).names
             if "lang" in names and "stage" in names:
                 t = pq.read_table(f, columns=["stage", "lang"]).to_pylist()
-                rejected.update(r["lang"] for r in t if r["stage"] == "langid" and r["lang"])
-    # Exact counts of every document langid saw, when extract's stats carry them (counters `lang:<code>`).
+                # `prelid`: the cascade's language check before extraction (extract.cascade).
+                rejected.update(r["lang"] for r in t if r["stage"] in ("langid", "prelid") and r["lang"])
+    # Exact counts of every document langid (or the cascade's prelid) judged: counters `lang:<code>`.
     stats = _json(ex / "stats.json") or {}
     seen = {k.removeprefix("lang:"): v for k, v in stats.get("counters", {}).items() if k.startswith("lang:")}
     return {

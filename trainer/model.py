@@ -310,8 +310,8 @@ class Transformer(nn.Module):
         then stays inside documents and positions restart per document. loss_normalizer: the non-ignored
         target count of the whole optimizer step under gradient accumulation (default: this batch's count).
         """
-        x = self.hidden(tokens, doc_ids=doc_ids, position_ids=position_ids)
         ops = get_ops(self.config.kernels, tokens.device)
+        x = self._hidden(tokens, ops, doc_ids, position_ids)
         return self.output(x, ops, targets, ignore_index, loss_normalizer)
 
     def hidden(
@@ -323,7 +323,15 @@ class Transformer(nn.Module):
     ) -> torch.Tensor:
         """tokens (B, T) → the final-normed hidden states (B, T, C) the LM head projects (`output.weight`).
         The perplexity export stops here, so its scorer can run the head in cache-sized chunks."""
-        ops = get_ops(self.config.kernels, tokens.device)
+        return self._hidden(tokens, get_ops(self.config.kernels, tokens.device), doc_ids, position_ids)
+
+    def _hidden(
+        self,
+        tokens: torch.Tensor,
+        ops: KernelOps,
+        doc_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+    ) -> torch.Tensor:
         b, t = tokens.shape
         if position_ids is None:
             if doc_ids is not None:

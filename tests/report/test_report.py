@@ -107,6 +107,28 @@ def test_languages_use_extract_counters_when_present(tmp_path):
     assert got["kept"] == {} and got["rejected_sample"] == {}
 
 
+def test_language_drops_of_the_cascade_are_in_the_rejected_sample(tmp_path):
+    """The cascade's `prelid` row drops pages for their language before extraction: the report's
+    rejected-sample languages count them with langid's, and no other stage's rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from curation.schema import REJECTED_SCHEMA
+    from report.collect import languages
+
+    (tmp_path / "extract" / "rejected").mkdir(parents=True)
+    rows = [
+        {"stage": "prelid", "reason": "lang_not_kept", "lang": "de"},
+        {"stage": "prelid", "reason": "lang_not_kept", "lang": "de"},
+        {"stage": "langid", "reason": "lang_not_kept", "lang": "fr"},
+        {"stage": "filter:c4_quality", "reason": "c4_quality:lorem_ipsum", "lang": "en"},
+    ]
+    pq.write_table(
+        pa.Table.from_pylist(rows, schema=REJECTED_SCHEMA), tmp_path / "extract" / "rejected" / "u.parquet"
+    )
+    assert languages(tmp_path)["rejected_sample"] == {"de": 2, "fr": 1}
+
+
 def test_score_histograms_show_the_recipe_band(tmp_path):
     """Perplexity/toxicity columns of scored/ become histograms with the recipe's bounds on them."""
     import pyarrow as pa
