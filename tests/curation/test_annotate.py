@@ -15,7 +15,11 @@ from curation.config import ExtractJobConfig
 from curation.pipeline import process_file
 from curation.schema import DOC_SCHEMA
 
-DROP = ExtractJobConfig()
+# Annotate mode runs no cascade (it writes the pages langid would drop, so every page is extracted):
+# its funnel is compared with drop mode's full path. The default (cascaded) drop mode keeps the same
+# documents on this file too (bench/cascade_agreement.py: identical kept sets on every shared WARC).
+DROP = ExtractJobConfig.load(None, ["extract.cascade=false"])
+CASCADED = ExtractJobConfig()
 ANNOTATE = ExtractJobConfig.load(None, ["filters.mode=annotate"])
 
 
@@ -45,6 +49,9 @@ def test_annotate_keeps_every_filtered_document_and_selects_back_to_drop_mode(tm
     assert kept.column("id").to_pylist() == dropped.column("id").to_pylist()
     assert kept.column("text").to_pylist() == dropped.column("text").to_pylist()
     assert kept.drop(["drop_stage", "drop_reason"]).to_pylist() == dropped.to_pylist()
+    cascaded, c_stats, _ = _run(uri, tmp_path / "cascaded", CASCADED)
+    assert "prelid" in [st["stage"] for st in c_stats["stages"]]
+    assert cascaded.column("text").to_pylist() == dropped.column("text").to_pylist()
 
     # the funnel and the rejected sample say exactly what drop mode says
     def counts(stats):  # everything but the seconds, which are measured
