@@ -779,7 +779,7 @@ def where_time_goes(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
         "of its stage time)."
     )
     out.append(
-        f"  - the four datatrove filter blocks (same code both sides): ours {filt_o:.1f} s for {n_o:,} docs "
+        f"  - the four filter blocks (ours: curation/textfilters.py by default; datatrove's blocks): ours {filt_o:.1f} s for {n_o:,} docs "
         f"({1000 * filt_o / max(1, n_o):.1f} ms/doc), datatrove {filt_d:.1f} s for {n_d:,} "
         f"({1000 * filt_d / max(1, n_d):.1f} ms/doc); langid {spark.stages['langid'].seconds:.1f} s."
     )
