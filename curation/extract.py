@@ -80,7 +80,25 @@ def _warn_no_timer() -> None:
         _warned = True
 
 
-class Extractor(DocumentStage):
+class HtmlExtractor(DocumentStage):
+    """An extractor as a document stage: `doc.html` -> text and title through `self(html, url)`,
+    or the drop its `Extracted` names."""
+
+    name = "extract"
+
+    def __call__(self, html: str, url: str | None = None) -> Extracted:
+        raise NotImplementedError
+
+    def process(self, doc: Document) -> Document | Drop:
+        ex = self(doc.html or "", doc.metadata.get("url"))
+        if ex.reason is not None:
+            return Drop(ex.reason, ex.detail)
+        doc.text = ex.text
+        doc.metadata["title"] = ex.title
+        return doc
+
+
+class Extractor(HtmlExtractor):
     """HTML -> (text, title) with trafilatura; drop reasons extract_oversize/timeout/error/empty."""
 
     name = "extract"
@@ -118,14 +136,6 @@ class Extractor(DocumentStage):
             return Extracted(None, title, "extract_empty")
         return Extracted(text, title, None)
 
-    def process(self, doc: Document) -> Document | Drop:
-        ex = self(doc.html or "", doc.metadata.get("url"))
-        if ex.reason is not None:
-            return Drop(ex.reason, ex.detail)
-        doc.text = ex.text
-        doc.metadata["title"] = ex.title
-        return doc
-
     def _extract(self, html: str, url: str | None) -> tuple[str | None, str | None]:
         from trafilatura import bare_extraction
         from trafilatura.metadata import extract_title
@@ -157,7 +167,7 @@ class Trafilatura(Extractor):
         super().__init__(ExtractConfig(**kwargs))
 
 
-class Resiliparse(DocumentStage):
+class Resiliparse(HtmlExtractor):
     """HTML -> (text, title) with resiliparse's main-content heuristics (19x faster than trafilatura).
 
     The same size cap and minimum length as trafilatura, with the same drop reasons. No timeout:
@@ -181,14 +191,6 @@ class Resiliparse(DocumentStage):
         if len(text.strip()) < self.cfg.min_text_chars:
             return Extracted(None, title, "extract_empty")
         return Extracted(text, title, None)
-
-    def process(self, doc: Document) -> Document | Drop:
-        ex = self(doc.html or "", doc.metadata.get("url"))
-        if ex.reason is not None:
-            return Drop(ex.reason, ex.detail)
-        doc.text = ex.text
-        doc.metadata["title"] = ex.title
-        return doc
 
 
 def main_content(html: str) -> tuple[str, str | None]:

@@ -60,6 +60,7 @@ from curation.pii_address_eu import PATTERNS as EU_PATTERNS
 from curation.pii_address_eu import find_lines as find_number_last_lines
 from curation.pii_address_eu import is_street_type as is_eu_street_type
 from curation.pii_address_eu import is_year
+from curation.pii_address_eu import regex_trie as _trie
 
 
 def _words(text: str) -> list[str]:
@@ -211,30 +212,6 @@ _SHORT_WORDS: Final = frozenset(
         "north south east west nord sud est"
     )
 )
-
-
-def _trie(words: Iterable[str]) -> str:
-    """A regex alternation of `words` shaped as a trie: each attempt reads each character once.
-
-    A flat alternation of 400 words tries them one after the other at every house number; the
-    trie fails on the first character no word continues with. Only optional groups, no repeats.
-    """
-    root: dict = {}
-    for word in words:
-        node = root
-        for ch in word:
-            node = node.setdefault(ch, {})
-        node[""] = {}
-
-    def build(node: dict) -> str:
-        end = "" in node
-        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
-        if not branches:
-            return ""
-        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
-        return f"(?:{body})?" if end else body
-
-    return build(root)
 
 
 # ---------------------------------------------------------------------------------------------
