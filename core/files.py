@@ -1,16 +1,18 @@
 """Small file helpers every stage shares: the one rule for "the Parquet files of a documents folder",
-and the one streaming sha256 of a file (manifests, model metadata, checkpoints).
+the one streaming sha256 of a file (manifests, model metadata, checkpoints), and the one per-user
+cache folder for derived data that is costly to rebuild in every worker process.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from core.errors import InputError
 from core.storage import ObjectStore, is_remote
 
-__all__ = ["doc_parquet_files", "doc_parquet_uris", "parquet_schema", "sha256_file"]
+__all__ = ["cache_dir", "doc_parquet_files", "doc_parquet_uris", "parquet_schema", "sha256_file"]
 
 
 def doc_parquet_files(path: str | Path) -> list[Path]:
@@ -106,3 +108,13 @@ def parquet_schema(path: str | Path):
         return pq.read_schema(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None
+
+
+def cache_dir() -> Path:
+    """The per-user cache folder: `$REFINERY_CACHE_DIR`, else `$XDG_CACHE_HOME/refinery`, else
+    `~/.cache/refinery`. Only derived data goes here (anything in it can be deleted at any time and
+    is rebuilt from its source); not created until a writer needs it."""
+    if os.environ.get("REFINERY_CACHE_DIR"):
+        return Path(os.environ["REFINERY_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "refinery"

@@ -6,6 +6,7 @@ import random
 import re
 import tarfile
 
+import numpy as np
 import pytest
 
 from curation.urls import (
@@ -149,6 +150,26 @@ def test_shipped_ut1_list_is_already_normalized_and_loads_whole():
     assert len(loaded_domains) == len({d for d in lines if d})
     assert loaded_domains.match("0-1sex.com") == "0-1sex.com"  # the first line of the file
     assert len(loaded_urls) == len({u.strip() for u in urls.split("\n") if u.strip()})
+
+
+def test_ut1_cache_gives_the_built_set_and_survives_a_corrupt_file(tmp_path, monkeypatch, caplog):
+    """The per-user cache of the built UT1 set (one per worker start-up saved) holds the same set:
+    same hashes, bitmap and URLs as a build from the tarball; a corrupt cache file is rebuilt."""
+    monkeypatch.setenv("REFINERY_CACHE_DIR", str(tmp_path))
+    build = load_category.__wrapped__  # the per-process @cache bypassed: each call loads
+    built_domains, built_urls = build("adult")
+    (cached,) = (tmp_path / "url_filter").glob("ut1-adult-*.npz")
+    read_domains, read_urls = build("adult")
+    for k, v in built_domains.arrays().items():
+        assert np.array_equal(read_domains.arrays()[k], v), k
+    assert read_urls == built_urls and len(read_domains) == len(built_domains)
+    assert read_domains.match("www.0-1sex.com") == "0-1sex.com" and read_domains.match("example.org") is None
+    cached.write_bytes(cached.read_bytes()[:1000])  # truncated, as by a full disk
+    with caplog.at_level("WARNING"):
+        again, _ = build("adult")
+    assert "unreadable" in caplog.text
+    assert np.array_equal(again.arrays()["sorted"], built_domains.arrays()["sorted"])
+    assert cached.stat().st_size > 1000  # rewritten whole
 
 
 def test_word_lists_as_datatrove_normalizes_them():
