@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -416,6 +418,25 @@ def test_words_equal_spacy_on_hard_chunks():
         "中文句子。 Привет, мир! 1,000,000 A. IT. john."
     )
     assert SPLITTER.words(text) == dt_words(text)
+
+
+def test_spacy_loads_without_torch_and_torch_still_imports_after():
+    """A fresh worker's WordSplitter imports spaCy without torch (thinc would import it), tokenizes
+    as spaCy with torch does (the dt_words parity above runs in a process where torch is loaded),
+    and leaves torch importable for any later code."""
+    code = (
+        "import sys\n"
+        "from curation.words import WordSplitter\n"
+        'w = WordSplitter(); words = w.words("Don\'t stop, U.S.A. e-mail 3.5km!")\n'
+        "import thinc.compat\n"
+        "print('torch' in sys.modules, thinc.compat.has_torch)\n"
+        "import torch; torch.zeros(1)\n"
+        "print(words)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    first, words = out.splitlines()
+    assert first == "False False"
+    assert words == str(dt_words("Don't stop, U.S.A. e-mail 3.5km!"))
 
 
 def test_word_cache_starts_over_when_full(monkeypatch):
