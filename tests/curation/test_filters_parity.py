@@ -20,7 +20,7 @@ import pytest
 from core.stage import Document, Drop, build_stage
 from curation.config import DATATROVE_FILTERS, FiltersConfig
 from curation.words import SPLITTER
-from tests.support.filter_corpus import all_texts
+from tests.support.filter_corpus import all_texts, pool_size, spawn_pool
 
 pytestmark = pytest.mark.slow
 
@@ -75,16 +75,28 @@ def corpus() -> list[tuple[str, str]]:
     return all_texts()
 
 
-def test_our_blocks_decide_as_datatrove_per_document(corpus):
-    from datatrove.pipeline import filters
+_BLOCKS: tuple[dict, dict] | None = None
 
-    cfg = FiltersConfig().enabled()
-    ours = {k: build_stage("filter", k, dict(cfg[k]), f"filters.{k}", name=k) for k in KEYS}
-    theirs = {k: getattr(filters, DATATROVE_FILTERS[k])(**cfg[k]) for k in KEYS}
-    comparisons = [*KEYS, "c4_kept_text", "fineweb_after_c4", "pipeline"]
-    agree, compared = dict.fromkeys(comparisons, 0), dict.fromkeys(comparisons, 0)
-    words_differ, disagreements = 0, []
-    for doc_id, text in corpus:
+
+def _blocks() -> tuple[dict, dict]:
+    """(ours, datatrove's) four blocks with the default config, built once per worker process."""
+    global _BLOCKS
+    if _BLOCKS is None:
+        from datatrove.pipeline import filters
+
+        cfg = FiltersConfig().enabled()
+        ours = {k: build_stage("filter", k, dict(cfg[k]), f"filters.{k}", name=k) for k in KEYS}
+        theirs = {k: getattr(filters, DATATROVE_FILTERS[k])(**cfg[k]) for k in KEYS}
+        _BLOCKS = ours, theirs
+    return _BLOCKS
+
+
+def _compare(docs: list[tuple[str, str]]) -> list[tuple[str, dict, str | None, bool]]:
+    """Per document: its id, {comparison: (ours, datatrove's)}, the cause when any pair differs,
+    and whether the word lists differ. Runs in a worker process (spawn_pool)."""
+    ours, theirs = _blocks()
+    out = []
+    for doc_id, text in docs:
         mine, ref = _ours(ours, text), _theirs(theirs, text)
         pairs = {k: (mine[k], ref[k]) for k in (*KEYS, "c4_kept_text")}
         if mine["c4_kept_text"] is not None and ref["c4_kept_text"] is not None:
@@ -93,13 +105,27 @@ def test_our_blocks_decide_as_datatrove_per_document(corpus):
             fw_ref = _theirs(theirs, ref["c4_kept_text"])["fineweb_quality"]
             pairs["fineweb_after_c4"] = (fw.reason if isinstance(fw, Drop) else None, fw_ref)
         pairs["pipeline"] = (_pipeline(mine), _pipeline(ref))
+        cause = _cause(text) if any(a != b for a, b in pairs.values()) else None
+        out.append((doc_id, pairs, cause, SPLITTER.words(text) != _reference_words(text)))
+    return out
+
+
+def test_our_blocks_decide_as_datatrove_per_document(corpus):
+    comparisons = [*KEYS, "c4_kept_text", "fineweb_after_c4", "pipeline"]
+    agree, compared = dict.fromkeys(comparisons, 0), dict.fromkeys(comparisons, 0)
+    words_differ, disagreements = 0, []
+    # the documents in interleaved slices, one per worker: the slow ones (long texts) are spread out
+    n_workers = pool_size()
+    with spawn_pool(n_workers) as pool:
+        results = list(pool.map(_compare, [corpus[i::n_workers] for i in range(n_workers)]))
+    for doc_id, pairs, cause, differ in (r for rs in results for r in rs):
         for what, (a, b) in pairs.items():
             compared[what] += 1
             if a == b:
                 agree[what] += 1
             else:
-                disagreements.append((doc_id, what, b, a, _cause(text)))
-        words_differ += SPLITTER.words(text) != _reference_words(text)
+                disagreements.append((doc_id, what, b, a, cause))
+        words_differ += differ
     n = len(corpus)
     summary = (
         f"{n} documents; agreement per comparison: "

@@ -13,35 +13,59 @@ Two sources, both read from the shared data folder at run time (nothing cached i
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 from tests.support.shared_data import shared_data_dir
 
 
+def warc_files() -> list[Path]:
+    return sorted(p for p in (shared_data_dir() / "warc").rglob("*") if p.is_file())
+
+
 def warc_texts(limit_files: int | None = None) -> Iterator[tuple[str, str]]:
     """(id, text) for every page of the shared WARCs that trafilatura extracts a text from."""
+    for path in warc_files()[:limit_files]:
+        yield from file_texts(path)
+
+
+def file_texts(path: Path) -> list[tuple[str, str]]:
+    """(id, text) for every page of one WARC that trafilatura extracts a text from."""
     from core.stage import Document, Drop
     from curation.config import ExtractConfig, ReaderConfig
     from curation.extract import Extractor, ExtractStep
     from curation.warc import Page, iter_records
 
     step = ExtractStep(Extractor(ExtractConfig()))
-    files = sorted(p for p in (shared_data_dir() / "warc").rglob("*") if p.is_file())
-    for path in files[:limit_files]:
-        step.start_file()
-        for item in iter_records(str(path), ReaderConfig()):
-            if not isinstance(item, Page):
-                continue
-            # what the extract stage reads of a page (curation/pipeline.py builds the same fields)
-            meta = {
-                "url": item.url,
-                "source_format": "warc" if item.kind == "html" else "wet",
-                "content_type": item.content_type,
-            }
-            doc = step.process(Document(id="", text=None, payload=item.payload, metadata=meta))
-            if not isinstance(doc, Drop) and doc.text:
-                yield f"{path.name}@{item.offset}", doc.text
+    step.start_file()
+    out = []
+    for item in iter_records(str(path), ReaderConfig()):
+        if not isinstance(item, Page):
+            continue
+        # what the extract stage reads of a page (curation/pipeline.py builds the same fields)
+        meta = {
+            "url": item.url,
+            "source_format": "warc" if item.kind == "html" else "wet",
+            "content_type": item.content_type,
+        }
+        doc = step.process(Document(id="", text=None, payload=item.payload, metadata=meta))
+        if not isinstance(doc, Drop) and doc.text:
+            out.append((f"{path.name}@{item.offset}", doc.text))
+    return out
+
+
+def spawn_pool(workers: int | None = None) -> ProcessPoolExecutor:
+    """Worker processes for the corpus' per-document work (trafilatura, datatrove's blocks: single
+    threaded, minutes in all): one per core. Spawned, not forked: the test process may hold a
+    JVM gateway's threads, and a fork copies their locks."""
+    return ProcessPoolExecutor(max_workers=workers or pool_size(), mp_context=get_context("spawn"))
+
+
+def pool_size() -> int:
+    return max(1, min(len(os.sched_getaffinity(0)), 4))
 
 
 def eval_set_texts() -> Iterator[tuple[str, str]]:
@@ -59,7 +83,13 @@ def eval_set_texts() -> Iterator[tuple[str, str]]:
 
 
 def all_texts() -> list[tuple[str, str]]:
-    return [*warc_texts(), *eval_set_texts()]
+    """warc_texts() then eval_set_texts(), in that order; the WARCs extracted in parallel (spawn_pool),
+    largest first so no worker is left with the biggest file at the end."""
+    files = warc_files()
+    with spawn_pool() as pool:
+        futures = {p: pool.submit(file_texts, p) for p in sorted(files, key=lambda p: -p.stat().st_size)}
+        per_file = [futures[p].result() for p in files]
+    return [*(t for texts in per_file for t in texts), *eval_set_texts()]
 
 
 def cached_texts(path: Path) -> list[tuple[str, str]]:
