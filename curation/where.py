@@ -134,9 +134,7 @@ class _Parser:
         expr = self.or_()
         if self.peek().kind != "end":
             raise self.fail("expected AND, OR or the end of the condition")
-        if not isinstance(expr, ds.Expression):
-            raise InputError("--where must be a condition on columns, e.g. \"url_host_tld = 'uk'\"")
-        return expr
+        return self.boolean(expr)
 
     def or_(self):
         left = self.and_()

@@ -6,7 +6,9 @@ over TCP like any web server, Spark workers included. Subclassed only to:
 - answer `fail_status` (503 by default) to every `fail_every`-th GET (a thread-safe count over
   all clients), or to every GET with `fail_every=1`: the retry tests' "503 Slow Down";
 - count the requests, the injected failures and the body bytes sent (the benchmark's "bytes
-  fetched" is what the server sent, not what the client says it got).
+  fetched" is what the server sent, not what the client says it got);
+- hold each answer `delay` seconds and record the most requests in flight at once (the per-host
+  limit test), or ignore `Range` altogether (`honour_range=False`: a server that sends whole files).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import functools
 import logging
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -26,12 +29,21 @@ __all__ = ["RangeServer", "serving"]
 
 
 class RangeServer:
-    def __init__(self, root: Path, fail_every: int = 0, fail_status: int = 503) -> None:
+    def __init__(
+        self,
+        root: Path,
+        fail_every: int = 0,
+        fail_status: int = 503,
+        delay: float = 0.0,
+        honour_range: bool = True,
+    ) -> None:
         rhs = pytest.importorskip(
             "RangeHTTPServer", reason="rangehttpserver is a test dependency: pip install -e '.[test]'"
         )
         self.root, self.fail_every, self.fail_status = Path(root), fail_every, fail_status
+        self.delay = delay
         self.requests = self.failed = self.bytes_sent = 0
+        self.in_flight = self.max_in_flight = 0
         self.ranges: list[str] = []
         self._lock = threading.Lock()
         server = self
@@ -44,14 +56,23 @@ class RangeServer:
                     server.requests += 1
                     n = server.requests
                     server.ranges.append(self.headers.get("Range", ""))
-                if server.fail_every and n % server.fail_every == 0:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    time.sleep(server.delay)
+                    if server.fail_every and n % server.fail_every == 0:
+                        with server._lock:
+                            server.failed += 1
+                        self.send_response(server.fail_status)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    if not honour_range and "Range" in self.headers:
+                        del self.headers["Range"]
+                    super().do_GET()
+                finally:
                     with server._lock:
-                        server.failed += 1
-                    self.send_response(server.fail_status)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                super().do_GET()
+                        server.in_flight -= 1
 
             def copyfile(self, source, outputfile) -> None:
                 counted = _Counting(outputfile)
@@ -74,6 +95,7 @@ class RangeServer:
     def reset_counts(self) -> None:
         with self._lock:
             self.requests = self.failed = self.bytes_sent = 0
+            self.max_in_flight = 0
             self.ranges = []
 
     def start(self) -> None:
@@ -101,8 +123,8 @@ class _Counting:
 
 
 @contextlib.contextmanager
-def serving(root: Path, fail_every: int = 0, fail_status: int = 503) -> Iterator[RangeServer]:
-    server = RangeServer(root, fail_every, fail_status)
+def serving(root: Path, fail_every: int = 0, **kwargs) -> Iterator[RangeServer]:
+    server = RangeServer(root, fail_every, **kwargs)
     server.start()
     try:
         yield server
