@@ -177,7 +177,8 @@ class RangeFetcher:
         if len(ranges) <= 1:
             yield from (self.fetch(r) for r in ranges)
             return
-        with ThreadPoolExecutor(max_workers=self.cfg.per_host) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.cfg.per_host)
+        try:
             # submitted in bounded windows so a task never holds more than 2 x per_host records
             window = 2 * self.cfg.per_host
             futures = [pool.submit(self.fetch, r) for r in ranges[:window]]
@@ -187,6 +188,9 @@ class RangeFetcher:
                 if i + window < len(ranges):
                     futures.append(pool.submit(self.fetch, ranges[i + window]))
                 yield data
+        finally:
+            # a failed record ends the unit: records not started yet are not fetched in vain
+            pool.shutdown(wait=True, cancel_futures=True)
 
     # -- one attempt per scheme
     def _get(self, rr: RecordRange) -> bytes:
