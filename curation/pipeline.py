@@ -2,8 +2,9 @@
 
 This is the whole per-unit logic of the `extract` job, with no Spark in it: `process_unit` is what
 the per-file runner (core/runner.py) calls in a Spark task for its one WARC (or one byte range of
-it, curation/ranges.py), and `process_file`
-runs the same without Spark (tests, benchmarks). Everything between reading and writing is a list
+it, curation/ranges.py), and `process_file` runs the same without Spark (tests, benchmarks). Both
+go through `run_unit_stages`, the frame every unit shares; the index job's units
+(curation/index_job.py) use it too, reading their fetched records with the same `_run`. Everything between reading and writing is a list
 of document stages (core/stage.py) run by `core.stage.run_stages`, which counts, times and reports
 drops in one place; this file only reads records, builds the stage list from the config, keeps a
 sample of dropped documents and writes the kept ones.
