@@ -90,10 +90,13 @@ def open_index(index: str) -> tuple[ds.Dataset, dict[str, Any]]:
             import fsspec
 
             fs, _, paths = fsspec.get_fs_token_paths(index)
-            root = paths[0]
-            files = {p: fs.size(p) for p in (fs.find(root) if fs.isdir(root) else [root])}
-            files = {p: n for p, n in files.items() if p.endswith(".parquet") or not fs.isdir(root)}
-            dataset = ds.dataset(sorted(files), filesystem=fs, format="parquet", partitioning="hive")
+            root = paths[0].rstrip("/")
+            if fs.isdir(root):  # Common Crawl's table: crawl=.../subset=... folders become columns
+                files = {p: fs.size(p) for p in fs.find(root) if p.endswith(".parquet")}
+                dataset = ds.dataset(root, filesystem=fs, format="parquet", partitioning="hive")
+            else:
+                files = {root: fs.size(root)}
+                dataset = ds.dataset(root, filesystem=fs, format="parquet")
             ident = {"uri": index, "files": {p[len(root) :].lstrip("/"): n for p, n in sorted(files.items())}}
         else:
             path = Path(index).expanduser().resolve()

@@ -196,3 +196,38 @@ def test_command_line_mistakes_exit_2_before_spark(index, warc_dir, tmp_path, ca
         err = capsys.readouterr().err
         assert err.startswith("error: ") and __import__("re").search(message, err), (args, err)
         assert not out.exists()  # refused before any folder was made (or Spark started)
+
+
+def test_index_and_warcs_on_a_real_s3_server(index, whole, warc_dir, s3_bucket, tmp_path):
+    """The index read from s3:// (a file, and Common Crawl's crawl=/subset= layout), the records
+    fetched by S3 ranged GETs (moto's server on 127.0.0.1): the same selection, the same documents."""
+    import pyarrow.compute as pc
+
+    from tests.support.s3 import upload_tree
+
+    for w in WARCS:
+        upload_tree(warc_dir / w, f"{s3_bucket}/crawl/{w}")
+    upload_tree(index, f"{s3_bucket}/index.parquet")
+    table = pq.read_table(index)
+    for subset in ("warc", "crawldiagnostics"):  # partition values live in the folder names there
+        part = tmp_path / f"{subset}.parquet"
+        pq.write_table(
+            table.filter(pc.equal(table["subset"], subset)).drop_columns(["crawl", "subset"]), part
+        )
+        upload_tree(part, f"{s3_bucket}/table/crawl=CC-MAIN-LOCAL/subset={subset}/part-00000.parquet")
+
+    where = "subset = 'warc' AND content_languages = 'eng'"
+    want = _selected(index, where)
+    dataset, ident = open_index(f"{s3_bucket}/table/")
+    assert set(ident["files"]) == {
+        f"crawl=CC-MAIN-LOCAL/subset={s}/part-00000.parquet" for s in ("warc", "crawldiagnostics")
+    }
+    got = select_records(dataset, parse_where(where, dataset.schema)[0])
+    assert set(zip(got["warc_filename"].to_pylist(), got["warc_record_offset"].to_pylist())) == want
+    assert set(got["crawl"].to_pylist()) == {"CC-MAIN-LOCAL"}  # the partition folder's value
+
+    out = tmp_path / "out"
+    units = _plan_units(f"{s3_bucket}/index.parquet", WHERE, f"{s3_bucket}/crawl", out, 10**9)
+    assert run_unit(process_index_unit, units[0], ExtractJobConfig(), str(out))["status"] == "done"
+    expected = [d for d in _docs(whole) if (d["warc_file"], d["warc_offset"]) in _selected(index, WHERE)]
+    assert _docs(out) == expected
