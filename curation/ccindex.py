@@ -347,7 +347,7 @@ def build_index(
         except InputError:
             raise
         except Exception as e:  # damage: the rows before it are right, the rest is not indexed
-            report.errors[rel] = f"{type(e).__name__}: {str(e)[:200]}"
+            report.errors[rel] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
             log.warning("%s: indexing stopped after %d records: %s", p, n, e)
         report.files[rel] = n
     report.rows = len(rows)
