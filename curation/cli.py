@@ -1,4 +1,8 @@
-"""Command line of the curation job: `python -m curation extract ...`.
+"""Command line of the curation job: `python -m curation extract ...` (and `index`).
+
+`extract --input ...` reads whole WARCs; `extract --index INDEX --where SQL --warc-base URL` reads
+only the records an index query selects (curation/index_job.py); `index WARC... --output X.parquet`
+writes such an index of local WARCs (curation/ccindex.py).
 
 It also runs under spark-submit (`spark-submit curation/__main__.py extract ...`); the token
 jobs (train-tokenizer, tokenize) are `python -m tokens ...`.
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 
 from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
+from core.errors import InputError
 from core.spark import parse_spark_conf
 from curation.config import ExtractJobConfig
 
@@ -21,18 +26,50 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m curation", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("extract", help="WARC files -> filtered documents (Parquet) on Spark")
-    ex.add_argument(
+    source = ex.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--input",
         nargs="+",
-        required=True,
         metavar="PATH_OR_GLOB",
         help="local paths or globs, s3:// or https:// URLs, or a Common Crawl warc.paths(.gz) listing",
+    )
+    source.add_argument(
+        "--index",
+        metavar="INDEX",
+        help="a cc-index table (Parquet file or folder, local or s3://) or a CDXJ file: extract only "
+        "the records --where selects, fetched by ranged reads from --warc-base",
+    )
+    ex.add_argument(
+        "--where",
+        metavar="SQL",
+        help="with --index: SQL condition over the index columns, e.g. \"content_languages = 'eng'\"",
+    )
+    ex.add_argument(
+        "--warc-base",
+        metavar="URL_OR_PREFIX",
+        help="with --index: where warc_filename lives: https://data.commoncrawl.org/, s3://commoncrawl/, "
+        "an http:// server, or a local folder",
     )
     ex.add_argument("--output", required=True, metavar="DIR", help="output folder (created)")
     add_config_args(ex, "configs/extract.yaml")
     add_spark_args(ex)
     ex.add_argument("--no-progress", action="store_true", help="do not print the progress line")
 
+    ix = sub.add_parser("index", help="local WARCs -> a cc-index table (Parquet), optionally CDXJ")
+    ix.add_argument("warcs", nargs="+", metavar="WARC", help="local WARC files (per-record gzip or plain)")
+    ix.add_argument("--output", required=True, metavar="INDEX.parquet", help="the Parquet file to write")
+    ix.add_argument(
+        "--root",
+        metavar="DIR",
+        help="folder warc_filename is relative to: the one to serve or upload as --warc-base "
+        "(default: the WARCs' common folder)",
+    )
+    ix.add_argument("--cdxj", metavar="FILE", help="also write a sorted CDXJ index (cdxj-indexer)")
+    ix.add_argument(
+        "--no-languages",
+        action="store_true",
+        help="leave content_languages/content_charset null (skips decoding and lid.176 per HTML page)",
+    )
     return parser
 
 
@@ -41,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     if args.command == "extract":
         return guarded(lambda: _extract(args))
+    if args.command == "index":
+        return guarded(lambda: _index(args))
     return 2
 
 
@@ -48,6 +87,10 @@ def _extract(args: argparse.Namespace) -> int:
     from curation.job import run_extract
 
     cfg = ExtractJobConfig.load(args.config, args.overrides)
+    if args.index is not None:
+        return _extract_index(args, cfg)
+    if args.where is not None or args.warc_base is not None:
+        raise InputError("--where and --warc-base go with --index, not --input")
     result = run_extract(
         args.input,
         args.output,
@@ -57,3 +100,39 @@ def _extract(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     return print_run("extract", result, f"config {cfg.fingerprint()}")
+
+
+def _extract_index(args: argparse.Namespace, cfg: ExtractJobConfig) -> int:
+    from curation.index_job import run_index_extract
+
+    if args.where is None or args.warc_base is None:
+        raise InputError("--index needs --where (the SQL condition) and --warc-base (where the WARCs are)")
+    result = run_index_extract(
+        args.index,
+        args.where,
+        args.warc_base,
+        args.output,
+        cfg,
+        master=args.master,
+        spark_conf=parse_spark_conf(args.spark_conf),
+        progress=not args.no_progress,
+    )
+    fetched = {k: v for k, v in result.stats.counters.items() if k.startswith("fetch_")}
+    detail = f"config {cfg.fingerprint()}; " + ", ".join(f"{k} {v}" for k, v in sorted(fetched.items()))
+    return print_run("extract", result, detail)
+
+
+def _index(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from curation.ccindex import build_index
+
+    missing = [w for w in args.warcs if not Path(w).is_file()]
+    if missing:
+        raise InputError(f"not a file: {', '.join(missing[:5])}")
+    report = build_index(args.warcs, args.output, args.root, args.cdxj, languages=not args.no_languages)
+    print(f"Refinery index -> {args.output}: {report.rows} records of {len(report.files)} WARCs")
+    for name, n in report.files.items():
+        err = report.errors.get(name)
+        print(f"  {name}: {n} records" + (f"  (stopped early: {err})" if err else ""))
+    return 1 if report.errors else 0

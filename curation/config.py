@@ -386,6 +386,36 @@ class OutputConfig(ConfigModel):
         return self
 
 
+class FetchConfig(ConfigModel):
+    """Index-driven extraction (`extract --index`, curation/index_job.py): ranged reads of records.
+
+    None of it changes a document, so none of it is in the fingerprint; `task_bytes` decides the
+    units, so an output folder records it and refuses another value (as `reader.split_bytes`).
+    """
+
+    task_bytes: int = 64 * 2**20
+    """Selected records are grouped into tasks of about this many (compressed) bytes, one unit each:
+    a 1 GB Common Crawl WARC's worth of selected records makes 16 tasks."""
+    attempts: int = 6
+    """Requests per record before the unit fails (503/SlowDown, 5xx, connection errors, short reads)."""
+    backoff_base_s: float = 0.5
+    """First retry waits up to this long; each next one up to twice as long (full jitter)."""
+    backoff_cap_s: float = 20.0
+    """Longest wait between two attempts (also the most a server's Retry-After is honoured)."""
+    per_host: int = 8
+    """Requests in flight to one host at a time, per Spark task (a task's fetch threads)."""
+    timeout_s: float = 60.0
+    """Connect and read timeout of one request."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Any:
+        for key in ("task_bytes", "attempts", "per_host", "backoff_cap_s", "timeout_s"):
+            check_positive(f"fetch.{key}", getattr(self, key))
+        if self.backoff_base_s < 0:
+            raise ConfigError("fetch.backoff_base_s must be >= 0")
+        return self
+
+
 class ExtractJobConfig(ConfigModel):
     reader: ReaderConfig = Field(default_factory=ReaderConfig)
     url_filter: UrlFilterConfig = Field(default_factory=UrlFilterConfig)
@@ -395,6 +425,7 @@ class ExtractJobConfig(ConfigModel):
     pii: PiiStageConfig = Field(default_factory=PiiStageConfig)
     quality: QualityStageConfig = Field(default_factory=QualityStageConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
+    fetch: FetchConfig = Field(default_factory=FetchConfig)
     cc_base_url: str = "https://data.commoncrawl.org/"
     """Prefix for the relative paths of a Common Crawl `warc.paths(.gz)` listing (or s3://commoncrawl/)."""
 
@@ -416,6 +447,7 @@ class ExtractJobConfig(ConfigModel):
         # How files are cut into units does not change a document (tests/curation/test_ranges.py),
         # so folders made before ranges existed keep their fingerprint; the job guards it instead.
         d["reader"].pop("split_bytes")
+        d.pop("fetch")  # how records are fetched and grouped does not change them either
         d["extract"] = self.extract.fingerprint_dict()
         d["url_filter"]["files_sha256"] = self.url_filter.files_sha256()
         # The built-in blocks without `class` run our implementation (curation/textfilters.py), not

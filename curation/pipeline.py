@@ -2,8 +2,9 @@
 
 This is the whole per-unit logic of the `extract` job, with no Spark in it: `process_unit` is what
 the per-file runner (core/runner.py) calls in a Spark task for its one WARC (or one byte range of
-it, curation/ranges.py), and `process_file`
-runs the same without Spark (tests, benchmarks). Everything between reading and writing is a list
+it, curation/ranges.py), and `process_file` runs the same without Spark (tests, benchmarks). Both
+go through `run_unit_stages`, the frame every unit shares; the index job's units
+(curation/index_job.py) use it too, reading their fetched records with the same `_run`. Everything between reading and writing is a list
 of document stages (core/stage.py) run by `core.stage.run_stages`, which counts, times and reports
 drops in one place; this file only reads records, builds the stage list from the config, keeps a
 sample of dropped documents and writes the kept ones.
@@ -41,6 +42,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -341,9 +343,70 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
     Raises on an unexpected error (e.g. a download that kept failing): nothing is committed, the
     runner removes the temporary files and reports the unit failed, and a rerun retries it.
     """
-    out = OutputDir(out_root)
     warc_name = uri.rstrip("/").rsplit("/", 1)[-1]
     span = parse_range_unit(unit)  # None: the whole file
+
+    def read(run: UnitRun) -> None:
+        try:
+            with local_copy(uri, retries=cfg.reader.download_retries) as path:
+                run.read_file(path, warc_name, span)
+        except (FileNotFoundError, PermissionError) as e:
+            if is_remote(uri) and isinstance(e, FileNotFoundError):
+                raise
+            # A local input deleted or unreadable after the driver listed it: a counted skip.
+            run.stats.enter("read", 0)
+            run.stats.drop("read", "file_unreadable", 0)
+            run.rejected.add("read", "file_unreadable", url=None, warc_file=warc_name, detail=str(e)[:300])
+
+    return run_unit_stages(uri, unit, cfg, out_root, read, {"range": list(span)} if span else {})
+
+
+_FROM_NAME = object()
+
+
+@dataclass
+class UnitRun:
+    """What a unit's reader feeds: the plan, the funnel, the writer and the rejected sample.
+
+    `read_file` runs the reader over a local WARC and every page through the plan. A unit made of
+    records fetched from elsewhere (curation/index_job.py) reads a local file of those records,
+    with `offsets` mapping its positions back to the original file's and the crawl its index gave.
+    """
+
+    cfg: ExtractJobConfig
+    plan: Plan
+    stats: Stats
+    writer: _DocWriter
+    rejected: _Rejected
+
+    def read_file(
+        self,
+        path: str,
+        warc_name: str,
+        span: tuple[int, int] | None = None,
+        crawl: Any = _FROM_NAME,
+        offsets: Callable[[int], int] | None = None,
+    ) -> None:
+        hint = crawl_from_name(warc_name) if crawl is _FROM_NAME else crawl
+        _run(
+            path, warc_name, self.cfg, self.plan, self.stats, self.writer, self.rejected, span, hint, offsets
+        )
+
+
+def run_unit_stages(
+    uri: str,
+    unit: str,
+    cfg: ExtractJobConfig,
+    out_root: str,
+    read: Callable[[UnitRun], None],
+    summary_extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The unit frame every extract unit shares: stats rows, writers, `read(run)`, then the commit.
+
+    `read` feeds the unit's records through `run.read_file`; whatever it raises fails the unit
+    with nothing committed (the runner removes the temporary files).
+    """
+    out = OutputDir(out_root)
     started = time.time()
     stats = Stats()
     for name in stage_order(cfg):  # every row present, in order, even when no document reaches it
@@ -364,16 +427,7 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
     scrubber = next((st.scrubber for st in stages if isinstance(st, PiiStage)), None)
     rejected = _Rejected(cfg.output.rejected_per_reason, cfg.output.snippet_chars, scrubber)
     try:
-        try:
-            with local_copy(uri, retries=cfg.reader.download_retries) as path:
-                _run(path, warc_name, cfg, plan, stats, writer, rejected, span)
-        except (FileNotFoundError, PermissionError) as e:
-            if is_remote(uri) and isinstance(e, FileNotFoundError):
-                raise
-            # A local input deleted or unreadable after the driver listed it: a counted skip.
-            stats.enter("read", 0)
-            stats.drop("read", "file_unreadable", 0)
-            rejected.add("read", "file_unreadable", url=None, warc_file=warc_name, detail=str(e)[:300])
+        read(UnitRun(cfg, plan, stats, writer, rejected))
         writer.close()
     except BaseException:
         writer.abort()
@@ -389,7 +443,7 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
         "unit": unit,
         "config_fingerprint": cfg.fingerprint(),
         "docs_written": writer.count,
-        **({"range": list(span)} if span else {}),
+        **(summary_extra or {}),
         "started": started,
         "seconds": round(time.time() - started, 3),
         **stats.to_dict(),
@@ -399,12 +453,21 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
 
 
 def _run(
-    path, warc_name, cfg, plan: Plan, stats: Stats, writer: _DocWriter, rejected: _Rejected, span=None
+    path,
+    warc_name,
+    cfg,
+    plan: Plan,
+    stats: Stats,
+    writer: _DocWriter,
+    rejected: _Rejected,
+    span=None,
+    crawl_hint: str | None = None,
+    offsets: Callable[[int], int] | None = None,
 ) -> None:
     """Read every record of one file (or of its range `span`); each page goes through the plan,
-    kept ones to the writer."""
+    kept ones to the writer. `offsets` maps the file's offsets to those its documents record."""
     start, end = span or (0, None)
-    records = iter_records(path, cfg.reader, crawl_from_name(warc_name), start, end)
+    records = iter_records(path, cfg.reader, crawl_hint, start, end)
     items = 0
     while True:
         with stats.timed("read"):
@@ -412,6 +475,8 @@ def _run(
         if item is None:
             break
         items += 1
+        if offsets is not None:
+            item.offset = offsets(item.offset)
         if isinstance(item, Skip):
             stats.enter("read", item.nbytes)
             stats.drop("read", item.reason, item.nbytes)
