@@ -7,7 +7,7 @@ the real `deepspeed` launcher: 8 steps, a checkpoint every 2, SIGKILLed after st
 kill_at_step), then relaunched: it resumes from step 6 and finishes. Rows: the median of the trainer's own
 save time (`time.checkpoint` of steps 2, 4, 6 and 8: staging, hashing, upload and marker for S3) and the
 resume time (`seconds` of the resume event: choosing, downloading and verifying the checkpoint, and
-loading it), and the checkpoint's size. moto keeps objects in memory in this process, so the S3 column
+loading it), and the checkpoint's size; and whether the two runs' losses are bit-identical. moto keeps objects in memory in this process, so the S3 column
 measures the protocol's cost (hashing, HTTP requests, the extra local copy), not a network. Note the
 load (`uptime`) beside the numbers: the machine may be shared.
 """
@@ -42,7 +42,8 @@ def measure(cfg: Path, ckpt_dir: str, log: Path, procs: int, env: dict) -> dict:
     recs = [json.loads(x) for x in (log / "metrics.jsonl").read_text().splitlines()]
     saves = [r["time"]["checkpoint"] for r in recs if "event" not in r and "checkpoint" in r.get("time", {})]
     resume = [r["seconds"] for r in recs if r.get("event") == "resume"]
-    return {"save_s": statistics.median(saves), "saves": len(saves), "resume_s": resume[0]}
+    losses = {r["step"]: r["loss"] for r in recs if "event" not in r}  # the last record of each step
+    return {"save_s": statistics.median(saves), "saves": len(saves), "resume_s": resume[0], "losses": losses}
 
 
 def main() -> None:
@@ -92,6 +93,9 @@ def main() -> None:
     print(f"{'storage':<12} {'save s (median)':>16} {'resume s':>10}")
     for k, r in rows.items():
         print(f"{k:<12} {r['save_s']:>16.3f} {r['resume_s']:>10.3f}")
+    # both runs resumed from step 6 (one from the folder, one from S3): the same bytes, the same losses
+    same = rows["local"]["losses"] == rows["s3 (moto)"]["losses"]
+    print(f"losses of steps 1-8 bit-identical, local vs S3 resume: {same}")
 
 
 if __name__ == "__main__":
