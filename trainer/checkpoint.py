@@ -7,7 +7,9 @@ Layout of one checkpoint, `<dir>/step_00000120/`:
                               RNG states of this rank (Python, NumPy, torch CPU, CUDA; tensors as base64)
     COMPLETE.json             written last, by rank 0, after every rank finished: file → (size, sha256)
 
-A checkpoint *counts* only with COMPLETE.json (DESIGN: temp → rename → marker). Resume takes the newest
+A checkpoint *counts* only with COMPLETE.json (DESIGN: temp → rename → marker). On object storage
+(`checkpoint.dir=s3://…`) the same folder is made in local staging and uploaded, marker last, and resume
+downloads a checkpoint marker first and verifies the copy: trainer/checkpoint_remote.py. Resume takes the newest
 complete one whose files still match the marker (sha256, or sizes only with checkpoint.verify=size) and
 falls back past any that do not, with a log line naming why. DeepSpeed's own `latest` pointer is not used:
 it is written before other ranks may have finished.

@@ -104,7 +104,8 @@ def list_tags(store: ObjectStore, uri: str) -> list[str]:
 
 
 def all_ok(dist, error: str | None) -> None:
-    """Collective: raise CheckpointError on every rank if any rank reports an error (none waits alone)."""
+    """Collective: raise CheckpointError on every rank if any rank reports an error (none waits alone).
+    Also used by the trainer for its local checkpoints (the elastic resume's conversion)."""
     errors: list[str | None] = [None] * dist.get_world_size()
     dist.all_gather_object(errors, error)
     bad = [e for e in errors if e]

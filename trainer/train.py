@@ -356,15 +356,15 @@ class Trainer:
         ranks = f"{old_world} rank{'s' * (old_world != 1)}"
         _log(self.rank, f"[checkpoint] {path} was written by {ranks}, this run has {self.world}: "
              "loading it through DeepSpeed's universal checkpoint")  # fmt: skip
-        error = [None]
-        if self.rank == 0:
+        # rank 0 converts the shared folder; with object storage each node's first rank its own download
+        converts = remote.local_rank() == 0 if self.ckpt_uri else self.rank == 0
+        error = None
+        if converts:
             try:
                 ckpt.convert_to_universal(path)
-            except Exception as e:  # every rank stops with it, not only rank 0
-                error[0] = f"{path}: conversion to a universal checkpoint failed: {type(e).__name__}: {e}"
-        self.dist.broadcast_object_list(error, src=0)
-        if error[0] is not None:
-            raise ckpt.CheckpointError(error[0])
+            except Exception as e:  # every rank stops with it, not only the converting one
+                error = f"{path}: conversion to a universal checkpoint failed: {type(e).__name__}: {e}"
+        remote.all_ok(self.dist, error)
         with ckpt.safe_torch_load(), _universal_load(self.engine):
             load_path, _ = self.engine.load_checkpoint(
                 str(path), tag=ckpt.UNIVERSAL, load_optimizer_states=True, load_lr_scheduler_states=False
@@ -372,7 +372,7 @@ class Trainer:
             groups = ckpt.universal_param_groups(path)
         ckpt.repair_universal_load(self.optimizer, groups)
         self.dist.barrier()  # every rank has read the conversion
-        if self.rank == 0:
+        if converts:
             ckpt.remove_universal(path)
         return load_path
 
