@@ -1,18 +1,32 @@
 """Small file helpers every stage shares: the one rule for "the Parquet files of a documents folder",
 the one streaming sha256 of a file (manifests, model metadata, checkpoints), and the one per-user
 cache folder for derived data that is costly to rebuild in every worker process.
+
+A job's output is read marker first, on a local folder as on an object store (`finished_docs`, the
+one helper for both): a unit file in `docs/` counts only once its `done/<unit>.json` exists, so a
+stray file a killed run left behind (or anyone planted) is skipped, counted and logged, never read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from pathlib import Path
 
 from core.errors import InputError
-from core.storage import ObjectStore, is_remote
+from core.storage import LocalStore, ObjectStore, Store, is_remote, join
 
-__all__ = ["cache_dir", "doc_parquet_files", "doc_parquet_uris", "parquet_schema", "sha256_file"]
+__all__ = [
+    "cache_dir",
+    "doc_parquet_files",
+    "doc_parquet_uris",
+    "finished_docs",
+    "parquet_schema",
+    "sha256_file",
+]
+
+log = logging.getLogger(__name__)
 
 
 def doc_parquet_files(path: str | Path) -> list[Path]:
@@ -21,7 +35,8 @@ def doc_parquet_files(path: str | Path) -> list[Path]:
     `path` is a Parquet file, a job's output folder (its `docs/` is read), or a folder of Parquet
     files, searched recursively (Spark writes `part-*.parquet`, possibly under partition folders).
     Names starting with `.` or `_` are skipped at every level: temporary files of a running job,
-    `_SUCCESS`, `_temporary/`. Raises InputError when there is nothing to read.
+    `_SUCCESS`, `_temporary/`. A job's output folder is read marker first (`finished_docs`).
+    Raises InputError when there is nothing to read.
     """
     p = Path(path).expanduser()
     if p.is_file():
@@ -34,6 +49,9 @@ def doc_parquet_files(path: str | Path) -> list[Path]:
         for f in root.rglob("*.parquet")
         if f.is_file() and not any(part.startswith((".", "_")) for part in f.relative_to(root).parts)
     )
+    if root != p:
+        kept = set(finished_docs(LocalStore(), str(p.absolute()), [str(f.absolute()) for f in files]))
+        files = [f for f in files if str(f.absolute()) in kept]
     if not files:
         raise InputError(f"no Parquet files under {root}")
     return files
@@ -45,7 +63,7 @@ def doc_parquet_uris(path: str | Path) -> list[str]:
     The same rule on an object store: a `.parquet` object, or the `.parquet` keys under
     `<prefix>/docs/` if the prefix has one, else under the prefix, skipping `.`/`_` names. A job's
     output there is read marker first (`_finished_docs`): S3 has no rename, so a killed upload can
-    leave a data key whose marker was never written.
+    leave a data key whose marker was never written (`finished_docs`, as for a local folder).
     """
     if not is_remote(path):
         return [str(p.resolve()) for p in doc_parquet_files(path)]
@@ -61,24 +79,37 @@ def doc_parquet_uris(path: str | Path) -> list[str]:
         raise InputError(f"cannot list {uri}: {type(e).__name__}: {e}") from None
     files = [f for f in found if not any(p.startswith((".", "_")) for p in f[len(root) + 1 :].split("/"))]
     if root == docs:
-        files = _finished_docs(store, uri, files)
+        files = finished_docs(store, uri, files)
     if not files:
         raise InputError(f"no Parquet files under {root}")
     return files
 
 
-def _finished_docs(store: ObjectStore, uri: str, files: list[str]) -> list[str]:
-    """The docs of a job output on an object store that its markers say are finished.
+def finished_docs(store: Store, root: str, files: list[str]) -> list[str]:
+    """The files of `root/docs/` that the job output `root` says are finished: marker first.
 
-    Per-unit jobs (extract, score): docs/<unit>.parquet whose done/<unit>.json exists. A job with
-    one marker for its whole output (dedup): all of docs/ once `_SUCCESS` exists, else an error.
+    Per-unit jobs (extract, score): docs/<unit>.parquet whose done/<unit>.json exists; any other file
+    there (a killed run's, or a stray one) is skipped, and the skip is logged with a count and names.
+    A job with one marker for its whole output (dedup): all of docs/ once `_SUCCESS` exists, else an
+    InputError. A folder with neither markers nor `_config.json` is not a job output: all of it.
+    The same code for a local folder and an object store (`store`, paths in the form of `root`).
     """
-    markers = {m.rsplit("/", 1)[-1].removesuffix(".json") for m in store.list(f"{uri}/done", ".json")}
+    markers = {m.rsplit("/", 1)[-1].removesuffix(".json") for m in store.list(join(root, "done"), ".json")}
     if markers:
-        prefix = f"{uri}/docs/"
-        return [f for f in files if f[len(prefix) :].removesuffix(".parquet") in markers]
-    if store.exists(f"{uri}/_config.json") and not store.exists(f"{uri}/_SUCCESS"):
-        raise InputError(f"{uri} is an unfinished job output (no done/ markers, no _SUCCESS)")
+        prefix = join(root, "docs") + "/"
+        kept = [f for f in files if f[len(prefix) :].removesuffix(".parquet") in markers]
+        if len(kept) < len(files):
+            stray = [f[len(prefix) :] for f in files if f not in set(kept)]
+            log.warning(
+                "%s: %d file(s) in docs/ without a completion marker in done/ skipped (a killed run's "
+                "partial output, or not this job's): %s",
+                root,
+                len(stray),
+                ", ".join(stray[:10]) + (", ..." if len(stray) > 10 else ""),
+            )
+        return kept
+    if store.exists(join(root, "_config.json")) and not store.exists(join(root, "_SUCCESS")):
+        raise InputError(f"{root} is an unfinished job output (no done/ markers, no _SUCCESS)")
     return files
 
 

@@ -84,6 +84,18 @@ class Store:
         """Files under folder `path` ending in `suffix`, sorted, as full paths (same form as `path`)."""
         raise NotImplementedError
 
+    def list_dirs(self, path: str) -> list[str]:
+        """Names (not paths) of the folders (key prefixes) directly under `path`, sorted."""
+        raise NotImplementedError
+
+    def sizes(self, path: str) -> dict[str, int]:
+        """Every file under folder `path` (recursively) as relative name -> size in bytes."""
+        raise NotImplementedError
+
+    def download(self, path: str, local: Path) -> None:
+        """Copy `path` to the local file `local` (made whole, or an error)."""
+        raise NotImplementedError
+
     def delete(self, path: str) -> None:
         """Remove a file; a missing one is not an error."""
         raise NotImplementedError
@@ -129,6 +141,18 @@ class LocalStore(Store):
             return []
         found = root.rglob(f"*{suffix}") if recursive else root.glob(f"*{suffix}")
         return sorted(str(p) for p in found if p.is_file())
+
+    def list_dirs(self, path: str) -> list[str]:
+        root = Path(path)
+        return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+    def sizes(self, path: str) -> dict[str, int]:
+        root = Path(path)
+        found = root.rglob("*") if root.is_dir() else []
+        return {p.relative_to(root).as_posix(): p.stat().st_size for p in found if p.is_file()}
+
+    def download(self, path: str, local: Path) -> None:
+        shutil.copyfile(path, local)
 
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -197,6 +221,25 @@ class ObjectStore(Store):
         except FileNotFoundError:
             return []
         return sorted(self._uri(k) for k in keys if k.endswith(suffix) and k != key)
+
+    def list_dirs(self, path: str) -> list[str]:
+        key = self._key(path).rstrip("/")
+        try:
+            entries = self._io(path, self.fs.ls, key, True)
+        except FileNotFoundError:
+            return []
+        return sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == "directory")
+
+    def sizes(self, path: str) -> dict[str, int]:
+        key = self._key(path).rstrip("/")
+        try:
+            found = self._io(path, lambda: self.fs.find(key, detail=True))  # one listing, with sizes
+        except FileNotFoundError:
+            return {}
+        return {k[len(key) + 1 :]: int(v["size"]) for k, v in found.items() if k != key}
+
+    def download(self, path: str, local: Path) -> None:
+        self._io(path, self.fs.get_file, self._key(path), str(local))
 
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -265,3 +265,41 @@ def test_server_stopped_mid_job_then_rerun_completes(s3_server, local_chain, war
         rows = _rows(out, "text", "url")
         assert len({r[0] for r in rows}) == len(rows)  # nothing duplicated
         assert rows == _rows(local_chain["extract"], "text", "url")  # nothing lost
+
+
+def test_a_stray_unit_file_is_never_read_downstream(tmp_path, warc_dir, spark, s3_server, caplog):
+    """A docs/ file without its done/ marker (what a killed run can leave; planted here) in a real extract
+    output: `score` reads only the marked unit, from a local folder and from S3 alike (core.files.
+    finished_docs, one helper for both), and says how many files it skipped and which."""
+    import logging
+    import shutil
+
+    import s3fs
+
+    from classifiers.score import run_score
+    from classifiers.scorer import make_spec
+    from core.output import OutputDir
+    from curation.config import ExtractJobConfig
+    from curation.pipeline import process_file
+
+    ex = tmp_path / "extract"
+    cfg = ExtractJobConfig()
+    OutputDir(ex).prepare("extract", cfg.to_dict(), cfg.fingerprint())
+    res = process_file(str(warc_dir / WARCS[0]), cfg, str(ex))
+    unit = res["unit"]
+    shutil.copy(ex / "docs" / f"{unit}.parquet", ex / "docs" / "stray.parquet")  # real rows, no marker
+    scorers = [make_spec("toxicity", TOXICITY)]
+    with caplog.at_level(logging.WARNING, logger="core.files"):
+        assert run_score(str(ex), str(tmp_path / "scored"), None, scorers=scorers, progress=False).ok
+    assert sorted(p.name for p in (tmp_path / "scored" / "docs").iterdir()) == [f"{unit}.parquet"]
+    assert "1 file(s) in docs/ without a completion marker in done/ skipped" in caplog.text
+    assert "stray.parquet" in caplog.text
+
+    with s3_env(s3_server):
+        s3fs.S3FileSystem().mkdir("refinery-stray")
+        upload_tree(ex, "s3://refinery-stray/extract")
+        out = "s3://refinery-stray/scored"
+        args = ("--input", "s3://refinery-stray/extract", "--output", out, "--toxicity", TOXICITY)
+        run = _ok(_cli(s3_server, "classifiers", "score", *args))
+        assert "1 file(s) in docs/ without a completion marker in done/ skipped" in run.stderr
+        assert [k.rsplit("/", 1)[-1] for k in ObjectStore(out).list(join(out, "docs"))] == [f"{unit}.parquet"]

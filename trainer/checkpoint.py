@@ -7,7 +7,9 @@ Layout of one checkpoint, `<dir>/step_00000120/`:
                               RNG states of this rank (Python, NumPy, torch CPU, CUDA; tensors as base64)
     COMPLETE.json             written last, by rank 0, after every rank finished: file → (size, sha256)
 
-A checkpoint *counts* only with COMPLETE.json (DESIGN: temp → rename → marker). Resume takes the newest
+A checkpoint *counts* only with COMPLETE.json (DESIGN: temp → rename → marker). On object storage
+(`checkpoint.dir=s3://…`) the same folder is made in local staging and uploaded, marker last, and resume
+downloads a checkpoint marker first and verifies the copy: trainer/checkpoint_remote.py. Resume takes the newest
 complete one whose files still match the marker (sha256, or sizes only with checkpoint.verify=size) and
 falls back past any that do not, with a log line naming why. DeepSpeed's own `latest` pointer is not used:
 it is written before other ranks may have finished.
@@ -144,18 +146,7 @@ def save(engine, root: Path, step: int, trainer_state: dict[str, Any], keep: int
     import torch.distributed as dist
 
     rank, world = dist.get_rank(), dist.get_world_size()
-    tag = tag_for(step)
-    ckpt = root / tag
-    if rank == 0 and ckpt.exists():
-        shutil.rmtree(ckpt)  # a leftover of a crashed attempt at this same step (it never got its marker)
-    dist.barrier()
-    engine.save_checkpoint(str(root), tag=tag, save_latest=False)
-    state = {**trainer_state, "rng": rng_state(), "rank": rank, "world_size": world}
-    tmp = ckpt / f".{trainer_state_name(rank)}.tmp"
-    # allow_nan: the spike guard's window may hold a NaN loss; json reads NaN back
-    tmp.write_text(json.dumps(state, indent=1))
-    os.replace(tmp, ckpt / trainer_state_name(rank))
-    dist.barrier()  # every rank's files are in place
+    ckpt = write_files(engine, root, step, trainer_state)
     names = sorted(p.name for p in ckpt.iterdir() if p.is_file() and p.name != MARKER)
     mine = {n: (os.path.getsize(ckpt / n), sha256_file(ckpt / n)) for n in names[rank::world]}
     gathered: list[dict] = [None] * world  # type: ignore[list-item]
@@ -167,6 +158,33 @@ def save(engine, root: Path, step: int, trainer_state: dict[str, Any], keep: int
         os.replace(tmpm, ckpt / MARKER)
         _prune(root, keep, log)
     dist.barrier()
+    return ckpt
+
+
+def write_files(
+    engine, root: Path, step: int, trainer_state: dict[str, Any], clear: bool | None = None
+) -> Path:
+    """Collective: every rank writes its DeepSpeed files and its trainer state into `root/step_…/`.
+
+    Returns the folder once every rank's files are in place (a barrier); no marker yet. A leftover of a
+    crashed attempt at this same step (it never got its marker) is removed first, by the rank whose
+    `clear` is true (default: rank 0, for a folder every rank shares).
+    """
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    tag = tag_for(step)
+    ckpt = root / tag
+    if (rank == 0 if clear is None else clear) and ckpt.exists():
+        shutil.rmtree(ckpt)
+    dist.barrier()
+    engine.save_checkpoint(str(root), tag=tag, save_latest=False)
+    state = {**trainer_state, "rng": rng_state(), "rank": rank, "world_size": world}
+    tmp = ckpt / f".{trainer_state_name(rank)}.tmp"
+    # allow_nan: the spike guard's window may hold a NaN loss; json reads NaN back
+    tmp.write_text(json.dumps(state, indent=1))
+    os.replace(tmp, ckpt / trainer_state_name(rank))
+    dist.barrier()  # every rank's files are in place
     return ckpt
 
 

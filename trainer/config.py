@@ -197,7 +197,11 @@ class EvalSection(ConfigModel):
 
 class CheckpointSection(ConfigModel):
     dir: str = ""
-    """checkpoint root; empty disables checkpoints (and resume)"""
+    """checkpoint root, a local folder or an object-store prefix (s3://bucket/prefix: credentials and
+    endpoint from the AWS environment); empty disables checkpoints (and resume)"""
+    staging: str = ""
+    """object-store checkpoints only: local folder they are made in and downloaded to before loading
+    (room for one checkpoint; default: the system temporary folder)"""
     every: int = 0
     """save every N optimizer steps (0: only at the end)"""
     keep: int = 3

@@ -7,6 +7,7 @@ variable holding JSON, so the production config (trainer/config.py) carries no t
     REFINERY_TRAIN_FAULTS='{"kill_at_step": 17}'
     REFINERY_TRAIN_FAULTS='{"poison_indices": [52, 120], "poison_factor": 1000.0}'
     REFINERY_TRAIN_FAULTS='{"dump_state_steps": [15, 25]}'      # full optimizer state, to compare
+    REFINERY_TRAIN_FAULTS='{"kill_in_upload_step": 8}'          # killed mid-upload of an S3 checkpoint
 
 The launcher starts every rank with the environment it was given, so every rank sees the same faults
 (the poison must scale the loss on whichever rank draws a poisoned row, and the spike guard decides on
@@ -37,19 +38,28 @@ class Faults(ConfigModel):
     """the loss of a micro-batch holding a poisoned sequence is multiplied by this"""
     kill_at_step: int = 0
     """rank 0 SIGKILLs itself after finishing this step (a crash with no cleanup; 0: off)"""
+    kill_in_upload_step: int = 0
+    """checkpoints on object storage: rank 0 SIGKILLs itself after uploading the first file of this step's
+    checkpoint, before its marker (0: off)"""
     dump_state_steps: tuple[int, ...] = ()
     """at these steps, after a save or a resume, write the full optimizer state to <logging.dir>/state_dump/
     (an observation, not a fault: it changes nothing; the elastic-resume test compares the dumps)"""
 
     @model_validator(mode="after")
     def _check(self) -> Faults:
-        if self.kill_at_step < 0:
-            raise ConfigError(f"kill_at_step must be >= 0, got {self.kill_at_step}")
+        for k in ("kill_at_step", "kill_in_upload_step"):
+            if getattr(self, k) < 0:
+                raise ConfigError(f"{k} must be >= 0, got {getattr(self, k)}")
         return self
 
     @property
     def active(self) -> bool:
-        return bool(self.poison_indices) or self.kill_at_step > 0 or bool(self.dump_state_steps)
+        return (
+            bool(self.poison_indices)
+            or self.kill_at_step > 0
+            or self.kill_in_upload_step > 0
+            or bool(self.dump_state_steps)
+        )
 
 
 def faults_from_env(environ: Mapping[str, str] = os.environ) -> Faults:

@@ -28,6 +28,7 @@ import dataclasses
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import time
@@ -40,10 +41,12 @@ if __package__ in (None, ""):  # started as a script by the launcher: make the r
 import numpy as np
 import torch
 
+from core.storage import is_remote
 from mixtures.recipe import RecipeError
 from mixtures.sampler import MixtureSampler
 from tokens.shards import ShardFormatError
 from trainer import checkpoint as ckpt
+from trainer import checkpoint_remote as remote
 from trainer.config import ConfigError, TrainConfig, deepspeed_config, load_config, load_recipe
 from trainer.data import Batches
 from trainer.faults import ENV_VAR, Faults, faults_from_env
@@ -135,6 +138,10 @@ class Trainer:
         # seconds, on every rank alike, not a traceback per rank after minutes of distributed start-up.
         self.rank, self.world = launch_rank_world()
         cfg.schedule.check_divisible(self.world)
+        # checkpoints on object storage: the bucket must answer and take a write, or exit 2 now
+        self.ckpt_uri = cfg.checkpoint.dir if is_remote(cfg.checkpoint.dir) else None
+        if self.ckpt_uri:
+            remote.check_writable(self.ckpt_uri)
         self.ds_config = deepspeed_config(cfg, self.world, torch.cuda.is_available())
         tok = self._init_data()
         if self._init_distributed() != (self.rank, self.world):  # a launcher that sets no RANK/WORLD_SIZE
@@ -156,7 +163,15 @@ class Trainer:
         self.per_source = {s: 0 for s in self.sources}
         self.rollbacks = 0
         self.spike_run_start: int | None = None
-        self.ckpt_root = Path(cfg.checkpoint.dir) if cfg.checkpoint.dir else None
+        # where DeepSpeed reads and writes: the checkpoint folder, or for an object store the local
+        # staging folder checkpoints are made in and downloaded to (trainer/checkpoint_remote.py)
+        self.ckpt_root = (
+            remote.staging_root(self.ckpt_uri, cfg.checkpoint.staging)
+            if self.ckpt_uri
+            else Path(cfg.checkpoint.dir)
+            if cfg.checkpoint.dir
+            else None
+        )
         self.metrics = MetricsWriter(cfg.logging.dir, self.rank == 0, cfg.logging.tensorboard)
         self.flops_tok = flops_per_token(self.mcfg, self.seq_len)
         name = torch.cuda.get_device_name(self.device) if self.on_cuda else None
@@ -262,11 +277,40 @@ class Trainer:
         }
 
     def _choose_checkpoint(self) -> str | None:
-        choice = [None]
+        """The newest good checkpoint's tag (rank 0 decides); on an object store it is then in every node's
+        local staging folder (`self.ckpt_root / tag`), downloaded and verified."""
+        mode = self.cfg.checkpoint.verify
+        choice: list = [None, None, None]  # tag, error, the id of rank 0's download
         if self.rank == 0:
-            choice[0] = ckpt.newest_good(self.ckpt_root, self.cfg.checkpoint.verify, log=print)
+            try:
+                if self.ckpt_uri:
+                    choice[0] = remote.newest_good(self.ckpt_uri, self.ckpt_root, mode, log=print)
+                    if choice[0] is not None:
+                        choice[2] = remote.mark_fetched(self.ckpt_root, choice[0])
+                else:
+                    choice[0] = ckpt.newest_good(self.ckpt_root, mode, log=print)
+            except OSError as e:  # the object store failed: every rank stops with it, not only rank 0
+                choice[1] = f"cannot read checkpoints under {self.ckpt_uri}: {e}"
         self.dist.broadcast_object_list(choice, src=0)
-        return choice[0]
+        if choice[1] is not None:
+            raise ckpt.CheckpointError(choice[1])
+        tag = choice[0]
+        if self.ckpt_uri and tag is not None:
+            # the first rank of a node without rank 0's download (its own staging folder) fetches the tag too
+            error = None
+            if (
+                self.rank != 0
+                and remote.local_rank() == 0
+                and not remote.is_fetched(self.ckpt_root, tag, choice[2])
+            ):
+                try:
+                    why = remote.fetch(self.ckpt_uri, tag, self.ckpt_root, mode)
+                except OSError as e:
+                    why = str(e)
+                if why is not None:
+                    error = f"rank {self.rank}: cannot fetch {tag} from {self.ckpt_uri}: {why}"
+            remote.all_ok(self.dist, error)
+        return tag
 
     def load(self, tag: str, keep_quarantine: bool = False) -> None:
         path = self.ckpt_root / tag
@@ -298,6 +342,11 @@ class Trainer:
         self.rollbacks = max(self.rollbacks, st["rollbacks"])
         ckpt.set_rng_state(st["rng"])
         self.last_saved = self.step
+        if self.ckpt_uri:  # the downloaded copy has been read by every rank
+            self.dist.barrier()
+            if remote.local_rank() == 0:
+                shutil.rmtree(path, ignore_errors=True)
+                (self.ckpt_root / f".fetched-{tag}").unlink(missing_ok=True)
 
     def _load_other_world_size(self, path: Path, old_world: int) -> str | None:
         """Elastic resume: `path` was written by `old_world` ranks. Rank 0 converts it to DeepSpeed's universal
@@ -307,15 +356,15 @@ class Trainer:
         ranks = f"{old_world} rank{'s' * (old_world != 1)}"
         _log(self.rank, f"[checkpoint] {path} was written by {ranks}, this run has {self.world}: "
              "loading it through DeepSpeed's universal checkpoint")  # fmt: skip
-        error = [None]
-        if self.rank == 0:
+        # rank 0 converts the shared folder; with object storage each node's first rank its own download
+        converts = remote.local_rank() == 0 if self.ckpt_uri else self.rank == 0
+        error = None
+        if converts:
             try:
                 ckpt.convert_to_universal(path)
-            except Exception as e:  # every rank stops with it, not only rank 0
-                error[0] = f"{path}: conversion to a universal checkpoint failed: {type(e).__name__}: {e}"
-        self.dist.broadcast_object_list(error, src=0)
-        if error[0] is not None:
-            raise ckpt.CheckpointError(error[0])
+            except Exception as e:  # every rank stops with it, not only the converting one
+                error = f"{path}: conversion to a universal checkpoint failed: {type(e).__name__}: {e}"
+        remote.all_ok(self.dist, error)
         with ckpt.safe_torch_load(), _universal_load(self.engine):
             load_path, _ = self.engine.load_checkpoint(
                 str(path), tag=ckpt.UNIVERSAL, load_optimizer_states=True, load_lr_scheduler_states=False
@@ -323,7 +372,7 @@ class Trainer:
             groups = ckpt.universal_param_groups(path)
         ckpt.repair_universal_load(self.optimizer, groups)
         self.dist.barrier()  # every rank has read the conversion
-        if self.rank == 0:
+        if converts:
             ckpt.remove_universal(path)
         return load_path
 
@@ -345,18 +394,36 @@ class Trainer:
 
     def save(self) -> float:
         t0 = time.perf_counter()
-        ckpt.save(
-            self.engine,
-            self.ckpt_root,
-            self.step,
-            self.trainer_state(),
-            self.cfg.checkpoint.keep,
-            log=lambda m: _log(self.rank, m),
-        )
+        log = lambda m: _log(self.rank, m)  # noqa: E731
+        if self.ckpt_uri:
+            remote.save(
+                self.engine,
+                self.ckpt_root,
+                self.ckpt_uri,
+                self.step,
+                self.trainer_state(),
+                self.cfg.checkpoint.keep,
+                log=log,
+                on_uploaded=self._upload_fault,
+            )
+        else:
+            ckpt.save(
+                self.engine,
+                self.ckpt_root,
+                self.step,
+                self.trainer_state(),
+                self.cfg.checkpoint.keep,
+                log=log,
+            )
         self.last_saved = self.step
         dt = time.perf_counter() - t0
         self._dump_state("save")
         return dt
+
+    def _upload_fault(self, uploaded: int) -> None:
+        """Test fault (trainer/faults.py, kill_in_upload_step): rank 0 dies after its first uploaded file."""
+        if self.faults.kill_in_upload_step == self.step and self.rank == 0 and uploaded == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     # ------------------------------------------------------------------ one step
     def _grad_norm(self) -> float:
@@ -572,12 +639,15 @@ class Trainer:
     def run(self) -> None:
         cfg = self.cfg
         if self.ckpt_root is not None and cfg.checkpoint.resume:
+            t0 = time.perf_counter()
             tag = self._choose_checkpoint()
             if tag is not None:
                 self.load(tag)
-                _log(self.rank, f"[trainer] resumed from {self.ckpt_root / tag} at step {self.step}")
+                dt = time.perf_counter() - t0  # choosing (and downloading) included
+                where = self.ckpt_uri or self.ckpt_root
+                _log(self.rank, f"[trainer] resumed from {where}/{tag} at step {self.step} in {dt:.2f} s")
                 self._dump_state("resume")
-                self.metrics.write({"event": "resume", "step": self.step, "from": tag})
+                self.metrics.write({"event": "resume", "step": self.step, "from": tag, "seconds": dt})
         self.metrics.start(self.step)
         _log(self.rank, f"[trainer] {self.mcfg.num_params() / 1e6:.2f}M params, world {self.world}, "
              f"device {self.device_name}, ZeRO stage {self.ds_config['zero_optimization']['stage']}, "

@@ -130,21 +130,43 @@ def test_parquet_listing_and_reading_on_object_store(s3_bucket, tmp_path):
         parquet_schema(join(s3_bucket, "bad.parquet"))
 
 
-def test_job_output_on_object_store_is_read_marker_first(s3_bucket, tmp_path):
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_job_output_is_read_marker_first(where, request, tmp_path, caplog):
+    """The one reader rule (core.files.finished_docs) on a local folder and on S3 alike."""
+    import logging
+    from pathlib import Path
+
+    from core.files import doc_parquet_files
+    from core.storage import open_store
+
+    root = request.getfixturevalue("s3_bucket") if where == "s3" else str(tmp_path / "out")
     local = tmp_path / "x.parquet"
     pq.write_table(pa.table({"id": ["a"], "text": ["one"]}), local)
-    store = ObjectStore(s3_bucket)
-    # per-unit job: u2's data key is an orphan of a killed commit (no marker), so it is not read
-    per_unit = join(s3_bucket, "extract")
+    store = open_store(root)
+
+    def put(rel: str, data: bytes) -> None:
+        store.makedirs(join(root, rel).rsplit("/", 1)[0])  # a local folder; nothing on S3
+        store.write_bytes(join(root, rel), data)
+
+    # per-unit job: u2's data file is an orphan of a killed commit (no marker), so it is not read
+    per_unit = "extract"
     for key in ("docs/u1.parquet", "docs/u2.parquet"):
-        store.write_bytes(join(per_unit, key), local.read_bytes())
-    store.write_bytes(join(per_unit, "done/u1.json"), b"{}")
-    assert doc_parquet_uris(per_unit) == [join(per_unit, "docs/u1.parquet")]
+        put(f"{per_unit}/{key}", local.read_bytes())
+    put(f"{per_unit}/done/u1.json", b"{}")
+    with caplog.at_level(logging.WARNING, logger="core.files"):
+        assert doc_parquet_uris(join(root, per_unit)) == [join(root, per_unit, "docs/u1.parquet")]
+    assert "1 file(s) in docs/ without a completion marker in done/ skipped" in caplog.text
+    assert "u2.parquet" in caplog.text
+    if where == "local":  # the Path listing every local reader uses (tokenizer, plan, report) too
+        assert doc_parquet_files(Path(root) / per_unit) == [Path(root) / per_unit / "docs" / "u1.parquet"]
     # whole-output job (dedup): nothing until _SUCCESS
-    whole = join(s3_bucket, "dedup")
-    store.write_bytes(join(whole, "_config.json"), b"{}")
-    store.write_bytes(join(whole, "docs/part-0.parquet"), local.read_bytes())
+    whole = "dedup"
+    put(f"{whole}/_config.json", b"{}")
+    put(f"{whole}/docs/part-0.parquet", local.read_bytes())
     with pytest.raises(InputError, match="unfinished job output"):
-        doc_parquet_uris(whole)
-    store.write_bytes(join(whole, "_SUCCESS"), b"")
-    assert doc_parquet_uris(whole) == [join(whole, "docs/part-0.parquet")]
+        doc_parquet_uris(join(root, whole))
+    put(f"{whole}/_SUCCESS", b"")
+    assert doc_parquet_uris(join(root, whole)) == [join(root, whole, "docs/part-0.parquet")]
+    # a plain folder of Parquet files (no markers, no _config.json) is read whole
+    put("plain/docs/p.parquet", local.read_bytes())
+    assert doc_parquet_uris(join(root, "plain")) == [join(root, "plain/docs/p.parquet")]

@@ -41,6 +41,14 @@ def _id(s: str) -> str:
     return hashlib.sha1(s.encode()).hexdigest()[:32]
 
 
+def _commit(out: OutputDir, unit: str, table: pa.Table) -> None:
+    """A hand-made unit committed as a job commits one (file, stats, then its done/ marker): readers
+    take only marked units of a job output (core.files.finished_docs)."""
+    tmp = out.tmp_path("docs", unit, ".parquet")
+    pq.write_table(table, tmp)
+    out.commit_unit(unit, {"docs": tmp}, {"input": f"hand-made:{unit}", "docs_written": table.num_rows})
+
+
 def build_corpus(root: Path) -> Path:
     """Write the three files under root/extract/docs/ (an `extract`-shaped folder); return root/extract."""
     key = str(root)
@@ -61,14 +69,14 @@ def build_corpus(root: Path) -> Path:
             chunk = lines[d * SENTENCES_PER_DOC : (d + 1) * SENTENCES_PER_DOC]
             text = "\n".join(chunk)
             rows.append({"id": _id(f"{lang}:{d}"), "text": text, "lang": lang, "quality": (d + 1) / 5})
-    pq.write_table(pa.Table.from_pylist(rows), ex / "docs" / "multi.parquet")
+    _commit(out, "multi", pa.Table.from_pylist(rows))
     edge = [
         {"id": _id(f"edge:{i}"), "text": t, "lang": "en", "quality": 1.0} for i, t in enumerate(EDGE_TEXTS)
     ]
     schema = pa.schema(
         [("id", pa.string()), ("text", pa.string()), ("lang", pa.string()), ("quality", pa.float64())]
     )
-    pq.write_table(pa.Table.from_pylist(edge, schema=schema), ex / "docs" / "zz-edge.parquet")
+    _commit(out, "zz-edge", pa.Table.from_pylist(edge, schema=schema))
     _CACHE[key] = ex
     return ex
 
