@@ -1,42 +1,56 @@
-"""Documents per CPU-second of the perplexity scorer on real web text, old program vs new, and where the time goes.
+"""Documents per CPU-second of the perplexity scorer on real web text, its settings side by side, and where the time goes.
 
-    python bench/perplexity_throughput.py --model out/lm/model [--max-tokens 512 256] [--repeat 3]
+    python bench/perplexity_throughput.py --model out/lm/model [--max-tokens 512 256] [--repeat 3] [--no-compile]
 
-Old and new. `--model` is a train-lm model folder of either format; the other format is exported from
-the same checkpoint (its metadata names it) into a temporary folder, so both columns score with the
-same weights. Old: format 1 (`refinery-lm/1`), the program returns (B, T, V) logits and the scorer
-takes a softmax over them, batches of 512 tokens, a tokenized prefix of 8 characters per kept token
-(the scorer as it was). New: format 2, the program returns the final hidden states; the scorer projects
-only the scored positions, 256 at a time, batches 8,192 tokens (each format's default) and tokenizes a
-prefix of 5 characters per kept token. Each repeat runs old then new (interleaved, same process) and
-the best repeat of each is kept. Times are CPU time of the process (`time.process_time`): the machine
-is shared, so wall time measures the other users. `agreement` is the largest relative difference of a
-document's perplexity between the two.
+Settings (one train-lm model folder, format `refinery-lm/2`, every setting with the same weights):
+"before: fp32 head, eager" is the scorer as it was (`head_precision=fp32`); "bf16 head" its default now
+(classifiers/perplexity.py, `_head_bf16`); "compiled" rows add `compile=true` (torch.compile of the
+program, inductor; a compile failure shows in the row's name). Each repeat runs every setting in turn
+(interleaved, same process) and the best repeat of each is kept; the compile itself happens at load,
+before timing. Times are CPU time of the process (`time.process_time`): the machine is shared, so wall
+time measures the other users; the load average is printed with the table and is part of the result
+(at load 4-6 on 2 cores these rows run ~15% slower than on idle cores). `max rel vs before` and
+`Spearman` compare each setting's document perplexities with the first row's.
 
 Documents: the main text of the article-extraction benchmark's 181 real news/blog pages
 (extraction/aeb/ground-truth.json) and the 218 real Common Crawl documents of DCLM's human-labelled set
 (quality/dclm_human_labels_dev.jsonl): what the score job sees after `extract`. The scorer runs as a
 Spark task runs it: one process, `threads=1` (one executor core), loaded once, all documents in one
-`score` call per repeat. The split: tokenize (prefix cut + HF tokenizers), forward (the program: old,
-embeddings to logits; new, embeddings to hidden states), NLL (old: softmax and gather; new: the head's
-projection, softmax and gather), other (batching, tensors, Python). Then a profile of the new path at the
-first --max-tokens: CPU time per ATen operator of the program (run node by node, which adds Python time
-to "program: other ops"), and the head's projection and softmax timed apart over as many positions.
+`score` call per repeat. The split: tokenize (prefix cut + HF tokenizers), forward (the program:
+embeddings to hidden states), NLL (the head: projection, softmax, gather, and for bf16 the target
+logit's fp32 correction), other (batching, tensors, Python). Then a profile of the default path (bf16
+head, eager program) at the first --max-tokens: CPU time per ATen operator of the program (run node by
+node, which adds Python time to "program: other ops"), the head's parts timed apart over as many
+positions, and the fp32 head's parts for comparison.
 
-What dominates, and why 200 documents/s/core at 512 tokens is out of reach in fp32 (AMD EPYC, Zen 4,
-AVX-512, 1 MB L2; measured here): these pages average ~430 kept tokens, so 200/s is ~86,000 scored
-tokens/s, 11.6 µs per token. The head alone costs 64 × 4,096 × 2 = 0.52 MFLOP per token: 7.3 µs at the
-~72 GFLOP/s MKL reaches for this shape (87 for a 1024³ matmul, this core's peak; oneDNN measured no
-faster), and its softmax another ~3 µs (4,096 exps at ~0.7 ns each, torch's fastest fused kernel;
-log_softmax, logsumexp and cross_entropy are slower). That is ~10 µs per token, ~87 % of the budget,
-before the two blocks (0.2 MFLOP/token in 64-wide matmuls) and causal attention (head_dim 16, ~0.1
-MFLOP/token at a mean context of 215, where the CPU flash kernel reaches ~20 GFLOP/s). The hypothesis
-that the projection and softmax were memory-bound on the (T × 4,096) logits did not hold: a 64-row chunk
-whose logits stay in L2 runs the softmax only ~13 % faster and the projection no faster. What the
-new format does win is the program's fixed cost per call (~2 ms of Python over its ~220 graph nodes), paid
-once per 8,192 tokens instead of once per 512, and the projection of padded and last positions.
-bf16 matmuls run at ~160-195 GFLOP/s here (avx512_bf16), but bf16 logits miss the 1e-5 agreement;
-what does reach 200/s is max_tokens=256 or a smaller vocabulary.
+Measured (AMD EPYC, Zen 4, AVX-512 with avx512_bf16, 1 MB L2; 399 pages, ~430 kept tokens each, load
+4-6): at 512 tokens 89 -> 104 (bf16 head) -> 103 (fp32, compiled) -> 124 (bf16, compiled) docs/s/core;
+at 256 tokens 181 -> 244 -> 204 -> 253. What each lever did:
+- bf16 head: the projection's bf16 GEMM (oneDNN, fp32 accumulation) runs 2-3x the fp32 one here,
+  the softmax over bf16 logits about as fast as over fp32; the head (NLL) falls from 44% of the time
+  to 29%. Agreement with fp32: max 6.6e-4 relative, Spearman 0.999998 (table; shared-WARC pages:
+  bench/perplexity_precision.py). int8 dynamic quantization of the head (torch.ao
+  `quantize_dynamic`, fbgemm) measured slower than the fp32 projection (~11 vs ~7 µs per position)
+  for this (n x 64) @ (64 x 4,096) shape and 5x further from fp32 (max 3.2e-3 relative);
+  `torch.backends.mkldnn.matmul.fp32_precision = "bf16"` did not reach this GEMM (MKL).
+- the normaliser: logit[target] − logsumexp(logits) would read the logits once instead of softmax's
+  three passes, but torch's CPU logsumexp measured 1.5-1.8x slower than its softmax + gather (fp32
+  and bf16), and inductor's fused logsumexp (compiled head) was no faster than eager softmax over
+  bf16 logits; the head works on 256 positions at a time, so no batch's logits are ever held.
+- attention is torch's SDPA (`aten.scaled_dot_product_attention`, is_causal, enable_gqa: the CPU
+  flash kernel); with the math backend the program ran 3.7x slower, bf16 q/k/v were no faster. At
+  head_dim 16 it runs at ~20 GFLOP/s (3.2 µs per token and layer at 512 tokens): the largest part of
+  the program.
+- compile: inductor fuses the norms, RoPE and SwiGLU and cuts the program's per-node Python: 20-30%
+  off the forward in the table's split; 25 s (warm inductor cache) to 75 s (cold) per process to
+  compile, so off by default.
+- tokenizing (~9%): `encode_batch` with one thread measured no faster than one `encode` per document
+  (0.73 vs 0.69 ms/doc); its parallel form only spends other cores (CPU time counts them); a prefix of
+  4 instead of 5 characters per token would save ~7% of tokenizing, under 1% in all.
+Why 200 docs/s/core at 512 tokens stays out of reach for this model here: 200/s is ~86,000 scored
+tokens/s, 11.6 µs per token. The compiled program plus tokenizing alone take ~11.5 µs per token
+(~2.0 s for these pages), so even a head that cost nothing would only just reach it; the bf16 head adds
+~7 µs (projection ~3.5 µs, softmax over 4,096 ~3 µs). At 256 tokens every setting but "before" passes 200.
 
 The peer is cc_net's KenLM 5-gram scorer. It is not measured here: `kenlm==0.3.0` is an sdist whose
 wheel holds only the query module; a model must be built with KenLM's `lmplz` binary (not in the

@@ -34,14 +34,24 @@ first tokens of the whole text (the split never joins across that boundary; test
 Rows are sorted by length and grouped into batches of at most `batch_tokens` padded tokens; rows are
 right-padded, which causal attention makes exact (a position never sees a later one), and padded
 positions are not scored. For a format-2 model the head runs only over the scored positions (not the
-padding, not a row's last token), HEAD_ROWS at a time: projection, softmax, the target's probability,
-the same fp32 ops per position as the logits path (agreement within 1.2e-7 relative on 399 real pages),
-without ever holding a batch's logits, so a batch can be 8,192 tokens and the program's fixed cost per
-call (~2 ms of Python over its graph) is paid 16 times less often. `threads` (default 1, what one Spark
-executor core gets) sets torch's intra-op threads for the process. bench/perplexity_throughput.py
-measures documents per CPU-second, old format against new, and where the time goes: the head's
-projection (0.52 MFLOP per token) and its softmax over the 4,096-token vocabulary dominate, and bound
-fp32 scoring at 512 tokens below 200 documents/s/core on this CPU (see its docstring).
+padding, not a row's last token), HEAD_ROWS at a time, without ever holding a batch's logits, so a
+batch can be 8,192 tokens and the program's fixed cost per call (~2 ms of Python over its graph) is
+paid 16 times less often. `head_precision` (default bf16; `_head_bf16`): the projection runs in bf16
+(fp32 accumulation) and the softmax over those logits, and each position's NLL is corrected by its
+target logit recomputed in fp32, so only the normaliser is approximate; the head costs ~1.7-2x less
+than in fp32 (whose projection then matches the logits path to 1.2e-7 relative). Scores move by
+< 1e-3 relative, almost all of it a common +3.5e-4 bias (bf16 rounding noise raises a
+logsumexp): Spearman 0.999998 with fp32 on 313 English pages of the shared WARCs, none of them
+changes side of the demo recipe's perplexity band (2 of all 1,124 pages do, each within 3.5e-4 of a
+threshold); bench/perplexity_precision.py. `compile` (default off) runs the program through
+torch.compile: ~15-20% less time in it, after a compile of 25-75 s per process, which pays back after
+~16,000 documents (warm inductor cache) to ~48,000 (cold); a failed compile is logged and the
+exported program runs instead. `threads` (default 1, what one Spark executor core gets) sets torch's
+intra-op threads for the process. bench/perplexity_throughput.py measures documents per CPU-second
+of each setting side by side and where the time goes: at 512 tokens, 89 (fp32, as before) -> 104
+(bf16 head) -> 124 (bf16 head, compiled) documents/s/core at load 4-6, short of the issue's 200:
+the compiled program (causal attention over head_dim 16, the blocks, their small ops) and the
+tokenizer alone take ~2 s per 399 documents, ~200/s with a head that cost nothing (its docstring).
 """
 
 from __future__ import annotations
@@ -95,9 +105,9 @@ class PerplexityOptions(ConfigModel):
     bf16 copy of the head weight (fp32 accumulation) and takes the softmax of those logits, then
     corrects each position's NLL by the target logit's rounding (the target logit is recomputed in
     fp32, so only the normaliser is approximate); "fp32" runs it all in fp32. bf16 scores differ from
-    fp32 by < 1e-3 relative (Spearman 0.999998 on 313 shared-WARC pages, no document crosses the demo
-    recipe's band; bench/perplexity_precision.py) and the head runs ~1.7x faster on a CPU with
-    avx512_bf16/AMX (slower without: a warning says so). A format-1 model (logits program) is fp32 only."""
+    fp32 by < 1e-3 relative (see the module docstring: Spearman 0.999998 on 313 English shared-WARC
+    pages, none changes side of the demo recipe's band) and the head runs ~1.7-2x faster on a CPU
+    with avx512_bf16/AMX (slower without: a warning says so). A format-1 model is fp32 only."""
     compile: bool = False
     """torch.compile (inductor, CPU: needs a C++ compiler) the program: ~20% off its forward, after a
     one-off compile of ~25-75 s per process (cached across processes by inductor's FX graph cache).
