@@ -23,9 +23,9 @@ head, eager program) at the first --max-tokens: CPU time per ATen operator of th
 node, which adds Python time to "program: other ops"), the head's parts timed apart over as many
 positions, and the fp32 head's parts for comparison.
 
-Measured (AMD EPYC, Zen 4, AVX-512 with avx512_bf16, 1 MB L2; 399 pages, ~430 kept tokens each, load
-4-6): at 512 tokens 89 -> 104 (bf16 head) -> 103 (fp32, compiled) -> 124 (bf16, compiled) docs/s/core;
-at 256 tokens 181 -> 244 -> 204 -> 253. What each lever did:
+Measured (AMD EPYC, Zen 4, AVX-512 with avx512_bf16, 1 MB L2; 399 pages, ~430 kept tokens each; two
+runs, load 4-6 / ~4): at 512 tokens 89/93 -> 104/115 (bf16 head) -> 103/99 (fp32, compiled) -> 124/139
+(bf16, compiled) docs/s/core; at 256 tokens (first run) 181 -> 244 -> 204 -> 253. What each lever did:
 - bf16 head: the projection's bf16 GEMM (oneDNN, fp32 accumulation) runs 2-3x the fp32 one here,
   the softmax over bf16 logits about as fast as over fp32; the head (NLL) falls from 44% of the time
   to 29%. Agreement with fp32: max 6.6e-4 relative, Spearman 0.999998 (table; shared-WARC pages:
@@ -48,8 +48,8 @@ at 256 tokens 181 -> 244 -> 204 -> 253. What each lever did:
   (0.73 vs 0.69 ms/doc); its parallel form only spends other cores (CPU time counts them); a prefix of
   4 instead of 5 characters per token would save ~7% of tokenizing, under 1% in all.
 Why 200 docs/s/core at 512 tokens stays out of reach for this model here: 200/s is ~86,000 scored
-tokens/s, 11.6 µs per token. The compiled program plus tokenizing alone take ~11.5 µs per token
-(~2.0 s for these pages), so even a head that cost nothing would only just reach it; the bf16 head adds
+tokens/s, 11.6 µs per token. The compiled program plus tokenizing alone take 10.5-11.5 µs per token
+(1.8-2.0 s for these pages), so even a head that cost nothing would only just reach it; the bf16 head adds
 ~7 µs (projection ~3.5 µs, softmax over 4,096 ~3 µs). At 256 tokens every setting but "before" passes 200.
 
 The peer is cc_net's KenLM 5-gram scorer. It is not measured here: `kenlm==0.3.0` is an sdist whose

@@ -45,11 +45,12 @@ logsumexp): Spearman 0.999998 with fp32 on 313 English pages of the shared WARCs
 changes side of the demo recipe's perplexity band (2 of all 1,124 pages do, each within 3.5e-4 of a
 threshold); bench/perplexity_precision.py. `compile` (default off) runs the program through
 torch.compile: ~15-20% less time in it, after a compile of 25-75 s per process, which pays back after
-~16,000 documents (warm inductor cache) to ~48,000 (cold); a failed compile is logged and the
+~16,000 documents (warm inductor cache) to ~50,000 (cold); a failed compile is logged and the
 exported program runs instead. `threads` (default 1, what one Spark executor core gets) sets torch's
 intra-op threads for the process. bench/perplexity_throughput.py measures documents per CPU-second
-of each setting side by side and where the time goes: at 512 tokens, 89 (fp32, as before) -> 104
-(bf16 head) -> 124 (bf16 head, compiled) documents/s/core at load 4-6, short of the issue's 200:
+of each setting side by side and where the time goes: at 512 tokens, 89-93 (fp32, as before) ->
+104-115 (bf16 head) -> 124-139 (bf16 head, compiled) documents/s/core at load 4-6 and ~4, short of
+the issue's 200:
 the compiled program (causal attention over head_dim 16, the blocks, their small ops) and the
 tokenizer alone take ~2 s per 399 documents, ~200/s with a head that cost nothing (its docstring).
 """
