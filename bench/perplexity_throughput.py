@@ -1,42 +1,56 @@
-"""Documents per CPU-second of the perplexity scorer on real web text, old program vs new, and where the time goes.
+"""Documents per CPU-second of the perplexity scorer on real web text, its settings side by side, and where the time goes.
 
-    python bench/perplexity_throughput.py --model out/lm/model [--max-tokens 512 256] [--repeat 3]
+    python bench/perplexity_throughput.py --model out/lm/model [--max-tokens 512 256] [--repeat 3] [--no-compile]
 
-Old and new. `--model` is a train-lm model folder of either format; the other format is exported from
-the same checkpoint (its metadata names it) into a temporary folder, so both columns score with the
-same weights. Old: format 1 (`refinery-lm/1`), the program returns (B, T, V) logits and the scorer
-takes a softmax over them, batches of 512 tokens, a tokenized prefix of 8 characters per kept token
-(the scorer as it was). New: format 2, the program returns the final hidden states; the scorer projects
-only the scored positions, 256 at a time, batches 8,192 tokens (each format's default) and tokenizes a
-prefix of 5 characters per kept token. Each repeat runs old then new (interleaved, same process) and
-the best repeat of each is kept. Times are CPU time of the process (`time.process_time`): the machine
-is shared, so wall time measures the other users. `agreement` is the largest relative difference of a
-document's perplexity between the two.
+Settings (one train-lm model folder, format `refinery-lm/2`, every setting with the same weights):
+"before: fp32 head, eager" is the scorer as it was (`head_precision=fp32`); "bf16 head" its default now
+(classifiers/perplexity.py, `_head_bf16`); "compiled" rows add `compile=true` (torch.compile of the
+program, inductor; a compile failure shows in the row's name). Each repeat runs every setting in turn
+(interleaved, same process) and the best repeat of each is kept; the compile itself happens at load,
+before timing. Times are CPU time of the process (`time.process_time`): the machine is shared, so wall
+time measures the other users; the load average is printed with the table and is part of the result
+(at load 4-6 on 2 cores these rows run ~15% slower than on idle cores). `max rel vs before` and
+`Spearman` compare each setting's document perplexities with the first row's.
 
 Documents: the main text of the article-extraction benchmark's 181 real news/blog pages
 (extraction/aeb/ground-truth.json) and the 218 real Common Crawl documents of DCLM's human-labelled set
 (quality/dclm_human_labels_dev.jsonl): what the score job sees after `extract`. The scorer runs as a
 Spark task runs it: one process, `threads=1` (one executor core), loaded once, all documents in one
-`score` call per repeat. The split: tokenize (prefix cut + HF tokenizers), forward (the program: old,
-embeddings to logits; new, embeddings to hidden states), NLL (old: softmax and gather; new: the head's
-projection, softmax and gather), other (batching, tensors, Python). Then a profile of the new path at the
-first --max-tokens: CPU time per ATen operator of the program (run node by node, which adds Python time
-to "program: other ops"), and the head's projection and softmax timed apart over as many positions.
+`score` call per repeat. The split: tokenize (prefix cut + HF tokenizers), forward (the program:
+embeddings to hidden states), NLL (the head: projection, softmax, gather, and for bf16 the target
+logit's fp32 correction), other (batching, tensors, Python). Then a profile of the default path (bf16
+head, eager program) at the first --max-tokens: CPU time per ATen operator of the program (run node by
+node, which adds Python time to "program: other ops"), the head's parts timed apart over as many
+positions, and the fp32 head's parts for comparison.
 
-What dominates, and why 200 documents/s/core at 512 tokens is out of reach in fp32 (AMD EPYC, Zen 4,
-AVX-512, 1 MB L2; measured here): these pages average ~430 kept tokens, so 200/s is ~86,000 scored
-tokens/s, 11.6 µs per token. The head alone costs 64 × 4,096 × 2 = 0.52 MFLOP per token: 7.3 µs at the
-~72 GFLOP/s MKL reaches for this shape (87 for a 1024³ matmul, this core's peak; oneDNN measured no
-faster), and its softmax another ~3 µs (4,096 exps at ~0.7 ns each, torch's fastest fused kernel;
-log_softmax, logsumexp and cross_entropy are slower). That is ~10 µs per token, ~87 % of the budget,
-before the two blocks (0.2 MFLOP/token in 64-wide matmuls) and causal attention (head_dim 16, ~0.1
-MFLOP/token at a mean context of 215, where the CPU flash kernel reaches ~20 GFLOP/s). The hypothesis
-that the projection and softmax were memory-bound on the (T × 4,096) logits did not hold: a 64-row chunk
-whose logits stay in L2 runs the softmax only ~13 % faster and the projection no faster. What the
-new format does win is the program's fixed cost per call (~2 ms of Python over its ~220 graph nodes), paid
-once per 8,192 tokens instead of once per 512, and the projection of padded and last positions.
-bf16 matmuls run at ~160-195 GFLOP/s here (avx512_bf16), but bf16 logits miss the 1e-5 agreement;
-what does reach 200/s is max_tokens=256 or a smaller vocabulary.
+Measured (AMD EPYC, Zen 4, AVX-512 with avx512_bf16, 1 MB L2; 399 pages, ~430 kept tokens each; three
+runs, load 4-6 / ~4 / 1.4-3): at 512 tokens 89/93/93 -> 104/115/109 (bf16 head) -> 103/99/105 (fp32,
+compiled) -> 124/139/125 (bf16, compiled) docs/s/core; at 256 tokens (first run) 181 -> 244 -> 204 -> 253. What each lever did:
+- bf16 head: the projection's bf16 GEMM (oneDNN, fp32 accumulation) runs 2-3x the fp32 one here,
+  the softmax over bf16 logits about as fast as over fp32; the head (NLL) falls from 44% of the time
+  to 29%. Agreement with fp32: max 6.6e-4 relative, Spearman 0.999998 (table; shared-WARC pages:
+  bench/perplexity_precision.py). int8 dynamic quantization of the head (torch.ao
+  `quantize_dynamic`, fbgemm) measured slower than the fp32 projection (~11 vs ~7 µs per position)
+  for this (n x 64) @ (64 x 4,096) shape and 5x further from fp32 (max 3.2e-3 relative);
+  `torch.backends.mkldnn.matmul.fp32_precision = "bf16"` did not reach this GEMM (MKL).
+- the normaliser: logit[target] − logsumexp(logits) would read the logits once instead of softmax's
+  three passes, but torch's CPU logsumexp measured 1.5-1.8x slower than its softmax + gather (fp32
+  and bf16), and inductor's fused logsumexp (compiled head) was no faster than eager softmax over
+  bf16 logits; the head works on 256 positions at a time, so no batch's logits are ever held.
+- attention is torch's SDPA (`aten.scaled_dot_product_attention`, is_causal, enable_gqa: the CPU
+  flash kernel); with the math backend the program ran 3.7x slower, bf16 q/k/v were no faster. At
+  head_dim 16 it runs at ~20 GFLOP/s (3.2 µs per token and layer at 512 tokens): the largest part of
+  the program.
+- compile: inductor fuses the norms, RoPE and SwiGLU and cuts the program's per-node Python: 20-30%
+  off the forward in the table's split; 25 s (warm inductor cache) to 75 s (cold) per process to
+  compile, so off by default.
+- tokenizing (~9%): `encode_batch` with one thread measured no faster than one `encode` per document
+  (0.73 vs 0.69 ms/doc); its parallel form only spends other cores (CPU time counts them); a prefix of
+  4 instead of 5 characters per token would save ~7% of tokenizing, under 1% in all.
+Why 200 docs/s/core at 512 tokens stays out of reach for this model here: 200/s is ~86,000 scored
+tokens/s, 11.6 µs per token. The compiled program plus tokenizing alone take 10.5-11.5 µs per token
+(1.8-2.0 s for these pages), so even a head that cost nothing would only just reach it; the bf16 head adds
+~7 µs (projection ~3.5 µs, softmax over 4,096 ~3 µs). At 256 tokens every setting but "before" passes 200.
 
 The peer is cc_net's KenLM 5-gram scorer. It is not measured here: `kenlm==0.3.0` is an sdist whose
 wheel holds only the query module; a model must be built with KenLM's `lmplz` binary (not in the
@@ -50,11 +64,11 @@ import argparse
 import json
 import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import spearmanr
 
 from classifiers.data import iter_jsonl
 from classifiers.perplexity import FORMAT, HEAD_ROWS, PerplexityScorer
@@ -71,28 +85,6 @@ def real_documents() -> list[str]:
     return docs
 
 
-def other_format(model: Path, tmp: Path) -> Path:
-    """The same checkpoint as `model`, exported in the other format (trainer.export_lm's writer)."""
-    import shutil
-
-    from trainer.export_lm import scoring_model, write_model_folder
-    from trainer.weights import consolidated
-
-    meta = json.loads((model / "metadata.json").read_text())
-    ckpt = meta.get("checkpoint") or {}
-    if not Path(ckpt.get("root", "")).is_dir():
-        raise SystemExit(
-            f"{model}: its checkpoint {ckpt.get('root')} is gone; the other format cannot be made"
-        )
-    sd, ck_meta = consolidated(Path(ckpt["root"]), ckpt["tag"])
-    shutil.copyfile(model / "tokenizer.json", tmp / "tokenizer.json")
-    program = "logits" if meta["format"] == FORMAT else "hidden"
-    out = tmp / program
-    write_model_folder(scoring_model(sd, ck_meta["model_config"]), tmp / "tokenizer.json", out,
-                       meta["languages"], {}, program=program)  # fmt: skip
-    return out
-
-
 def run_once(scorer: PerplexityScorer, docs: list[str]) -> tuple[float, dict, np.ndarray]:
     """One `score` call over every document: CPU seconds, the scorer's split, the perplexities."""
     scorer.seconds = dict.fromkeys(scorer.seconds, 0.0)
@@ -101,12 +93,20 @@ def run_once(scorer: PerplexityScorer, docs: list[str]) -> tuple[float, dict, np
     return time.process_time() - t0, dict(scorer.seconds), out["perplexity"]
 
 
-def measure(models: dict[str, Path], docs: list[str], max_tokens: int, repeat: int) -> list[dict]:
-    """Old and new at one max_tokens, interleaved repeat by repeat; the best repeat of each."""
+SETTINGS = {
+    "before: fp32 head, eager": {"head_precision": "fp32"},
+    "bf16 head": {"head_precision": "bf16"},
+    "fp32 head, compiled": {"head_precision": "fp32", "compile": True},
+    "bf16 head, compiled": {"head_precision": "bf16", "compile": True},
+}
+
+
+def measure(model: Path, docs: list[str], max_tokens: int, repeat: int, settings: dict) -> list[dict]:
+    """Every setting at one max_tokens, interleaved repeat by repeat; the best repeat of each."""
     scorers = {
-        k: PerplexityScorer.load(str(m), {"max_tokens": max_tokens, "threads": 1}) for k, m in models.items()
+        k: PerplexityScorer.load(str(model), {"max_tokens": max_tokens, "threads": 1, **o})
+        for k, o in settings.items()
     }
-    scorers["old"].chars_per_token = 8  # the prefix the scorer tokenized before (same tokens, more text)
     for sc in scorers.values():
         sc.score(docs[:8], ["en"] * 8)  # warm-up: first calls allocate
     best: dict[str, tuple] = {}
@@ -115,18 +115,21 @@ def measure(models: dict[str, Path], docs: list[str], max_tokens: int, repeat: i
             r = run_once(sc, docs)
             if k not in best or r[0] < best[k][0]:
                 best[k] = r
-    ref = best["old"][2]
+    ref = best[next(iter(settings))][2]
+    ok = np.isfinite(ref)
     rows = []
     for k, (cpu, parts, ppl) in best.items():
         sc = scorers[k]
         tokens = sum(min(len(sc._encode(d).ids), sc.options.kept_tokens) for d in docs)
+        compiled = sc.program is not sc.eager_program
         rows.append({
-            "setting": f"{k} ({sc.metadata['format']}) max_tokens={max_tokens} batch_tokens={sc.options.batch_tokens}",
+            "setting": f"{k} max_tokens={max_tokens}" + ("" if compiled or not sc.options.compile else " (compile FAILED: eager)"),
             "max_tokens": max_tokens, "batch_tokens": sc.options.batch_tokens, "documents": len(docs),
             "tokens": tokens, "cpu_s": cpu, "docs_per_s": len(docs) / cpu, "tokens_per_s": tokens / cpu,
             "ms_per_doc": 1e3 * cpu / len(docs), **{f"{p}_share": v / cpu for p, v in parts.items()},
             "other_share": (cpu - sum(parts.values())) / cpu,
-            "max_rel_diff_vs_old": float(np.nanmax(np.abs(ppl / ref - 1))),
+            "max_rel_diff_vs_before": float(np.max(np.abs(ppl[ok] / ref[ok] - 1))),
+            "spearman_vs_before": float(spearmanr(ppl[ok], ref[ok])[0]),
             "median_perplexity": float(np.nanmedian(ppl)),
         })  # fmt: skip
     return rows
@@ -134,16 +137,16 @@ def measure(models: dict[str, Path], docs: list[str], max_tokens: int, repeat: i
 
 def table(rows: list[dict]) -> str:
     cols = ["setting", "docs/s/core", "tokens/s", "ms/doc", "tokenize", "forward", "NLL", "other",
-            "agreement", "median ppl"]  # fmt: skip
+            "max rel vs before", "Spearman", "median ppl"]  # fmt: skip
     lines = []
     for r in rows:
         if "docs_per_s" not in r:
-            lines.append([r["setting"], "n/a", "", "", "", "", "", "", "", r["note"]])
+            lines.append([r["setting"], "n/a", "", "", "", "", "", "", "", "", r["note"]])
             continue
         lines.append([
             r["setting"], f"{r['docs_per_s']:.0f}", f"{r['tokens_per_s']:,.0f}", f"{r['ms_per_doc']:.2f}",
             *(f"{r[k + '_share']:.0%}" for k in ("tokenize", "forward", "nll", "other")),
-            f"{r['max_rel_diff_vs_old']:.1e}", f"{r['median_perplexity']:.0f}",
+            f"{r['max_rel_diff_vs_before']:.1e}", f"{r['spearman_vs_before']:.7f}", f"{r['median_perplexity']:.0f}",
         ])  # fmt: skip
     widths = [max(len(c), *(len(x[i]) for x in lines)) for i, c in enumerate(cols)]
     out = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
@@ -163,9 +166,10 @@ def _category(node) -> str:
     return OTHER_OPS
 
 
-def profile(model: Path, docs: list[str], max_tokens: int) -> dict[str, float]:
-    """CPU seconds per part of the new path over every document: the program node by node (grouped by
-    _category), the head's projection and softmax timed apart over as many positions, tokenizing."""
+def profile(model: Path, docs: list[str], max_tokens: int) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU seconds per part of the default path (eager program, bf16 head) over every document: the
+    program node by node (grouped by _category), the head's parts timed apart over as many positions,
+    tokenizing; and the fp32 head's parts over as many positions, for comparison."""
     import torch
 
     sc = PerplexityScorer.load(str(model), {"max_tokens": max_tokens, "threads": 1})
@@ -179,43 +183,51 @@ def profile(model: Path, docs: list[str], max_tokens: int) -> dict[str, float]:
             parts[key] = parts.get(key, 0.0) + time.process_time() - t0
             return out
 
-    program, sc.program = sc.program, lambda x: Timed(program).run(x)
+    program = sc.program
+    sc.program = sc.eager_program = lambda x: Timed(program).run(x)
     r = sc.nll(docs)
     parts["tokenize"] = sc.seconds["tokenize"]
     positions = int(r.tokens.sum())
-    h = torch.randn(HEAD_ROWS, sc.head.shape[1])
-    targets = torch.randint(0, sc.head.shape[0], (HEAD_ROWS, 1))
+    w, wb = sc.head, sc.head.to(torch.bfloat16)
+    h = torch.randn(HEAD_ROWS, w.shape[1]) * 3  # hidden states of a trained model's scale
+    hb = h.to(torch.bfloat16)
+    targets = torch.randint(0, w.shape[0], (HEAD_ROWS, 1))
+    fp32: dict[str, float] = {}
     with torch.inference_mode():
-        logits = h @ sc.head.t()
-        for key, fn in (
-            ("head: projection (positions x 64 x 4,096)", lambda: h @ sc.head.t()),
-            ("head: softmax over 4,096 + gather", lambda: torch.softmax(logits, -1).gather(1, targets)),
-        ):
+        logits, logits_bf16 = h @ w.t(), hb @ wb.t()
+        for out, key, fn in (
+            (parts, "head: bf16 projection (positions x 64 x 4,096)", lambda: h.to(torch.bfloat16) @ wb.t()),
+            (parts, "head: softmax over bf16 logits + gather", lambda: torch.softmax(logits_bf16, -1).gather(1, targets)),
+            (parts, "head: fp32 target logit (the correction)", lambda: logits_bf16.gather(1, targets)[:, 0].float() - (h * w[targets[:, 0]]).sum(-1)),
+            (fp32, "fp32 projection", lambda: h @ w.t()),
+            (fp32, "fp32 softmax + gather", lambda: torch.softmax(logits, -1).gather(1, targets)),
+        ):  # fmt: skip
             t0 = time.process_time()
             for _ in range(positions // HEAD_ROWS):
                 fn()
-            parts[key] = (time.process_time() - t0) * positions / (positions // HEAD_ROWS * HEAD_ROWS)
-    return dict(sorted(parts.items(), key=lambda kv: -kv[1]))
+            out[key] = (time.process_time() - t0) * positions / (positions // HEAD_ROWS * HEAD_ROWS)
+    return dict(sorted(parts.items(), key=lambda kv: -kv[1])), fp32
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=REPO_ROOT / "out" / "lm" / "model",
-                    help="a train-lm model folder (either format; its checkpoint must still exist)")  # fmt: skip
+                    help="a train-lm model folder (format refinery-lm/2)")  # fmt: skip
     ap.add_argument("--max-tokens", type=int, nargs="+", default=[512, 256])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-compile", action="store_true", help="leave out the compiled rows (no C++ compiler)")
     args = ap.parse_args()
     if not (args.model / "lm.pt2").is_file():
         raise SystemExit(
             f"no LM at {args.model}: make one with `python -m classifiers train-lm --output out/lm`"
         )
-    docs = real_documents()
     meta = json.loads((args.model / "metadata.json").read_text())
-    with tempfile.TemporaryDirectory() as tmp:
-        other = other_format(args.model, Path(tmp))
-        new, old = (args.model, other) if meta["format"] == FORMAT else (other, args.model)
-        rows = [r for mt in args.max_tokens for r in measure({"old": old, "new": new}, docs, mt, args.repeat)]
-        parts = profile(new, docs, args.max_tokens[0])
+    if meta["format"] != FORMAT:
+        raise SystemExit(f"{args.model} is {meta['format']}: export it again with train-lm ({FORMAT})")
+    docs = real_documents()
+    settings = {k: o for k, o in SETTINGS.items() if not (args.no_compile and o.get("compile"))}
+    rows = [r for mt in args.max_tokens for r in measure(args.model, docs, mt, args.repeat, settings)]
+    parts, fp32_head = profile(args.model, docs, args.max_tokens[0])
     rows.append({"setting": "cc_net KenLM 5-gram (peer)", "note": "not measurable here (module docstring)"})
     chars = np.array([len(d) for d in docs])
     print(f"{len(docs)} real documents (aeb article bodies + DCLM human-labelled CC pages), median "
@@ -224,13 +236,15 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
     print(table(rows))
     total = sum(parts.values())
-    print(
-        f"\nwhere the CPU time of the new path goes (max_tokens={args.max_tokens[0]}, profiled run {total:.2f} s):"
-    )
+    print(f"\nwhere the CPU time of the default path goes (eager program, bf16 head; max_tokens="
+          f"{args.max_tokens[0]}, profiled run {total:.2f} s):")  # fmt: skip
     for k, v in parts.items():
         print(f"  {v / total:6.1%}  {v:6.2f} s  {k}")
+    print("the fp32 head over as many positions, for comparison:")
+    for k, v in fp32_head.items():
+        print(f"  {v / total:6.1%}  {v:6.2f} s  {k}")
     print(json.dumps({"bench": "perplexity_throughput", "rows": [r for r in rows if "docs_per_s" in r],
-                      "profile_s": parts}))  # fmt: skip
+                      "profile_s": parts, "fp32_head_s": fp32_head}))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -34,19 +34,31 @@ first tokens of the whole text (the split never joins across that boundary; test
 Rows are sorted by length and grouped into batches of at most `batch_tokens` padded tokens; rows are
 right-padded, which causal attention makes exact (a position never sees a later one), and padded
 positions are not scored. For a format-2 model the head runs only over the scored positions (not the
-padding, not a row's last token), HEAD_ROWS at a time: projection, softmax, the target's probability,
-the same fp32 ops per position as the logits path (agreement within 1.2e-7 relative on 399 real pages),
-without ever holding a batch's logits, so a batch can be 8,192 tokens and the program's fixed cost per
-call (~2 ms of Python over its graph) is paid 16 times less often. `threads` (default 1, what one Spark
-executor core gets) sets torch's intra-op threads for the process. bench/perplexity_throughput.py
-measures documents per CPU-second, old format against new, and where the time goes: the head's
-projection (0.52 MFLOP per token) and its softmax over the 4,096-token vocabulary dominate, and bound
-fp32 scoring at 512 tokens below 200 documents/s/core on this CPU (see its docstring).
+padding, not a row's last token), HEAD_ROWS at a time, without ever holding a batch's logits, so a
+batch can be 8,192 tokens and the program's fixed cost per call (~2 ms of Python over its graph) is
+paid 16 times less often. `head_precision` (default bf16; `_head_bf16`): the projection runs in bf16
+(fp32 accumulation) and the softmax over those logits, and each position's NLL is corrected by its
+target logit recomputed in fp32, so only the normaliser is approximate; the head costs ~1.7-2x less
+than in fp32 (whose projection then matches the logits path to 1.2e-7 relative). Scores move by
+< 1e-3 relative, almost all of it a common +3.5e-4 bias (bf16 rounding noise raises a
+logsumexp): Spearman 0.999998 with fp32 on 313 English pages of the shared WARCs, none of them
+changes side of the demo recipe's perplexity band (2 of all 1,124 pages do, each within 3.5e-4 of a
+threshold); bench/perplexity_precision.py. `compile` (default off) runs the program through
+torch.compile: ~15-20% less time in it, after a compile of 25-75 s per process, which pays back after
+~16,000 documents (warm inductor cache) to ~50,000 (cold); a failed compile is logged and the
+exported program runs instead. `threads` (default 1, what one Spark executor core gets) sets torch's
+intra-op threads for the process. bench/perplexity_throughput.py measures documents per CPU-second
+of each setting side by side and where the time goes: at 512 tokens, 89-93 (fp32, as before) ->
+104-115 (bf16 head) -> 124-139 (bf16 head, compiled) documents/s/core at load 4-6 and ~4, short of
+the issue's 200:
+the compiled program (causal attention over head_dim 16, the blocks, their small ops) and the
+tokenizer alone take ~2 s per 399 documents, ~200/s with a head that cost nothing (its docstring).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -58,8 +70,10 @@ from pydantic import model_validator
 
 from classifiers.model import ModelError
 from classifiers.scorer import Scorer
-from core.config import ConfigError, ConfigModel, build_config
+from core.config import ConfigError, ConfigModel, build_config, check_choice
 from core.files import sha256_file
+
+log = logging.getLogger(__name__)
 
 PROGRAM, TOKENIZER, METADATA = "lm.pt2", "tokenizer.json", "metadata.json"
 FORMAT = "refinery-lm/2"  # the program returns hidden states; the scorer runs the head in chunks
@@ -70,6 +84,7 @@ HEAD_ROWS = 256  # positions per head chunk ((256, 4,096) fp32 logits, 4 MB): of
 # the bench's real pages (p99 3.6, max 3.9); a 50K-vocabulary BPE ~4.5 on English. 8 (before) tokenized
 # ~2.5x the text needed: 0.76 CPU-s against 0.47 with 5 to tokenize those 399 pages.
 CHARS_PER_TOKEN = 5
+HEAD_PRECISIONS = ("bf16", "fp32")
 
 
 class PerplexityOptions(ConfigModel):
@@ -86,9 +101,23 @@ class PerplexityOptions(ConfigModel):
     measured by bench/perplexity_throughput.py."""
     threads: int = 1
     """torch intra-op threads of the process (a Spark executor core: 1)."""
+    head_precision: str | None = None
+    """The LM head of a format-2 model: "bf16" (default) projects bf16-rounded hidden states on a
+    bf16 copy of the head weight (fp32 accumulation) and takes the softmax of those logits, then
+    corrects each position's NLL by the target logit's rounding (the target logit is recomputed in
+    fp32, so only the normaliser is approximate); "fp32" runs it all in fp32. bf16 scores differ from
+    fp32 by < 1e-3 relative (see the module docstring: Spearman 0.999998 on 313 English shared-WARC
+    pages, none changes side of the demo recipe's band) and the head runs ~1.7-2x faster on a CPU
+    with avx512_bf16/AMX (slower without: a warning says so). A format-1 model is fp32 only."""
+    compile: bool = False
+    """torch.compile (inductor, CPU: needs a C++ compiler) the program: ~20% off its forward, after a
+    one-off compile of ~25-75 s per process (cached across processes by inductor's FX graph cache).
+    Off by default; if compiling fails the scorer logs why and runs the program as exported."""
 
     @model_validator(mode="after")
     def _check(self) -> PerplexityOptions:
+        if self.head_precision is not None:
+            check_choice("perplexity.head_precision", self.head_precision, HEAD_PRECISIONS)
         if self.max_tokens is not None and self.max_tokens < 2:
             raise ConfigError(f"perplexity.max_tokens must be >= 2, got {self.max_tokens}")
         for key in ("max_chunks", "batch_tokens", "threads"):
@@ -126,6 +155,11 @@ def read_lm_metadata(model_dir: str | Path) -> dict[str, Any]:
 def _options(options: dict[str, Any], meta: dict[str, Any], model: str) -> PerplexityOptions:
     """The options with max_tokens (the model's seq_len when not given) and batch_tokens resolved."""
     opts = build_config(PerplexityOptions, options, "perplexity options")
+    if opts.head_precision is None:  # a logits program has no separate head to run in bf16
+        opts = opts.replace(head_precision="bf16" if meta["format"] == FORMAT else "fp32")
+    elif opts.head_precision != "fp32" and meta["format"] != FORMAT:
+        raise ConfigError(f"perplexity.head_precision={opts.head_precision} needs a {FORMAT} model; "
+                          f"{model} is {meta['format']} (its program returns fp32 logits)")  # fmt: skip
     if opts.batch_tokens is None:
         opts = opts.replace(batch_tokens=BATCH_TOKENS[meta["format"]])
     if opts.max_tokens is None:
@@ -172,6 +206,35 @@ def _head_weight(program, meta: dict[str, Any], model: str):
     return w.detach()
 
 
+def _native_bf16() -> bool:
+    """True when oneDNN runs bf16 matmuls natively on this CPU (else it emulates them, slower than fp32)."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN: treat as emulated
+        return False
+
+
+def _compiled(program, model: str):
+    """`torch.compile(program)` (inductor, shapes dynamic: one compile serves every batch), compiled
+    now on a small batch so that a failure (no C++ compiler, an unsupported op) shows here: then the
+    reason is logged and the exported program is returned as it was."""
+    import torch
+
+    t0 = time.time()
+    try:
+        compiled = torch.compile(program, dynamic=True)
+        with torch.inference_mode():
+            compiled(torch.zeros((2, 8), dtype=torch.long))  # >= 2 rows: see _run_program
+    except Exception as e:  # any compile failure: the exported program still scores exactly
+        log.warning("perplexity.compile: compiling %s failed, scoring with the exported program "
+                    "uncompiled: %s: %s", model, type(e).__name__, str(e).splitlines()[0] if str(e) else "")  # fmt: skip
+        return program
+    log.info("perplexity.compile: %s compiled in %.1f s", model, time.time() - t0)
+    return compiled
+
+
 @dataclass(slots=True)
 class DocNLL:
     """Sums over the scored tokens of each document (arrays of len(texts))."""
@@ -189,6 +252,13 @@ class PerplexityScorer(Scorer):
     ) -> None:
         self.program = program
         self.head = head  # (V, C) LM-head weight for a hidden-state program (format 2); None: logits program
+        # its bf16 copy, made once, for head_precision=bf16 (None: the head runs in fp32)
+        self.head_bf16 = None
+        if head is not None and options.head_precision == "bf16":
+            import torch
+
+            self.head_bf16 = head.to(torch.bfloat16)
+        self.eager_program = program  # what `program` falls back to if a compiled one fails later
         self.tokenizer = tokenizer
         self.metadata = metadata
         self.options = options
@@ -237,7 +307,13 @@ class PerplexityScorer(Scorer):
         tokenizer = Tokenizer.from_file(str(Path(model) / TOKENIZER))
         # as `tokens tokenize` made the training shards: a special token's text in a document is plain text
         tokenizer.encode_special_tokens = True
-        return cls(program, tokenizer, meta, opts, head)
+        if opts.head_precision == "bf16" and not _native_bf16():
+            log.warning("perplexity.head_precision=bf16 on a CPU without native bf16 matmuls (avx512_bf16 "
+                        "or AMX): same scores, but the head runs slower than in fp32")  # fmt: skip
+        scorer = cls(program, tokenizer, meta, opts, head)
+        if opts.compile:
+            scorer.program = _compiled(program, model)
+        return scorer
 
     # ---------------------------------------------------------------- tokens
     def _encode(self, text: str):
@@ -312,7 +388,7 @@ class PerplexityScorer(Scorer):
             return self._forward_hidden(tokens, targets)
         with torch.inference_mode():
             t0 = time.process_time()
-            logits = self.program(tokens)  # (B, T, V); right padding cannot reach earlier positions
+            logits = self._run_program(tokens)  # (B, T, V); right padding cannot reach earlier positions
             t1 = time.process_time()
             # -log softmax at the target, from softmax itself: torch's CPU softmax runs ~2x faster than its
             # log_softmax / cross_entropy here (1.3 vs 3.0 ms for 512 x 4,096, bench/perplexity_throughput.py),
@@ -326,6 +402,25 @@ class PerplexityScorer(Scorer):
         self.seconds["nll"] += time.process_time() - t1
         return sums
 
+    def _run_program(self, tokens):
+        """The program on one batch. A compiled program gets at least 2 rows (a padding row is added to
+        a 1-row batch, its output dropped): torch.compile specialises size 1, so a 1-row batch would
+        compile a second time. If the compiled program fails, the reason is logged and this scorer
+        runs the exported program from then on."""
+        if self.program is self.eager_program:
+            return self.program(tokens)
+        import torch
+
+        b = tokens.shape[0]
+        x = torch.cat([tokens, torch.zeros_like(tokens)]) if b == 1 else tokens
+        try:
+            return self.program(x)[:b]
+        except Exception as e:  # as in _compiled
+            log.warning("perplexity.compile: the compiled program failed on a (%d, %d) batch, scoring with "
+                        "the exported program from now on: %s: %s", *x.shape, type(e).__name__, e)  # fmt: skip
+            self.program = self.eager_program
+            return self.program(tokens)
+
     def _forward_hidden(self, tokens, targets) -> np.ndarray:
         """Format 2: the program's hidden states, then the head over the scored positions only, HEAD_ROWS
         at a time, so a batch's (B, T, V) logits never exist (a chunk's stay in cache). Per position the
@@ -335,21 +430,44 @@ class PerplexityScorer(Scorer):
         b, width = tokens.shape
         with torch.inference_mode():
             t0 = time.process_time()
-            hidden = self.program(tokens)  # (B, T, C); right padding cannot reach earlier positions
+            hidden = self._run_program(tokens)  # (B, T, C); right padding cannot reach earlier positions
             t1 = time.process_time()
             scored = (targets >= 0).view(-1)
             h = hidden.reshape(b * width, -1)[scored]  # (N, C): neither padding nor a row's last position
             tgt = targets.view(-1)[scored]
             p = torch.empty(len(tgt))
-            for s in range(0, len(tgt), HEAD_ROWS):
-                probs = torch.softmax(h[s : s + HEAD_ROWS] @ self.head.t(), dim=-1)  # fast path: see above
-                p[s : s + HEAD_ROWS] = probs.gather(1, tgt[s : s + HEAD_ROWS, None])[:, 0]
-            nll = -torch.log(p.clamp(min=torch.finfo(p.dtype).tiny))
+            if self.head_bf16 is None:
+                for s in range(0, len(tgt), HEAD_ROWS):
+                    # the fast path: see _forward
+                    probs = torch.softmax(h[s : s + HEAD_ROWS] @ self.head.t(), dim=-1)
+                    p[s : s + HEAD_ROWS] = probs.gather(1, tgt[s : s + HEAD_ROWS, None])[:, 0]
+                nll = -torch.log(p.clamp(min=torch.finfo(p.dtype).tiny))
+            else:
+                nll = self._head_bf16(h, tgt, p)
             row = torch.arange(b).repeat_interleave(width)[scored]
             sums = torch.zeros(b, dtype=torch.float64).index_add_(0, row, nll.double()).numpy()
         self.seconds["forward"] += t1 - t0
         self.seconds["nll"] += time.process_time() - t1
         return sums
+
+    def _head_bf16(self, h, tgt, p):
+        """head_precision=bf16: -log p(target) per position, where the normaliser comes from bf16 logits
+        and the target's logit is exact. Per chunk: logits = bf16(h) @ bf16(W)ᵀ (oneDNN, fp32
+        accumulation, bf16 out: 2x the fp32 matmul's speed here) and their softmax (fp32 inside, bf16
+        out; faster than logsumexp), giving -log p16 = lse16 − l16[t]. Adding l16[t] − l32[t], the
+        target logit's rounding, with l32[t] = h · W[t] in fp32 (64 multiply-adds per position), leaves
+        lse16 − l32[t]: only the normaliser is from bf16 logits, an average over the vocabulary whose
+        rounding errors mostly cancel (3x smaller document error than the plain bf16 softmax)."""
+        import torch
+
+        corr = torch.empty_like(p)
+        for s in range(0, len(tgt), HEAD_ROWS):
+            hs, ts = h[s : s + HEAD_ROWS], tgt[s : s + HEAD_ROWS, None]
+            logits = hs.to(torch.bfloat16) @ self.head_bf16.t()  # (n, V) bf16
+            p[s : s + HEAD_ROWS] = torch.softmax(logits, dim=-1).gather(1, ts)[:, 0]
+            corr[s : s + HEAD_ROWS] = logits.gather(1, ts)[:, 0].float() - (hs * self.head[ts[:, 0]]).sum(-1)
+        # bf16 has fp32's exponent range: the same floor as the fp32 path for an underflowed p
+        return corr - torch.log(p.clamp(min=torch.finfo(p.dtype).tiny))
 
     def score(self, texts: list[str | None], langs: list[str | None]) -> dict[str, np.ndarray]:
         ppl = np.full(len(texts), np.nan, dtype=np.float32)

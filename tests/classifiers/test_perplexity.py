@@ -146,10 +146,11 @@ def test_bits_per_byte_is_perplexity_per_byte(random_lm, tokenizer_file, wiki):
 
 def test_truncation_and_chunks_match_an_independent_computation(random_lm, wiki):
     """One chunk: the first max_tokens tokens; k chunks: windows overlapping by one token, each from
-    position 0. Compared with the program's logits through torch's log_softmax, window by window."""
+    position 0. Compared with the program's logits through torch's log_softmax, window by window, with
+    the fp32 head (the bf16 head's agreement is its own test)."""
     text = wiki[0]
     for chunks, max_tokens in ((1, SEQ), (3, SEQ), (2, 16)):
-        sc = _scorer(random_lm, max_tokens=max_tokens, max_chunks=chunks)
+        sc = _scorer(random_lm, max_tokens=max_tokens, max_chunks=chunks, head_precision="fp32")
         ids = sc.tokenizer.encode(text).ids
         kept = ids[: chunks * (max_tokens - 1) + 1]
         r = sc.nll([text])
@@ -164,10 +165,12 @@ def test_truncation_and_chunks_match_an_independent_computation(random_lm, wiki)
 
 def test_batching_and_padding_do_not_change_scores(random_lm, wiki, web_pages):
     """Rows are sorted, padded on the right and batched by a token budget; causal attention makes the
-    padding invisible. Only fp32 GEMM blocking may differ between batch shapes (~1e-6 relative)."""
+    padding invisible. Only fp32 GEMM blocking may differ between batch shapes (~1e-6 relative), so
+    the fp32 head (a bf16 logit can round one ulp apart under another blocking)."""
     texts = [wiki[1][:400], web_pages[0], wiki[2][:50], web_pages[1][:900], "Short one here."]
-    one = _scorer(random_lm, batch_tokens=1).score(texts, ["en"] * 5)  # one row per forward, no padding
-    many = _scorer(random_lm, batch_tokens=4096).score(texts, ["en"] * 5)
+    fp32 = {"head_precision": "fp32"}
+    one = _scorer(random_lm, batch_tokens=1, **fp32).score(texts, ["en"] * 5)  # one row per call, no padding
+    many = _scorer(random_lm, batch_tokens=4096, **fp32).score(texts, ["en"] * 5)
     assert np.allclose(one["perplexity"], many["perplexity"], rtol=1e-5)
     assert np.allclose(one["perplexity_bpb"], many["perplexity_bpb"], rtol=1e-5)
 
@@ -189,12 +192,14 @@ def test_hidden_state_program_scores_like_the_logits_program_on_real_pages(lm_fo
     pages of bench/perplexity_throughput.py: the first 512 tokens, and three overlapping 128-token windows.
     Per position both run the same fp32 ops; only the projection GEMM's blocking differs with the call's
     shape (measured ≤ 1.2e-7 relative, one float32 ulp of the column, on train-lm's model), so 1e-5
-    relative (the issue's bound) cannot hide a wrong position, a lost row or a padded token scored."""
+    relative (the issue's bound) cannot hide a wrong position, a lost row or a padded token scored.
+    With the fp32 head: format 1 has no other."""
     pages = web_pages + dclm_pages
     assert len(pages) == 399
     langs = ["en"] * len(pages)
     for opts in ({}, {"max_tokens": 128, "max_chunks": 3}):
-        new, old = _scorer(lm_formats["hidden"], **opts), _scorer(lm_formats["logits"], **opts)
+        new = _scorer(lm_formats["hidden"], head_precision="fp32", **opts)
+        old = _scorer(lm_formats["logits"], **opts)
         assert (new.options.batch_tokens, old.options.batch_tokens) == (8192, 512)  # the formats' defaults
         a, b = new.score(pages, langs), old.score(pages, langs)
         for col in ("perplexity", "perplexity_bpb"):
@@ -202,6 +207,33 @@ def test_hidden_state_program_scores_like_the_logits_program_on_real_pages(lm_fo
             ok = ~np.isnan(b[col])
             assert ok.sum() >= 390  # nearly every page scored: the comparison is not over nulls
             np.testing.assert_allclose(a[col][ok], b[col][ok], rtol=1e-5)
+
+
+def _agreement(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> tuple[float, float, float]:
+    """(Spearman rank correlation, largest relative difference of perplexity, of bits per byte) of two
+    score() results that null the same documents."""
+    from scipy.stats import spearmanr
+
+    assert np.array_equal(np.isnan(a["perplexity"]), np.isnan(b["perplexity"]))
+    ok = ~np.isnan(a["perplexity"])
+    rho = float(spearmanr(a["perplexity"][ok], b["perplexity"][ok])[0])
+    rel = [float(np.max(np.abs(a[c][ok] / b[c][ok] - 1))) for c in ("perplexity", "perplexity_bpb")]
+    return rho, *rel
+
+
+def test_bf16_head_agrees_with_fp32_on_real_pages(lm_formats, web_pages, dclm_pages):
+    """head_precision=bf16 (the default) against fp32 on the 399 real pages, same model and batches:
+    the order of the documents is kept and every score moves by well under 1%. Measured on this
+    untrained model (wider logits than a trained one: the harder case): Spearman 0.99998, perplexity
+    1.3e-3 and bits per byte 1.1e-4 relative at most (bits per byte is relative to the mean NLL, ~7 nats
+    here, perplexity to exp of it); bounded with 2-3x room for another CPU's bf16 GEMM blocking.
+    bench/perplexity_precision.py gives the trained default model's numbers on shared-WARC pages."""
+    pages = web_pages + dclm_pages
+    langs = ["en"] * len(pages)
+    bf16, fp32 = _scorer(lm_formats["hidden"]), _scorer(lm_formats["hidden"], head_precision="fp32")
+    assert bf16.options.head_precision == "bf16" and bf16.head_bf16 is not None
+    rho, rel, rel_bpb = _agreement(bf16.score(pages, langs), fp32.score(pages, langs))
+    assert rho > 0.9999 and rel < 3e-3 and rel_bpb < 3e-4
 
 
 def test_a_format_2_folder_must_name_a_real_head_weight(lm_formats, tmp_path):
@@ -216,6 +248,13 @@ def test_a_format_2_folder_must_name_a_real_head_weight(lm_formats, tmp_path):
             PerplexityScorer.load(str(folder), {})
 
 
+def test_a_format_1_folder_scores_with_the_fp32_head_only(lm_formats):
+    """A logits program has no separate head: its default is fp32, and asking for bf16 is an error."""
+    assert PerplexityScorer.describe(str(lm_formats["logits"]), {})["head_precision"] == "fp32"
+    with pytest.raises(ConfigError, match="head_precision=bf16 needs a refinery-lm/2 model"):
+        PerplexityScorer.describe(str(lm_formats["logits"]), {"head_precision": "bf16"})
+
+
 def test_describe_checks_the_folder_and_the_options(random_lm, tmp_path):
     assert PerplexityScorer.describe(str(random_lm), {})["max_tokens"] == SEQ  # default: the model's rows
     ident = PerplexityScorer.describe(str(random_lm), {"max_tokens": 32})
@@ -226,6 +265,9 @@ def test_describe_checks_the_folder_and_the_options(random_lm, tmp_path):
         PerplexityScorer.describe(str(random_lm), {"max_tokens": SEQ + 1})
     with pytest.raises(ConfigError, match="max_tokens must be >= 2"):
         PerplexityScorer.describe(str(random_lm), {"max_tokens": 1})
+    with pytest.raises(ConfigError, match="head_precision must be one of bf16, fp32"):
+        PerplexityScorer.describe(str(random_lm), {"head_precision": "fp16"})
+    assert PerplexityScorer.describe(str(random_lm), {})["head_precision"] == "bf16"  # format 2's default
     with pytest.raises(ConfigError, match="max_token"):
         PerplexityScorer.describe(str(random_lm), {"max_token": 64})  # a typo is not ignored
     with pytest.raises(ModelError, match="not found"):
@@ -377,6 +419,44 @@ def test_the_exporters_archive_passes_the_check(random_lm):
     assert meta["export_check"]["max_abs_logit_diff"] < 1e-4
 
 
+# ------------------------------------------------------------------ slow tier: perplexity.compile
+
+
+@pytest.mark.slow
+def test_compiled_program_scores_like_the_exported_one(random_lm, web_pages, wiki):
+    """perplexity.compile=true (inductor, one compile with dynamic shapes) on real pages of every length
+    up to the model's rows, and a lone document (a 1-row batch, padded to 2 rows for the compiled
+    program): the same scores as the exported program, with the fp32 head so only the program differs.
+    Inductor fuses and reorders fp32 ops (hidden states differ by ~3e-6 absolute, measured), so 1e-5."""
+    texts = [*web_pages[:30], wiki[4][:200], "Short one here."]
+    comp = _scorer(random_lm, compile=True, head_precision="fp32")
+    eager = _scorer(random_lm, head_precision="fp32")
+    assert comp.program is not comp.eager_program  # it compiled: this machine has a C++ compiler
+    for batch in (texts, texts[:1]):
+        a, b = comp.score(batch, ["en"] * len(batch)), eager.score(batch, ["en"] * len(batch))
+        for col in ("perplexity", "perplexity_bpb"):
+            np.testing.assert_allclose(a[col], b[col], rtol=1e-5)
+    assert comp.program is not comp.eager_program  # and no call fell back
+
+
+@pytest.mark.slow
+def test_a_compile_that_fails_falls_back_to_the_exported_program(random_lm, web_pages, caplog, monkeypatch):
+    """A machine whose C++ compiler is missing (inductor pointed at a path that does not exist, its
+    graph cache off so nothing compiled earlier is reused): the scorer logs why and scores with the
+    exported program, the same numbers as without the option."""
+    import torch._inductor.config as inductor
+
+    monkeypatch.setattr(inductor.cpp, "cxx", ("/nonexistent/c++",))
+    monkeypatch.setattr(inductor, "fx_graph_cache", False)
+    with caplog.at_level("WARNING", logger="classifiers.perplexity"):
+        sc = _scorer(random_lm, compile=True)
+    assert sc.program is sc.eager_program
+    assert "perplexity.compile: compiling" in caplog.text and "failed" in caplog.text
+    pages = web_pages[:10]
+    a, b = sc.score(pages, ["en"] * 10), _scorer(random_lm).score(pages, ["en"] * 10)
+    assert np.array_equal(a["perplexity"], b["perplexity"])
+
+
 # ------------------------------------------------------------------ slow tier: a trained reference LM
 
 TRAIN = {"steps": 200, "seq_len": 256, "global_batch": 8, "eval_max_tokens": 256}
@@ -443,6 +523,19 @@ def test_repetitive_boilerplate_lands_in_the_high_tail(trained_lm):
 
 
 @pytest.mark.slow
+def test_bf16_head_agrees_with_fp32_under_a_trained_lm(trained_lm, web_pages, dclm_pages):
+    """The default bf16 head against fp32 under a trained reference LM, on the 399 real pages. The
+    default-size model on these pages: max 6.6e-4 relative, Spearman 0.999998 (bench); bounded at
+    2e-3 and 0.99999, room for this shorter-trained model and another CPU's bf16 GEMM blocking."""
+    pages = web_pages + dclm_pages
+    langs = ["en"] * len(pages)
+    bf16 = _scorer(trained_lm / "model", max_tokens=256)
+    fp32 = _scorer(trained_lm / "model", max_tokens=256, head_precision="fp32")
+    rho, rel, rel_bpb = _agreement(bf16.score(pages, langs), fp32.score(pages, langs))
+    assert rho > 0.99999 and rel < 2e-3 and rel_bpb < 2e-3
+
+
+@pytest.mark.slow
 def test_exported_program_gives_the_trainer_models_losses(trained_lm):
     """The trainer's Transformer rebuilt from the final ZeRO-3 checkpoint, in eval mode, on the scorer's own
     rows with the trainer's document mask (one document per row): mean token loss per row, computed by
@@ -455,7 +548,7 @@ def test_exported_program_gives_the_trainer_models_losses(trained_lm):
     cfg = model_config("debug", **{**meta["model_config"], "kernels": "reference", "attention": "sdpa"})
     model = Transformer(cfg).eval()
     model.load_state_dict({**sd, "output.weight": sd["tok_embeddings.weight"]})
-    sc = _scorer(trained_lm / "model", max_tokens=256)
+    sc = _scorer(trained_lm / "model", max_tokens=256, head_precision="fp32")
     held = pq.read_table(trained_lm / "reference" / "heldout").column("text").to_pylist()[:12]
     r = sc.nll(held)
     for i, text in enumerate(held):
