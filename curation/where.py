@@ -2,11 +2,12 @@
 
 The condition is the WHERE clause a user would give Athena or Spark SQL over the cc-index table
 (`content_languages = 'eng' AND url_host_tld IN ('uk', 'ie')`). It is parsed here, on the driver,
-into a `pyarrow.dataset` expression, for two reasons: every mistake in it (a syntax error, a column
-the index does not have, a literal of the wrong type) is reported before Spark starts, naming the
-position; and pyarrow then reads only the columns the condition uses and skips row groups and
-partition folders (`crawl=.../subset=...`) whose statistics exclude it, so a condition on one
-host reads a small part of a crawl's index.
+into one tree, so that every mistake in it (a syntax error, a column the index does not have, a
+literal of the wrong type) is reported before Spark starts, naming the position. The tree then
+becomes a `pyarrow.dataset` expression (parse_where: the driver's selection, which reads only the
+columns the condition uses and skips row groups and partition folders whose statistics exclude it)
+or a Spark Column (spark_where: the selection on Spark, curation/index_job.py) that selects the
+same rows: both engines' AND/OR/NOT, comparisons, IN and LIKE follow SQL's three-valued logic.
 
 The grammar is the part of SQL a WHERE clause over this table needs (keywords in any case):
     cond      := or
@@ -17,7 +18,8 @@ The grammar is the part of SQL a WHERE clause over this table needs (keywords in
                          | [NOT] IN (literal, ...) | [NOT] LIKE 'pattern'
                          | [NOT] BETWEEN operand AND operand | IS [NOT] NULL ]
     operand   := column | 'string' | number | TRUE | FALSE | ( cond )
-Columns are bare names or "quoted"/`quoted`; strings use '' for a quote. A literal compared with a
+Columns are bare names or "quoted"/`quoted`; strings use '' for a quote; in a LIKE pattern a
+backslash escapes %, _ or a backslash and nothing else (pyarrow and Spark disagree on the rest). A literal compared with a
 column is cast to the column's type (`fetch_time >= '2024-05-20'` reads as a UTC timestamp). NULL
 compares as in SQL: a row where the condition is null is not selected. Functions (lower(), substr())
 are not supported: the error says so.
