@@ -20,7 +20,7 @@ import hashlib
 import inspect
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -406,6 +406,13 @@ class FetchConfig(ConfigModel):
     """Requests in flight to one host at a time, per Spark task (a task's fetch threads)."""
     timeout_s: float = 60.0
     """Connect and read timeout of one request."""
+    select: Literal["auto", "spark", "driver"] = "auto"
+    """Where the condition selects and groups the index rows (curation/index_job.py): `spark` reads the
+    index with Spark and writes the task plans there (the driver holds one summary per task); `driver`
+    reads it with pyarrow on the driver (every selected row in driver memory; the only way for a CDXJ
+    index, or s3:// when Spark has no S3 connector); `auto` is Spark for a Parquet index on a local or
+    shared path, file://, hdfs://, s3a:// (and the other Hadoop schemes), the driver for s3:// and CDXJ.
+    Both give the same tasks."""
 
     @model_validator(mode="after")
     def _check(self) -> Any:

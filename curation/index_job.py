@@ -4,11 +4,12 @@ This is cc-pyspark's CCIndexWarcSparkJob (query the cc-index table, then fetch e
 record by a ranged read instead of reading whole 1 GB WARCs), on this project's unit contract:
 
     driver   check BASE's form, open INDEX (cc-index-table Parquet: a file, a folder, crawl=/subset=
-             partitions, local or s3://; or a CDXJ file), parse COND against its columns
-             (curation/where.py) -- every mistake is exit status 2 before Spark starts -- then read
-             the rows COND selects (only the columns needed, row groups pruned by pyarrow), group
-             them into tasks of about `fetch.task_bytes` compressed bytes, and write each task's
-             record list to `plan/<unit>.parquet` in the output folder
+             partitions, local, hdfs://, s3a:// or s3://; or a CDXJ file) and list its files, parse
+             COND against its columns (curation/where.py) -- every mistake is exit status 2 before
+             Spark starts
+    select   the rows COND selects, each (file, offset) once, in (file, offset) order, cut into
+             tasks of about `fetch.task_bytes` compressed bytes, each task's record list written to
+             `plan/<unit>.parquet` in the output folder; on Spark or on the driver (below)
     task     one unit per task (core/runner.py: marker, stats, resume): fetch its records with
              ranged requests (curation/fetch.py: retries with backoff and jitter, per-host limit),
              write them, in index order, as a small local WARC (each record stays its own gzip
@@ -23,12 +24,17 @@ Units are named `index-<n>-<hash of their records>`: the same index, condition a
 give the same names, so a rerun skips finished units; `_config.json` records the index (its files
 and sizes), the condition, the base and `task_bytes`, and refuses a rerun with another of them.
 
-Why the selection runs on the driver, not in Spark SQL as in cc-pyspark: the condition is checked
-before any Spark work starts, this Spark has no S3 connector while pyarrow reads s3:// and
-Common Crawl's partitioned layout directly, and a query reads only the columns it names. A
-condition over a whole crawl (~2.5 billion rows) still means scanning those columns on one machine;
-Athena (Common Crawl's recommendation) or a Spark cluster with hadoop-aws can write the selection as
-Parquet, which is then the INDEX given here.
+Where the selection runs (`fetch.select`, default `auto`): on Spark (`spark_plan`) for a Parquet
+index Spark can read -- a local or shared path, file://, hdfs://, s3a:// and other Hadoop schemes:
+`spark.read.parquet`, the condition as a Spark Column built from where.py's parse tree, duplicates
+dropped by a window, cumulative bytes from a per-file prefix (a window over one row per WARC file)
+plus a per-file running sum, and one Spark task per group of units that hashes and writes their
+plan files. The driver only ever holds one (name, rows, bytes) summary per unit, so a broad
+condition over a whole crawl (~2.5 billion rows) does not exhaust it. On the driver
+(`select_records` + `plan_tasks`, pyarrow: only the named columns, row groups and partitions
+pruned) for a CDXJ index and for s3://, which this Spark cannot read (it has no S3 connector;
+`fetch.select: spark` forces Spark where one maps s3://, as on EMR). Both give the same units, names
+included (tests/curation/test_index_extract.py compares them).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import logging
 import os
 import tempfile
 from bisect import bisect_right
+from functools import partial
 from itertools import groupby
 from pathlib import Path
 from typing import Any
@@ -51,17 +58,26 @@ import pyarrow.parquet as pq
 from core.errors import InputError
 from core.output import SUBDIRS, OutputDir, check_folder_path
 from core.runner import PerFileJob, RunResult, run_per_file
+from core.spark import check_master, get_spark
 from core.storage import is_remote as is_object_store
 from curation.ccindex import LOCATION_COLUMNS, read_cdxj
 from curation.config import ExtractJobConfig
 from curation.fetch import RangeFetcher, RecordRange, check_base, record_url
 from curation.pipeline import UnitRun, run_unit_stages, stage_order
 from curation.warc_warcio import crawl_from_name
-from curation.where import parse_where
+from curation.where import parse_where, spark_where
 
 log = logging.getLogger(__name__)
 
-__all__ = ["open_index", "plan_tasks", "process_index_unit", "run_index_extract", "select_records"]
+__all__ = [
+    "open_index",
+    "plan_tasks",
+    "process_index_unit",
+    "run_index_extract",
+    "select_on_spark",
+    "select_records",
+    "spark_plan",
+]
 
 PLAN_SCHEMA = pa.schema(
     [
@@ -72,7 +88,25 @@ PLAN_SCHEMA = pa.schema(
         ("crawl", pa.string()),
     ]
 )
+SELECT_SCHEMA = pa.schema(
+    [
+        ("warc_filename", pa.string()),
+        ("warc_record_offset", pa.int64()),
+        ("warc_record_length", pa.int64()),
+        ("crawl", pa.string()),
+    ]
+)
+SUMMARY_SCHEMA = pa.schema(
+    [("k", pa.int64()), ("unit", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())]
+)
 CDXJ_SUFFIXES = (".cdxj", ".cdxj.gz", ".cdx", ".cdx.gz")
+# Index locations `fetch.select: auto` reads with Spark: a path (local or a shared mount), and
+# the Hadoop filesystems a stock Spark (hdfs) or one with hadoop-aws (s3a) reads. s3:// is read on
+# the driver: stock Spark has no filesystem for it.
+SPARK_SCHEMES = ("", "file", "hdfs", "s3a")
+# Spark tasks that write plan files: a task writes the plans of the units hashed to it (a few
+# hundred rows to a few thousand each), so a whole crawl's ~10^6 units need not be 10^6 tasks.
+MAX_PLAN_PARTITIONS = 4096
 
 
 # -- driver --------------------------------------------------------------------------------------
@@ -139,16 +173,7 @@ def select_records(dataset: ds.Dataset, expr: ds.Expression) -> pa.Table:
     if "crawl" not in table.column_names:
         table = table.append_column("crawl", pa.nulls(table.num_rows, pa.string()))
     table = table.select(["warc_filename", "warc_record_offset", "warc_record_length", "crawl"])
-    table = table.cast(
-        pa.schema(
-            [
-                ("warc_filename", pa.string()),
-                ("warc_record_offset", pa.int64()),
-                ("warc_record_length", pa.int64()),
-                ("crawl", pa.string()),
-            ]
-        )
-    )
+    table = table.cast(SELECT_SCHEMA)
     bad = pc.sum(
         pc.or_kleene(pc.less(table["warc_record_offset"], 0), pc.less_equal(table["warc_record_length"], 0))
     )
@@ -156,14 +181,25 @@ def select_records(dataset: ds.Dataset, expr: ds.Expression) -> pa.Table:
         raise InputError(
             f"the index has {bad.as_py()} selected rows with a negative offset or an empty length"
         )
-    table = table.sort_by([("warc_filename", "ascending"), ("warc_record_offset", "ascending")])
+    # Of duplicates, the shortest (then the smallest crawl, null last) is kept: a rule Spark's
+    # window applies too (spark_plan), where "the first in the index" has no meaning.
+    table = table.sort_by(
+        [
+            ("warc_filename", "ascending"),
+            ("warc_record_offset", "ascending"),
+            ("warc_record_length", "ascending"),
+            ("crawl", "ascending"),
+        ]
+    )
     keys = pc.binary_join_element_wise(
         table["warc_filename"], pc.cast(table["warc_record_offset"], pa.string()), "#"
     )
     unique = pc.index_in(pc.unique(keys), keys)  # first row of each (file, offset)
     if len(unique) < table.num_rows:
         log.warning("the index lists %d records twice: each is read once", table.num_rows - len(unique))
-        table = table.take(pc.sort_indices(unique))
+        # the first rows' positions, in order (not sort_indices(unique): positions into `unique`,
+        # which took the wrong rows whenever the index had duplicates)
+        table = table.take(pc.take(unique, pc.sort_indices(unique)))
     return table
 
 
@@ -181,21 +217,151 @@ def plan_tasks(table: pa.Table, task_bytes: int, base: str) -> list[tuple[str, p
     for length in lengths:
         ids.append(min(n - 1, acc * n // total))
         acc += length
-    urls = [record_url(base, f) for f in table["warc_filename"].to_pylist()]
-    table = table.append_column("url", pa.array(urls, pa.string())).select(PLAN_SCHEMA.names)
     out = []
     start = 0
     for k, group in groupby(ids):
         size = len(list(group))
-        rows = table.slice(start, size)
+        out.append(_unit(k, table.slice(start, size), base))
         start += size
-        h = hashlib.sha1()
-        for u, o, ln in zip(
-            *(rows[c].to_pylist() for c in ("url", "warc_record_offset", "warc_record_length"))
-        ):
-            h.update(f"{u}\t{o}\t{ln}\n".encode())
-        out.append((f"index-{k:05d}-{h.hexdigest()[:12]}", rows))
     return out
+
+
+def _unit(k: int, rows: pa.Table, base: str) -> tuple[str, pa.Table]:
+    """Task k's name `index-<k>-<sha1 of its records>` and plan rows (PLAN_SCHEMA), from its
+    (warc_filename, warc_record_offset, warc_record_length, crawl) rows in order."""
+    urls = [record_url(base, f) for f in rows["warc_filename"].to_pylist()]
+    rows = rows.append_column("url", pa.array(urls, pa.string())).select(PLAN_SCHEMA.names)
+    h = hashlib.sha1()
+    for u, o, ln in zip(*(rows[c].to_pylist() for c in ("url", "warc_record_offset", "warc_record_length"))):
+        h.update(f"{u}\t{o}\t{ln}\n".encode())
+    return f"index-{k:05d}-{h.hexdigest()[:12]}", rows
+
+
+def select_on_spark(index: str, mode: str) -> bool:
+    """Whether `fetch.select` = `mode` selects `index`'s rows on Spark (see the module docstring)."""
+    cdxj = index.endswith(CDXJ_SUFFIXES)
+    if mode == "spark" and cdxj:
+        raise InputError(
+            f"--index {index!r}: fetch.select=spark reads Parquet; a CDXJ index is read on the driver"
+        )
+    if mode != "auto":
+        return mode == "spark"
+    scheme = index.split("://", 1)[0].lower() if "://" in index else ""
+    return not cdxj and scheme in SPARK_SCHEMES
+
+
+def _spark_uri(index: str, ident: dict[str, Any]) -> str:
+    # a local path as file:// so a cluster whose default filesystem is HDFS reads the shared path
+    return Path(ident["uri"]).as_uri() if "://" not in index else index
+
+
+def spark_plan(
+    spark, index_uri: str, where: str, schema: pa.Schema, task_bytes: int, base: str, plan_dir: str
+) -> list[tuple[str, int, int]]:
+    """select_records + plan_tasks + the plan files, in Spark: (unit, rows, bytes) of each unit, in order.
+
+    The same rows, duplicates rule, order and cut as the driver path (so the same unit names); the
+    driver receives one summary per unit, never the rows. `where` must have passed parse_where.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(index_uri).filter(spark_where(where, schema))
+    crawl = F.col("crawl") if "crawl" in df.columns else F.lit(None)
+    sel = df.select(
+        F.col("warc_filename").cast("string").alias("warc_filename"),
+        F.col("warc_record_offset").cast("long").alias("warc_record_offset"),
+        F.col("warc_record_length").cast("long").alias("warc_record_length"),
+        crawl.cast("string").alias("crawl"),
+    )
+    key = Window.partitionBy("warc_filename", "warc_record_offset")
+    shortest = key.orderBy(F.col("warc_record_length").asc(), F.col("crawl").asc_nulls_last())
+    sel = (
+        sel.repartition("warc_filename")  # the windows below (by file, by file and offset) reuse it
+        .withColumn("_copies", F.count(F.lit(1)).over(key))
+        .withColumn("_rank", F.row_number().over(shortest))
+        .filter("_rank = 1")
+        .drop("_rank")
+        .persist(StorageLevel.MEMORY_AND_DISK)  # read twice: the totals, then the plan
+    )
+    try:
+        bad = (F.col("warc_record_offset") < 0) | (F.col("warc_record_length") <= 0)
+        totals = sel.agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.sum("warc_record_length").alias("bytes"),
+            F.sum(F.col("_copies") - 1).alias("copies"),
+            F.sum(bad.cast("long")).alias("bad"),
+        ).first()
+        if totals["bad"]:
+            raise InputError(
+                f"the index has {totals['bad']} selected rows with a negative offset or an empty length"
+            )
+        if not totals["rows"]:
+            return []
+        if totals["copies"]:
+            log.warning("the index lists %d records twice: each is read once", totals["copies"])
+        total = int(totals["bytes"])
+        n = max(1, -(-total // task_bytes))
+        # A record's cumulative start = the bytes of all files before its own (a running sum over
+        # one row per WARC file: ~100,000 for a whole crawl, in one partition) + the bytes before
+        # it in its file. Its task is acc * n // total (plan_tasks' rule), in exact decimals: acc * n
+        # overflows a long on a whole crawl.
+        files = sel.groupBy("warc_filename").agg(F.sum("warc_record_length").alias("_fbytes"))
+        before = Window.orderBy("warc_filename").rowsBetween(Window.unboundedPreceding, -1)
+        files = files.select(
+            "warc_filename", F.coalesce(F.sum("_fbytes").over(before), F.lit(0)).alias("_fstart")
+        )
+        within = (
+            Window.partitionBy("warc_filename")
+            .orderBy("warc_record_offset")
+            .rowsBetween(Window.unboundedPreceding, -1)
+        )
+        acc = F.col("_fstart") + F.coalesce(F.sum("warc_record_length").over(within), F.lit(0))
+        task = F.expr(
+            f"least({n - 1}, (CAST(_acc AS DECIMAL(20,0)) * CAST({n} AS DECIMAL(20,0))) "
+            f"div CAST({total} AS DECIMAL(20,0)))"
+        )
+        rows = sel.join(F.broadcast(files), "warc_filename").withColumn("_acc", acc)
+        planned = (
+            rows.select(task.cast("long").alias("_task"), *SELECT_SCHEMA.names)
+            .repartition(min(n, MAX_PLAN_PARTITIONS), "_task")
+            .sortWithinPartitions("_task", "warc_filename", "warc_record_offset")
+            .mapInArrow(
+                partial(_write_plans, base=base, plan_dir=plan_dir),
+                "k long, unit string, rows long, bytes long",
+            )
+            .collect()
+        )
+    finally:
+        sel.unpersist()
+    return [(r["unit"], r["rows"], r["bytes"]) for r in sorted(planned, key=lambda r: r["k"])]
+
+
+def _write_plans(batches, base: str, plan_dir: str):
+    """Spark task of spark_plan: its rows, sorted by task then (file, offset) -> each task's plan
+    file, and one summary row per task."""
+    from core.storage import join, open_store
+
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else None
+    if table is None or table.num_rows == 0:
+        return
+    store = open_store(plan_dir)
+    start = 0
+    for k, group in groupby(table["_task"].to_pylist()):
+        size = len(list(group))
+        rows = table.slice(start, size).select(SELECT_SCHEMA.names).cast(SELECT_SCHEMA)
+        start += size
+        unit, plan = _unit(k, rows, base)
+        store.write_bytes(join(plan_dir, f"{unit}.parquet"), _plan_bytes(plan))
+        summary = {
+            "k": [k],
+            "unit": [unit],
+            "rows": [size],
+            "bytes": [pc.sum(rows["warc_record_length"]).as_py()],
+        }
+        yield pa.RecordBatch.from_pydict(summary, schema=SUMMARY_SCHEMA)
 
 
 def _plan_bytes(rows: pa.Table) -> bytes:
@@ -226,17 +392,14 @@ def run_index_extract(
     dataset, ident = open_index(index)
     expr, _columns = parse_where(where, dataset.schema)
     check_folder_path(output)  # before the selection reads anything large
-    table = select_records(dataset, expr)
-    if table.num_rows == 0:
-        raise InputError(f"--where {where!r} selects no record of {index}")
-    tasks = plan_tasks(table, cfg.fetch.task_bytes, base)
-    log.warning(
-        "%d records (%d bytes) selected from %s: %d tasks",
-        table.num_rows,
-        pc.sum(table["warc_record_length"]).as_py(),
-        index,
-        len(tasks),
-    )
+    check_master(master)
+    on_spark = select_on_spark(index, cfg.fetch.select)
+    tasks: list[tuple[str, pa.Table]] = []
+    if not on_spark:
+        table = select_records(dataset, expr)
+        if table.num_rows == 0:
+            raise InputError(f"--where {where!r} selects no record of {index}")
+        tasks = plan_tasks(table, cfg.fetch.task_bytes, base)
     job = PerFileJob(
         name="extract",
         config=cfg.to_dict(),
@@ -252,13 +415,39 @@ def run_index_extract(
     out = OutputDir(output, job.subdirs)
     # The guard first (the runner repeats it): plan files go only into a folder of this query.
     created = out.prepare(job.name, job.config, job.fingerprint, job.guard_extra)
-    units = []
+    units: list[tuple[str, str]] = []
     try:
-        for unit, rows in tasks:
-            plan = out.path("plan", f"{unit}.parquet")
-            if not out.is_done(unit):
-                out.store.write_bytes(plan, _plan_bytes(rows))
-            units.append((plan, unit))
+        if on_spark:  # Spark writes the plan files; the driver gets (unit, rows, bytes) per unit
+            spark = get_spark(master, "refinery-extract", spark_conf)
+            planned = spark_plan(
+                spark,
+                _spark_uri(index, ident),
+                where,
+                dataset.schema,
+                cfg.fetch.task_bytes,
+                base,
+                out.path("plan"),
+            )
+            if not planned:
+                raise InputError(f"--where {where!r} selects no record of {index}")
+            units = [(out.path("plan", f"{unit}.parquet"), unit) for unit, _, _ in planned]
+            rows, nbytes = sum(r for _, r, _ in planned), sum(b for _, _, b in planned)
+        else:
+            for unit, plan_rows in tasks:
+                plan = out.path("plan", f"{unit}.parquet")
+                if not out.is_done(unit):
+                    out.store.write_bytes(plan, _plan_bytes(plan_rows))
+                units.append((plan, unit))
+            rows = sum(t.num_rows for _, t in tasks)
+            nbytes = sum(pc.sum(t["warc_record_length"]).as_py() for _, t in tasks)
+        log.warning(
+            "%d records (%d bytes) selected from %s on %s: %d tasks",
+            rows,
+            nbytes,
+            index,
+            "Spark" if on_spark else "the driver",
+            len(units),
+        )
         return run_per_file(job, units, output, master=master, spark_conf=spark_conf, progress=progress)
     except BaseException:
         if created and not any(out.is_done(u) for _, u in units):

@@ -2,11 +2,12 @@
 
 The condition is the WHERE clause a user would give Athena or Spark SQL over the cc-index table
 (`content_languages = 'eng' AND url_host_tld IN ('uk', 'ie')`). It is parsed here, on the driver,
-into a `pyarrow.dataset` expression, for two reasons: every mistake in it (a syntax error, a column
-the index does not have, a literal of the wrong type) is reported before Spark starts, naming the
-position; and pyarrow then reads only the columns the condition uses and skips row groups and
-partition folders (`crawl=.../subset=...`) whose statistics exclude it, so a condition on one
-host reads a small part of a crawl's index.
+into one tree, so that every mistake in it (a syntax error, a column the index does not have, a
+literal of the wrong type) is reported before Spark starts, naming the position. The tree then
+becomes a `pyarrow.dataset` expression (parse_where: the driver's selection, which reads only the
+columns the condition uses and skips row groups and partition folders whose statistics exclude it)
+or a Spark Column (spark_where: the selection on Spark, curation/index_job.py) that selects the
+same rows: both engines' AND/OR/NOT, comparisons, IN and LIKE follow SQL's three-valued logic.
 
 The grammar is the part of SQL a WHERE clause over this table needs (keywords in any case):
     cond      := or
@@ -17,7 +18,8 @@ The grammar is the part of SQL a WHERE clause over this table needs (keywords in
                          | [NOT] IN (literal, ...) | [NOT] LIKE 'pattern'
                          | [NOT] BETWEEN operand AND operand | IS [NOT] NULL ]
     operand   := column | 'string' | number | TRUE | FALSE | ( cond )
-Columns are bare names or "quoted"/`quoted`; strings use '' for a quote. A literal compared with a
+Columns are bare names or "quoted"/`quoted`; strings use '' for a quote; in a LIKE pattern a
+backslash escapes %, _ or a backslash and nothing else (pyarrow and Spark disagree on the rest). A literal compared with a
 column is cast to the column's type (`fetch_time >= '2024-05-20'` reads as a UTC timestamp). NULL
 compares as in SQL: a row where the condition is null is not selected. Functions (lower(), substr())
 are not supported: the error says so.
@@ -35,7 +37,7 @@ import pyarrow.dataset as ds
 
 from core.errors import InputError
 
-__all__ = ["parse_where"]
+__all__ = ["parse_where", "spark_where"]
 
 _TOKEN_RE = re.compile(
     r"""\s*(?:
@@ -65,6 +67,18 @@ class _Col:
 @dataclass(frozen=True)
 class _Lit:
     value: Any
+
+
+@dataclass(frozen=True)
+class _Node:
+    """A parsed condition: `op` is and/or/not (args: nodes), cmp (operator, _Col or _Lit, _Col or
+    _Lit: a literal already cast to its column's type), in (column, pa.Array), like (column,
+    pattern), isnull (column), col (a boolean column) or lit (True/False). One tree, two engines:
+    `_to_arrow` (the driver's pyarrow scan) and `_to_spark` (Spark's scan), so both select the
+    same rows."""
+
+    op: str
+    args: tuple
 
 
 def _tokens(text: str) -> list[_Tok]:
@@ -128,7 +142,7 @@ class _Parser:
             raise self.fail(f"expected {value!r}")
 
     # -- grammar
-    def parse(self) -> ds.Expression:
+    def parse(self) -> _Node:
         if self.peek().kind == "end":
             raise InputError("--where is empty; give a SQL condition, e.g. \"content_languages = 'eng'\"")
         expr = self.or_()
@@ -139,27 +153,27 @@ class _Parser:
     def or_(self):
         left = self.and_()
         while self.accept("kw", "OR"):
-            left = self.boolean(left) | self.boolean(self.and_())
+            left = _Node("or", (self.boolean(left), self.boolean(self.and_())))
         return left
 
     def and_(self):
         left = self.not_()
         while self.accept("kw", "AND"):
-            left = self.boolean(left) & self.boolean(self.not_())
+            left = _Node("and", (self.boolean(left), self.boolean(self.not_())))
         return left
 
     def not_(self):
         if self.accept("kw", "NOT"):
-            return ~self.boolean(self.not_())
+            return _Node("not", (self.boolean(self.not_()),))
         return self.predicate()
 
     def boolean(self, x):
-        if isinstance(x, ds.Expression):
+        if isinstance(x, _Node):
             return x
         if isinstance(x, _Lit) and isinstance(x.value, bool):
-            return ds.scalar(x.value)
+            return _Node("lit", (x.value,))
         if isinstance(x, _Col) and pa.types.is_boolean(self.schema.field(x.name).type):
-            return ds.field(x.name)
+            return _Node("col", (x.name,))
         raise InputError(f"--where: {self.describe(x)} is not a condition (compare it with something)")
 
     def predicate(self):
@@ -179,17 +193,18 @@ class _Parser:
             low = self.operand()
             self.expect("kw", "AND")
             high = self.operand()
-            expr = self.compare(">=", left, low) & self.compare("<=", left, high)
+            expr = _Node("and", (self.compare(">=", left, low), self.compare("<=", left, high)))
         elif not negate and self.accept("kw", "IS"):
             is_not = self.accept("kw", "NOT")
             self.expect("kw", "NULL")
             col = self.column_of(left, start, "IS NULL")
-            return ~col.is_null() if is_not else col.is_null()
+            node = _Node("isnull", (col,))
+            return _Node("not", (node,)) if is_not else node
         elif negate:
             raise self.fail("expected IN, LIKE or BETWEEN after NOT")
         else:
             return left
-        return ~expr if negate else expr
+        return _Node("not", (expr,)) if negate else expr
 
     def operand(self):
         tok = self.take()
@@ -234,8 +249,7 @@ class _Parser:
         self.expect("op", ")")
         typ = self.schema.field(left.name).type
         arr = pa.array([self.cast(v.value, typ).as_py() for v in values], type=typ)
-        # isin() says false for a null, where SQL's IN says null (so NOT IN must not select it)
-        return pc.if_else(col.is_null(), ds.scalar(pa.scalar(None, pa.bool_())), col.isin(arr))
+        return _Node("in", (col, arr))
 
     def like(self, left, start: _Tok):
         col = self.column_of(left, start, "LIKE")
@@ -244,34 +258,30 @@ class _Parser:
         tok = self.take()
         if tok.kind != "str":
             raise self.fail("LIKE takes a 'pattern' string", tok)
-        return pc.match_like(col, pattern=tok.value)
+        # A backslash escapes the next character. pyarrow reads `\b` as `b` where Spark refuses
+        # it: only the escapes both read the same (\%, \_, \\) are accepted.
+        bad = "\\" in re.sub(r"\\[%_\\]", "", tok.value)
+        if bad:
+            raise self.fail("in a LIKE pattern a backslash escapes only %, _ or a backslash", tok)
+        return _Node("like", (col, tok.value))
 
-    def column_of(self, x, tok: _Tok, op: str) -> ds.Expression:
+    def column_of(self, x, tok: _Tok, op: str) -> str:
         if not isinstance(x, _Col):
             raise self.fail(f"{op} applies to a column", tok)
-        return ds.field(x.name)
+        return x.name
 
-    def compare(self, op: str, left, right) -> ds.Expression:
-        if isinstance(left, ds.Expression) or isinstance(right, ds.Expression):
+    def compare(self, op: str, left, right) -> _Node:
+        if isinstance(left, _Node) or isinstance(right, _Node):
             raise InputError(f"--where: cannot compare a condition with {op}; compare columns and literals")
         if isinstance(left, _Lit) and isinstance(right, _Lit):
             raise InputError(f"--where: {left.value!r} {op} {right.value!r} compares two literals")
-        a, b = self.value(left, right), self.value(right, left)
-        return {
-            "=": lambda: a == b,
-            "!=": lambda: a != b,
-            "<": lambda: a < b,
-            "<=": lambda: a <= b,
-            ">": lambda: a > b,
-            ">=": lambda: a >= b,
-        }[op]()
+        return _Node("cmp", (op, self.value(left, right), self.value(right, left)))
 
     def value(self, x, other):
         if isinstance(x, _Col):
-            return ds.field(x.name)
-        if isinstance(other, _Col):  # a literal takes the type of the column it is compared with
-            return ds.scalar(self.cast(x.value, self.schema.field(other.name).type))
-        return ds.scalar(x.value)
+            return x
+        # a literal takes the type of the column it is compared with
+        return _Lit(self.cast(x.value, self.schema.field(other.name).type))
 
     @staticmethod
     def cast(value: Any, typ: pa.DataType) -> pa.Scalar:
@@ -291,6 +301,60 @@ class _Parser:
         return f"column {x.name}" if isinstance(x, _Col) else f"literal {x.value!r}"
 
 
+def _to_arrow(node: _Node) -> ds.Expression:
+    op, a = node.op, node.args
+    if op in ("and", "or"):  # pyarrow's & and | are Kleene's, as SQL's AND and OR
+        return _to_arrow(a[0]) & _to_arrow(a[1]) if op == "and" else _to_arrow(a[0]) | _to_arrow(a[1])
+    if op == "not":
+        return ~_to_arrow(a[0])
+    if op == "cmp":
+        x, y = (ds.field(v.name) if isinstance(v, _Col) else ds.scalar(v.value) for v in a[1:])
+        return {"=": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[a[0]]
+    if op == "in":
+        col = ds.field(a[0])
+        # isin() says false for a null, where SQL's IN says null (so NOT IN must not select it)
+        return pc.if_else(col.is_null(), ds.scalar(pa.scalar(None, pa.bool_())), col.isin(a[1]))
+    if op == "like":
+        return pc.match_like(ds.field(a[0]), pattern=a[1])
+    if op == "isnull":
+        return ds.field(a[0]).is_null()
+    if op == "col":
+        return ds.field(a[0])
+    return ds.scalar(a[0])
+
+
+def _to_spark(node: _Node):
+    from pyspark.sql import functions as F
+
+    def col(name: str):
+        return F.col("`" + name.replace("`", "``") + "`")  # a name with a dot is not a nested field
+
+    def lit(value: pa.Scalar):
+        # the literal already has the column's type; as_py() gives Spark the same value (a
+        # timestamp as an aware datetime: the same instant)
+        return F.lit(value.as_py())
+
+    op, a = node.op, node.args
+    if op == "and":  # Spark's AND, OR, NOT, comparisons, IN and LIKE are SQL's: null-aware as above
+        return _to_spark(a[0]) & _to_spark(a[1])
+    if op == "or":
+        return _to_spark(a[0]) | _to_spark(a[1])
+    if op == "not":
+        return ~_to_spark(a[0])
+    if op == "cmp":
+        x, y = (col(v.name) if isinstance(v, _Col) else lit(v.value) for v in a[1:])
+        return {"=": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[a[0]]
+    if op == "in":
+        return col(a[0]).isin(a[1].to_pylist())
+    if op == "like":  # escape character: backslash in both (the parser allows only \%, \_, \\)
+        return col(a[0]).like(a[1])
+    if op == "isnull":
+        return col(a[0]).isNull()
+    if op == "col":
+        return col(a[0])
+    return F.lit(a[0])
+
+
 def parse_where(text: str, schema: pa.Schema) -> tuple[ds.Expression, set[str]]:
     """(filter expression, columns it reads) of the condition over `schema`; InputError if it is not one.
 
@@ -298,9 +362,19 @@ def parse_where(text: str, schema: pa.Schema) -> tuple[ds.Expression, set[str]]:
     that only pyarrow's kernels see (a LIKE on a dictionary column, ...) fails here too.
     """
     parser = _Parser(text, schema)
-    expr = parser.parse()
+    expr = _to_arrow(parser.parse())
     try:
         ds.dataset(schema.empty_table()).to_table(filter=expr)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise InputError(f"--where {text!r} does not apply to the index columns: {e}") from None
     return expr, parser.columns
+
+
+def spark_where(text: str, schema: pa.Schema):
+    """The same condition as a Spark Column, for `DataFrame.filter` over the same index.
+
+    Call parse_where first: it reports every mistake before Spark starts. The Column is built from
+    the same parse tree, not by handing the text to Spark SQL, whose reading differs ("x" is a
+    string there, a literal is cast by other rules, `\\b` in LIKE is an error).
+    """
+    return _to_spark(_Parser(text, schema).parse())

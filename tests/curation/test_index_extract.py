@@ -19,6 +19,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from core.errors import InputError
 from core.output import OutputConflict, OutputDir
 from core.runner import run_unit
 from curation.ccindex import build_index
@@ -114,6 +115,12 @@ def test_job_equals_whole_file_extraction_of_the_selected_records(spark, index, 
         with pytest.raises(OutputConflict, match="warc_base"):
             run_index_extract(str(index), WHERE, str(warc_dir), str(out), cfg, progress=False)
 
+    # on the Spark path an empty selection is known after Spark's scan: the same error, no folder
+    empty = tmp_path / "empty"
+    with pytest.raises(InputError, match="selects no record"):
+        run_index_extract(str(index), "url_host_name = 'nowhere.example'", str(warc_dir), str(empty), cfg)
+    assert not empty.exists()
+
 
 def _plan_units(index: Path, where: str, base: str, out: Path, task_bytes: int) -> list[tuple[str, str]]:
     dataset, _ = open_index(str(index))
@@ -172,7 +179,14 @@ def test_a_cdxj_index_selects_the_same_records(index, warc_dir, tmp_path):
     assert got[0].num_rows > 3 and got[0].equals(got[1])
 
 
-def test_command_line_mistakes_exit_2_before_spark(index, warc_dir, tmp_path, capsys):
+def test_command_line_mistakes_exit_2_before_spark(index, warc_dir, tmp_path, capsys, monkeypatch):
+    import curation.index_job
+
+    def no_spark(*_a, **_k):
+        raise AssertionError("Spark was started before the mistake was reported")
+
+    # A local Parquet index is selected on Spark (fetch.select: auto): every mistake must come first.
+    monkeypatch.setattr(curation.index_job, "get_spark", no_spark)
     out = tmp_path / "out"
     ok = ["--index", str(index), "--where", WHERE, "--warc-base", str(warc_dir)]
     bad_table = tmp_path / "other.parquet"
@@ -185,7 +199,20 @@ def test_command_line_mistakes_exit_2_before_spark(index, warc_dir, tmp_path, ca
         (["--index", str(bad_cdxj), *ok[2:]], "line 1 is not a CDXJ line"),
         ([*ok[:2], "--where", "content_language = 'eng'", *ok[4:]], "no column 'content_language'"),
         ([*ok[:2], "--where", "fetch_status = 'ok'", *ok[4:]], "not a value of type int16"),
-        ([*ok[:2], "--where", "url_host_name = 'nowhere.example'", *ok[4:]], "selects no record"),
+        ([*ok[:2], "--where", "url LIKE 'a\\b'", *ok[4:]], "backslash escapes only"),
+        # an empty selection is known only after the scan: on the driver path, before Spark
+        (
+            [
+                *ok[:2],
+                "--where",
+                "url_host_name = 'nowhere.example'",
+                *ok[4:],
+                "--set",
+                "fetch.select=driver",
+            ],
+            "selects no record",
+        ),
+        ([*ok, "--set", "fetch.select=gpu"], "fetch.select: input should be"),
         ([*ok[:4], "--warc-base", "ftp://host/"], "scheme must be"),
         ([*ok[:4], "--warc-base", str(tmp_path / "missing")], "not an existing folder"),
         (ok[:4], "needs --where .* and --warc-base"),
