@@ -411,12 +411,16 @@ class FetchConfig(ConfigModel):
     index with Spark and writes the task plans there (the driver holds one summary per task); `driver`
     reads it with pyarrow on the driver (every selected row in driver memory; the only way for a CDXJ
     index, or s3:// when Spark has no S3 connector); `auto` is Spark for a Parquet index on a local or
-    shared path, file://, hdfs://, s3a:// (and the other Hadoop schemes), the driver for s3:// and CDXJ.
-    Both give the same tasks."""
+    shared path, file://, hdfs://, s3a:// (and the other Hadoop schemes) of more than `driver_max_rows`
+    rows, the driver for smaller ones, s3:// and CDXJ. Both give the same tasks."""
+    driver_max_rows: int = 5_000_000
+    """`select: auto` selects on the driver an index of at most this many rows (counted from the
+    Parquet footers before anything is read): ~0.5 GB of driver memory if every row were selected,
+    against Spark's shuffles (tens of seconds) for a few thousand rows."""
 
     @model_validator(mode="after")
     def _check(self) -> Any:
-        for key in ("task_bytes", "attempts", "per_host", "backoff_cap_s", "timeout_s"):
+        for key in ("task_bytes", "attempts", "per_host", "backoff_cap_s", "timeout_s", "driver_max_rows"):
             check_positive(f"fetch.{key}", getattr(self, key))
         if self.backoff_base_s < 0:
             raise ConfigError("fetch.backoff_base_s must be >= 0")

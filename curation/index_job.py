@@ -24,7 +24,8 @@ Units are named `index-<n>-<hash of their records>`: the same index, condition a
 give the same names, so a rerun skips finished units; `_config.json` records the index (its files
 and sizes), the condition, the base and `task_bytes`, and refuses a rerun with another of them.
 
-Where the selection runs (`fetch.select`, default `auto`): on Spark (`spark_plan`) for a Parquet
+Where the selection runs (`fetch.select`, default `auto`: Spark for an index of more than
+`fetch.driver_max_rows` rows that Spark can read, else the driver): on Spark (`spark_plan`) for a Parquet
 index Spark can read -- a local or shared path, file://, hdfs://, s3a:// and other Hadoop schemes:
 `spark.read.parquet`, the condition as a Spark Column built from where.py's parse tree, duplicates
 dropped by a window, cumulative bytes from a per-file prefix (a window over one row per WARC file)
@@ -237,8 +238,13 @@ def _unit(k: int, rows: pa.Table, base: str) -> tuple[str, pa.Table]:
     return f"index-{k:05d}-{h.hexdigest()[:12]}", rows
 
 
-def select_on_spark(index: str, mode: str) -> bool:
-    """Whether `fetch.select` = `mode` selects `index`'s rows on Spark (see the module docstring)."""
+def select_on_spark(index: str, mode: str, rows: int | None = None, driver_max_rows: int = 0) -> bool:
+    """Whether `fetch.select` = `mode` selects `index`'s rows on Spark (see the module docstring).
+
+    `auto` also keeps an index of at most `driver_max_rows` rows (`rows`, from the Parquet footers)
+    on the driver: its selection fits there whatever the condition, and Spark's shuffles would
+    cost more than the selection itself.
+    """
     cdxj = index.endswith(CDXJ_SUFFIXES)
     if mode == "spark" and cdxj:
         raise InputError(
@@ -247,7 +253,8 @@ def select_on_spark(index: str, mode: str) -> bool:
     if mode != "auto":
         return mode == "spark"
     scheme = index.split("://", 1)[0].lower() if "://" in index else ""
-    return not cdxj and scheme in SPARK_SCHEMES
+    small = rows is not None and rows <= driver_max_rows
+    return not cdxj and scheme in SPARK_SCHEMES and not small
 
 
 def _spark_uri(index: str, ident: dict[str, Any]) -> str:
@@ -393,7 +400,8 @@ def run_index_extract(
     expr, _columns = parse_where(where, dataset.schema)
     check_folder_path(output)  # before the selection reads anything large
     check_master(master)
-    on_spark = select_on_spark(index, cfg.fetch.select)
+    rows_in_index = dataset.count_rows() if cfg.fetch.select == "auto" else None  # footers only
+    on_spark = select_on_spark(index, cfg.fetch.select, rows_in_index, cfg.fetch.driver_max_rows)
     tasks: list[tuple[str, pa.Table]] = []
     if not on_spark:
         table = select_records(dataset, expr)

@@ -46,7 +46,9 @@ WARCS = (
 # condition at once, over all three files.
 WHERE = "content_languages = 'eng' OR url_host_name = 'an.wikipedia.org'"
 # Retries wait a few milliseconds here (the backoff's bounds are test_fetch.py's business).
-FAST = FetchConfig(task_bytes=60_000, backoff_base_s=0.01, backoff_cap_s=0.05)
+# select=spark: the test index is small enough for `auto` to select on the driver; the job test
+# runs the Spark selection, the one a crawl-size index gets (test_index_select compares the two)
+FAST = FetchConfig(task_bytes=60_000, backoff_base_s=0.01, backoff_cap_s=0.05, select="spark")
 
 
 @pytest.fixture(scope="module")

@@ -123,5 +123,9 @@ def test_where_the_selection_runs():
     assert not select_on_spark("s3://commoncrawl/cc-index/table/", "auto")  # no S3 connector here
     assert not select_on_spark("index.cdxj", "auto") and not select_on_spark("index.parquet", "driver")
     assert select_on_spark("s3://commoncrawl/cc-index/table/", "spark")
+    # auto keeps an index of at most driver_max_rows rows on the driver
+    assert not select_on_spark("/data/index/", "auto", rows=1000, driver_max_rows=1000)
+    assert select_on_spark("/data/index/", "auto", rows=1001, driver_max_rows=1000)
+    assert select_on_spark("/data/index/", "spark", rows=10, driver_max_rows=1000)
     with pytest.raises(InputError, match="CDXJ"):
         select_on_spark("index.cdxj.gz", "spark")
