@@ -58,13 +58,13 @@ import pyarrow.parquet as pq
 
 from core.errors import InputError
 from core.output import SUBDIRS, OutputDir, check_folder_path
-from core.runner import PerFileJob, RunResult, run_per_file
+from core.runner import RunResult, run_per_file
 from core.spark import check_master, get_spark
 from core.storage import is_remote as is_object_store
 from curation.ccindex import LOCATION_COLUMNS, read_cdxj
 from curation.config import ExtractJobConfig
 from curation.fetch import RangeFetcher, RecordRange, check_base, record_url
-from curation.pipeline import UnitRun, run_unit_stages, stage_order
+from curation.pipeline import UnitRun, extract_job, run_unit_stages
 from curation.warc_warcio import crawl_from_name
 from curation.where import parse_where, spark_where
 
@@ -377,10 +377,6 @@ def _plan_bytes(rows: pa.Table) -> bytes:
     return buf.getvalue()
 
 
-def _files_table(done: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"files": {s["unit"]: {"input": s["input"], "docs": s["docs_written"]} for s in done}}
-
-
 def run_index_extract(
     index: str,
     where: str,
@@ -408,17 +404,12 @@ def run_index_extract(
         if table.num_rows == 0:
             raise InputError(f"--where {where!r} selects no record of {index}")
         tasks = plan_tasks(table, cfg.fetch.task_bytes, base)
-    job = PerFileJob(
-        name="extract",
-        config=cfg.to_dict(),
-        fingerprint=cfg.fingerprint(),
-        process=process_index_unit,
-        payload=cfg,
-        stage_order=tuple(stage_order(cfg)),
+    job = extract_job(
+        cfg,
+        process_index_unit,
         subdirs=(*SUBDIRS, "plan"),
         guard_extra={"index": ident, "where": where, "warc_base": base, "task_bytes": cfg.fetch.task_bytes},
         guard_inputs=False,  # the index, condition and base above are the inputs
-        stats_extra=_files_table,
     )
     out = OutputDir(output, job.subdirs)
     # The guard first (the runner repeats it): plan files go only into a folder of this query.

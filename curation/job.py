@@ -18,20 +18,15 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
 from core.output import unit_name
-from core.runner import PerFileJob, RunResult, run_per_file
+from core.runner import RunResult, run_per_file
 from curation.config import ExtractJobConfig
 from curation.inputs import resolve_inputs
-from curation.pipeline import process_unit, stage_order
+from curation.pipeline import extract_job, process_unit
 from curation.ranges import split_units
 
 log = logging.getLogger(__name__)
-
-
-def _files_table(done: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"files": {s["unit"]: {"input": s["input"], "docs": s["docs_written"]} for s in done}}
 
 
 def run_extract(
@@ -49,16 +44,7 @@ def run_extract(
     if legacy and split is not None:
         log.warning("%s was made before WARCs were split into ranges: its files stay whole units", output)
         split = None
-    job = PerFileJob(
-        name="extract",
-        config=cfg.to_dict(),
-        fingerprint=cfg.fingerprint(),
-        process=process_unit,
-        payload=cfg,
-        stage_order=tuple(stage_order(cfg)),
-        guard_extra=None if legacy else {"split_bytes": split},
-        stats_extra=_files_table,
-    )
+    job = extract_job(cfg, process_unit, guard_extra=None if legacy else {"split_bytes": split})
     units = [unit for uri in uris for unit in split_units(uri, unit_name(uri), split)]
     return run_per_file(job, units, output, master=master, spark_conf=spark_conf, progress=progress)
 

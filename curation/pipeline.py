@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.output import OutputDir, unit_name
-from core.runner import run_unit
+from core.runner import PerFileJob, run_unit
 from core.stage import Document, DocumentStage, Drop, OnDrop, build_stage, run_stages, utf8_len
 from core.stats import Stats
 from curation.config import QUALITY_ANNOTATOR, ExtractJobConfig
@@ -314,6 +314,25 @@ def doc_schema(stages: list[DocumentStage], annotate: bool = False) -> pa.Schema
             if name not in schema.names:
                 schema = schema.append(pa.field(name, typ))
     return schema
+
+
+def extract_job(cfg: ExtractJobConfig, process, **fields: Any) -> PerFileJob:
+    """The runner's job for extract (files, byte ranges, or index-selected records): the same name,
+    config record, fingerprint, funnel order and per-unit files table; `fields` add the rest."""
+    return PerFileJob(
+        name="extract",
+        config=cfg.to_dict(),
+        fingerprint=cfg.fingerprint(),
+        process=process,
+        payload=cfg,
+        stage_order=tuple(stage_order(cfg)),
+        stats_extra=_files_table,
+        **fields,
+    )
+
+
+def _files_table(done: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"files": {s["unit"]: {"input": s["input"], "docs": s["docs_written"]} for s in done}}
 
 
 def stage_order(cfg: ExtractJobConfig) -> list[str]:
