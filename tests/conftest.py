@@ -1,4 +1,5 @@
-"""Shared fixtures: the real data folder, and one local Spark session for the `spark` tier."""
+"""Shared fixtures: the real data folder, one local Spark session for the `spark` tier, the S3 server, and
+the one reduced demo run (tests/support/demo.py) whose outputs several modules read."""
 
 from __future__ import annotations
 
@@ -60,3 +61,14 @@ def s3_bucket(s3_server) -> str:
         name = f"refinery-{uuid.uuid4().hex[:12]}"
         s3fs.S3FileSystem().mkdir(name)
         yield f"s3://{name}"
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory, warc_dir, data_dir) -> Path:
+    """The reduced demo (tests/support/demo.py), run once per session: its folder, every stage done."""
+    from tests.support.demo import run_demo
+
+    out = tmp_path_factory.mktemp("demo")
+    res = run_demo(out, warc_dir, data_dir)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return out

@@ -459,19 +459,22 @@ def test_a_compile_that_fails_falls_back_to_the_exported_program(random_lm, web_
 
 # ------------------------------------------------------------------ slow tier: a trained reference LM
 
-TRAIN = {"steps": 200, "seq_len": 256, "global_batch": 8, "eval_max_tokens": 256}
+# train-lm's defaults (LMTrainConfig, configs/train-lm.yaml): 300 steps of 8 rows of 512 tokens
+TRAIN = {"steps": 300, "seq_len": 512}
 
 
 @pytest.fixture(scope="session")
-def trained_lm(tmp_path_factory) -> Path:
-    """The real pipeline (reference Parquet, train-tokenizer, tokenize on Spark, the DeepSpeed launcher,
-    trainer.export_lm), shortened: 200 steps of 8 rows of 256 tokens (~0.4M tokens; the default is
-    300 × 8 × 512). Returns the work folder; the model is its model/."""
-    from classifiers.train_lm import LMTrainConfig, train_lm
+def trained_lm(demo_run) -> Path:
+    """The reference LM the reduced demo trained (tests/support/demo.py): the real pipeline (reference
+    Parquet, train-tokenizer, tokenize on Spark, the DeepSpeed launcher, trainer.export_lm) through
+    `python -m classifiers train-lm` with its defaults, trained once per session for both modules.
+    Returns the work folder; the model is its model/."""
+    return demo_run / "lm"
 
-    out = tmp_path_factory.mktemp("train-lm") / "lm"
-    train_lm(out, LMTrainConfig(**TRAIN), master="local[2]")
-    return out
+
+def _demo_reference(lm_dir: Path) -> list[Path]:
+    """The reference files the demo gave `train-lm` (its folder record), to call it again alike."""
+    return [Path(r["path"]) for r in json.loads((lm_dir / "_config.json").read_text())["reference"]]
 
 
 def _shuffled(text: str, rng: random.Random) -> str:
@@ -571,13 +574,14 @@ def test_train_lm_folder_is_complete_and_idempotent(trained_lm, capsys):
     assert meta["files"]["tokenizer.json"] == sha256_file(trained_lm / "tokenizer" / "tokenizer.json")
     assert meta["export_check"]["max_abs_logit_diff"] < 1e-4
     assert (trained_lm / "_SUCCESS").is_file()
-    again = train_lm(trained_lm, LMTrainConfig(**TRAIN))  # every step's marker is there: nothing reruns
+    ref = _demo_reference(trained_lm)
+    again = train_lm(trained_lm, LMTrainConfig(), reference=ref)  # every marker is there: nothing reruns
     assert again == meta
     out = capsys.readouterr().out
     for step in ("reference", "train-tokenizer", "tokenize", "train", "export"):
         assert f"==> {step}: already done, skipped" in out
     with pytest.raises(OutputConflict, match="differs in: steps"):
-        train_lm(trained_lm, LMTrainConfig(**{**TRAIN, "steps": 201}))
+        train_lm(trained_lm, LMTrainConfig(steps=301), reference=ref)
 
 
 @pytest.mark.slow

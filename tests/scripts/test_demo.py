@@ -1,46 +1,29 @@
 """A reduced `make demo` that covers every stage: 3 real WARCs, 20 training steps, a 40K-token recipe.
 
-The full demo (all WARCs, 300 steps) takes several minutes on 2 cores; this variant runs the same
-driver (scripts/demo.py) and so the same commands, WARC to report, with only the sizes changed. It
-checks that each stage ran, that the report's numbers are those of the stats files and the trainer's
+The full demo (all WARCs, 300 steps) takes several minutes on 2 cores; this variant
+(tests/support/demo.py, run once per session by the `demo_run` fixture) runs the same driver
+(scripts/demo.py) and so the same commands, WARC to report, with only the sizes changed. It checks that each stage ran, that the report's numbers are those of the stats files and the trainer's
 metrics, and that a rerun skips every finished stage (the demo is idempotent).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.demo import STEPS, run_demo
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-WARCS = (
-    "crawl-2024-sample-0000.warc.gz",
-    "crawl-2024-sample-0001.warc.gz",
-    "BL-20140325121225068-00000-32090~opera~8443.warc.gz",
-)
 STAGES = ["extract", "dedup", "train-quality", "train-lm", "score", "train-tokenizer", "tokenize:web", "tokenize:web_hq",
           "plan", "train", "report"]  # fmt: skip
-STEPS = 20
-
-
-def _demo(out: Path, warc_dir: Path, data_dir: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "scripts/demo.py", "--out", str(out), "--shared-data", str(data_dir),
-           "--warcs", *(str(warc_dir / w) for w in WARCS), "--steps", str(STEPS), "--total-tokens", "40K",
-           "--train-set", "schedule.warmup_steps=5", "--train-set", "checkpoint.every=10"]  # fmt: skip
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory, warc_dir, data_dir) -> Path:
-    out = tmp_path_factory.mktemp("demo")
-    res = _demo(out, warc_dir, data_dir)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return out
+def demo(demo_run) -> Path:
+    return demo_run
 
 
 def test_every_stage_ran(demo):
@@ -83,7 +66,7 @@ def test_report_matches_stats_and_metrics(demo):
 
 
 def test_rerun_skips_finished_stages(demo, warc_dir, data_dir):
-    res = _demo(demo, warc_dir, data_dir)
+    res = run_demo(demo, warc_dir, data_dir)
     assert res.returncode == 0, res.stderr[-3000:]
     for stage in [*STAGES[:7], "train"]:
         assert f"==> {stage}: already done, skipped" in res.stdout, stage

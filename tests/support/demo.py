@@ -1,0 +1,29 @@
+"""The reduced `make demo` the suite runs once: 3 real WARCs, 20 training steps, a 40K-token recipe.
+
+Shared by tests/scripts/test_demo.py (every stage, report, rerun) and the slow tier of
+tests/classifiers/test_perplexity.py, whose trained reference LM is this run's `lm/` folder: the demo
+trains one with `train-lm`'s defaults anyway, and a second, separate training cost ~160 s of a CI run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WARCS = (
+    "crawl-2024-sample-0000.warc.gz",
+    "crawl-2024-sample-0001.warc.gz",
+    "BL-20140325121225068-00000-32090~opera~8443.warc.gz",
+)
+STEPS = 20
+
+
+def run_demo(out: Path, warc_dir: Path, data_dir: Path) -> subprocess.CompletedProcess:
+    """scripts/demo.py into `out` with the reduced sizes; reruns skip finished stages."""
+    cmd = [sys.executable, "scripts/demo.py", "--out", str(out), "--shared-data", str(data_dir),
+           "--warcs", *(str(warc_dir / w) for w in WARCS), "--steps", str(STEPS), "--total-tokens", "40K",
+           "--train-set", "schedule.warmup_steps=5", "--train-set", "checkpoint.every=10"]  # fmt: skip
+    # 1200 s: the whole demo takes ~210 s on CI's 2 cores; at load 9 here it passed 600 s (a guard for a hung run)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200)
