@@ -161,17 +161,23 @@ def build_synthetic_source(out: Path, vocab: int, n_tokens: int, median: int, se
             "median_doc_tokens": median}  # fmt: skip
 
 
+def shared_data_path() -> Path:
+    """The Wikipedia articles of ../shared/data (FileNotFoundError naming where it looked)."""
+    from tests.support.shared_data import shared_data_dir
+
+    return shared_data_dir() / WIKI
+
+
 def build_text_source(work: Path, tokenizer: Path | None, max_chars: int) -> dict[str, Any]:
     """shards/wiki: the shared Wikipedia articles through `tokenize`'s own per-file path and manifest."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from tests.mixtures.corpus import build_source
-    from tests.support.shared_data import shared_data_dir
     from tokens.tokenizer import TokenizerConfig, train_tokenizer
 
     rows, chars = [], 0
-    with open(shared_data_dir() / WIKI, encoding="utf-8") as f:
+    with open(shared_data_path(), encoding="utf-8") as f:
         for i, line in enumerate(f):
             rec = json.loads(line)
             rows.append({"id": f"wiki-{i:04d}", "text": rec["text"]})
@@ -270,7 +276,7 @@ def run_trainer_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Pat
     out.mkdir()
     cmd = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", str(a.gpus),
            "--master_port", str(_free_port()), "trainer/train.py", "--config", a.config,
-           *common, f"logging.dir={out}", *row.overrides(), *a.overrides]  # fmt: skip
+           *a.overrides, *common, f"logging.dir={out}", *row.overrides()]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     log = out / "launcher.log"
     t0 = time.perf_counter()
@@ -317,7 +323,7 @@ def run_ceiling_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Pat
     result = out / "result.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--ceiling-worker", str(result),
            "--config", a.config, "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--ceiling-compile", str(row.compile).lower(), *common, *a.overrides]  # fmt: skip
+           "--ceiling-compile", str(row.compile).lower(), *a.overrides, *common]  # fmt: skip
     log = out / "worker.log"
     t0 = time.perf_counter()
     with open(log, "w") as fh:
@@ -426,7 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, default=None, help="keep the token source and every row's logs here")
     ap.add_argument("--ceiling-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ceiling-compile", default="true", help=argparse.SUPPRESS)
-    ap.add_argument("overrides", nargs="*", help="dotted.key=value, passed to every row")
+    ap.add_argument("overrides", nargs="*",
+                    help="dotted.key=value, passed to every row (the bench's own keys and the row's win)")  # fmt: skip
     a = ap.parse_args(argv)
     a.config = a.config or f"configs/train-{a.model}.yaml"
     if a.ceiling_worker:
@@ -451,10 +458,8 @@ def main(argv: list[str] | None = None) -> int:
             tmp = a.keep
         kind = a.data
         if kind == "auto":
-            from tests.support.shared_data import shared_data_dir
-
             try:
-                kind = "text" if (shared_data_dir() / WIKI).is_file() else "synthetic"
+                kind = "text" if shared_data_path().is_file() else "synthetic"
             except FileNotFoundError:
                 kind = "synthetic"
         t0 = time.perf_counter()
