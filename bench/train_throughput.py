@@ -277,7 +277,8 @@ def run_trainer_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Pat
     cmd = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", str(a.gpus),
            "--master_port", str(_free_port()), "trainer/train.py", "--config", a.config,
            *a.overrides, *common, f"logging.dir={out}", *row.overrides()]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    path = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     log = out / "launcher.log"
     t0 = time.perf_counter()
     with open(log, "w") as fh:
