@@ -45,7 +45,7 @@ import triton.language as tl
 
 from trainer.kernels.reference import IGNORE_INDEX
 from trainer.kernels.triton_utils import to_dtype
-from trainer.kernels.utils import next_power_of_2, num_warps_for
+from trainer.kernels.utils import next_power_of_2, num_warps_for, tracing
 
 MAX_BLOCK_V = (
     4096  # vocab tile per loop step: large enough to stream at bandwidth, small enough for registers
@@ -234,19 +234,27 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, grad_loss, _gdh, _gdw):
-    """Chain rule for the scalar loss: scale the forward's gradients by grad_output, in place.
+    """Chain rule for the scalar loss: scale the forward's gradients by grad_output.
 
-    In place because they are the op's own buffers (a scaled copy would double the op's peak: a second
-    V × H ∂W). Always multiplies (no `grad_output == 1` test: that is a host sync on GPU; ×1.0 is exact). A
-    second backward through the same forward (retain_graph) fails loudly: the in-place scaling bumps the
-    saved tensors' version counters, which autograd checks when it unpacks them.
+    Eager: in place, because they are the op's own buffers (a scaled copy would double the op's peak: a
+    second V × H ∂W). A second backward through the same forward (retain_graph) then fails loudly: the
+    in-place scaling bumps the saved tensors' version counters, which autograd checks when it unpacks them.
+    Traced (torch.compile): out of place, the functional form the compiler expects (mutating a forward
+    output inside the backward graph is rejected by AOTAutograd's partitioner when the output is visible);
+    the compiler's buffer planning reuses the dead buffers. Always multiplies (no `grad_output == 1` test:
+    that is a host sync on GPU; ×1.0 is exact).
     """
     dh, dw = ctx.saved_tensors
-    g = grad_loss.to(torch.float32)
     need_dh, need_dw = ctx.need
+    g = grad_loss.to(torch.float32)
+    if tracing(dh):
+        dh, dw = (dh * g).to(dh.dtype), (dw * g).to(dw.dtype)
+    else:
+        dh.mul_(g)
+        dw.mul_(g)
     return (
-        dh.mul_(g) if need_dh else None,
-        dw.mul_(g) if need_dw else None,
+        dh if need_dh else None,
+        dw if need_dw else None,
         None, None, None, None, None, None, None,
     )  # fmt: skip
 

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from trainer.kernels.triton_utils import to_dtype
-from trainer.kernels.utils import cdiv
+from trainer.kernels.utils import cdiv, tracing
 
 BLOCK = 1024  # elements per program: a multiple of the warp width × vector width; the op is memory bound
 
@@ -125,7 +125,7 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, dy):
     a, b = ctx.saved_tensors
-    if ctx.inplace_grads:
+    if ctx.inplace_grads and not tracing(a):
         torch.ops.refinery.swiglu_bwd_(dy, a, b)
         return a, b, None
     return *torch.ops.refinery.swiglu_bwd(dy, a, b), None

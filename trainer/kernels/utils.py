@@ -16,6 +16,17 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+def tracing(t: torch.Tensor) -> bool:
+    """True while torch.compile / AOTAutograd / opcheck trace an op (its tensors are fake or functional).
+
+    The kernels' backwards overwrite their own buffers in eager mode to save memory; under tracing they use
+    the functional form the compiler expects and leave buffer reuse to it.
+    """
+    from torch._subclasses.fake_tensor import is_fake  # private but stable since torch 2.0; no public twin
+
+    return torch.compiler.is_compiling() or is_fake(t)
+
+
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
