@@ -21,6 +21,7 @@ from torch.utils._pytree import tree_flatten
 
 from tests.trainer.conftest import TOLERANCES, device_for
 from trainer.kernels import get_ops, reference
+from trainer.kernels.fused_linear_cross_entropy import default_chunk_size
 from trainer.kernels.utils import interpreting
 
 DTYPES = [pytest.param(torch.float32, id="fp32"), pytest.param(torch.bfloat16, id="bf16")]
@@ -87,8 +88,10 @@ def test_rms_norm_matches_reference(triton_ops, tokens, hidden, full, dtype):
     # against the exact (fp64) sum instead: the kernel may err as an fp32 reduction does, i.e. like the fp32
     # reference does — itself 5.8e-5 off the exact sum at 8192 × 4096 and 4.1e-5 at 4096 × 2048 (measured
     # on CPU) — with 4× room for a different summation order, plus a few ulps of |dw| for small `tokens`,
-    # where the reference can be exact. The kernel is not the culprit: at 8192 × 4096 it is closer to the
-    # exact sum than the reference (per-program sums, then a pairwise sum of the partials).
+    # where the reference can be exact. So the kernel's 3.7e-5 on CUDA was within the error the fp32
+    # reference itself makes: the tolerance was wrong, not the reduction. (The kernel's error grows with the
+    # rows each program sums sequentially before the pairwise sum of the partials: ~16 on an H100 with 4
+    # programs per SM; 1024 in the CPU interpreter's 8 programs, where it measured 2.3e-4 at this shape.)
     xd, dyd = x.double(), dy.double()
     exact = (dyd * xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6)).sum(0)
     ref_err = (wb.grad.double() - exact).abs().max()
@@ -240,18 +243,20 @@ def test_linear_cross_entropy_matches_reference(triton_ops, tokens, hidden, voca
         assert_close(wa.grad, wb.grad, **_tol(dtype, tokens))
         return
     # bf16: the gradients are bf16 matmuls of ∂logits, which both sides round to bf16 at different points
-    # (the reference after scaling by grad_output, the kernel before; the kernel also rounds each chunk's dW
-    # product). Each rounding is ≤ 2^-8 relative to its operand, and a matmul can cancel, so the error is
-    # bounded relative to Σ|∂z||W|, not to the result: per element, 2 roundings of ∂z (one per side) plus
-    # ≤ 2 roundings of products/outputs per side ≤ 2^-6 · (|∂z| @ |W|), with ∂z from independent fp32 math.
+    # (the reference after scaling by grad_output, the kernel before; and the kernel's ∂W is a bf16 running
+    # sum over chunks, rounded once per chunk). Each rounding is ≤ 2^-8 relative to its operand, and a matmul
+    # can cancel, so the error is bounded relative to Σ|∂z||W|, not to the result: per element, 2 roundings
+    # of ∂z (one per side) plus ≤ 2 roundings of products/outputs per side ≤ 2^-6 · (|∂z| @ |W|), with ∂z
+    # from independent fp32 math; for ∂W, one more rounding per extra chunk.
     logits = (h @ w.t()).float()
     dz = torch.softmax(logits, dim=-1)
     valid = targets != reference.IGNORE_INDEX
     dz[valid, targets[valid]] -= 1.0
     dz[~valid] = 0.0
     dz *= 2.5 / valid.sum()
+    n_chunks = math.ceil(tokens / (chunk or default_chunk_size(tokens, hidden, vocab, 2)))
     _assert_within(ha.grad, hb.grad, 2**-6 * (dz.abs() @ w.float().abs()))
-    _assert_within(wa.grad, wb.grad, 2**-6 * (dz.abs().t() @ h.float().abs()))
+    _assert_within(wa.grad, wb.grad, (2**-6 + (n_chunks - 1) * 2**-8) * (dz.abs().t() @ h.float().abs()))
 
 
 def _assert_within(got: torch.Tensor, want: torch.Tensor, bound: torch.Tensor) -> None:
@@ -359,7 +364,6 @@ def test_linear_cross_entropy_default_chunk_is_bounded_by_vocab_and_hidden():
     """The chunk rule's promise, checkable without a GPU: a (C × V) chunk is at most max(V·H·e/4, 64 MiB)
     bytes (≤ 512 MiB), so at the 8B head and 8K tokens the op's extra memory (∂W + ∂h + one chunk) stays
     below the bf16 logits that the GPU test `..._never_holds_full_logits` compares against."""
-    from trainer.kernels.fused_linear_cross_entropy import default_chunk_size
 
     for n, h, v in [(8192, 4096, 128256), (16384, 768, 50304), (8192, 2048, 50304), (16384, 768, 4096)]:
         c = default_chunk_size(n, h, v, 2)
@@ -565,7 +569,8 @@ def test_swiglu_inplace_backward_overwrites_only_intermediates_and_guards_other_
     a, b = _leaves(x[:, :6], x[:, 2:])
     a0 = a.detach().clone()
     triton_ops.swiglu(a, b).sum().backward()
-    assert torch.equal(a.detach(), a0)  # leaves: out-of-place backward
+    triton_ops.swiglu(a.view(-1).view(4, 6), b.view(4, 6)).sum().backward()  # views of leaves: their storage
+    assert torch.equal(a.detach(), a0)  # leaves (and views of them) get the out-of-place backward
     xa, w1a = _leaves(x, w1)
     gate = xa @ w1a.t()
     y = triton_ops.swiglu(gate, gate.exp()) + gate.square()  # square() saves `gate` too

@@ -6,8 +6,10 @@ Math (reference: `trainer.kernels.reference.swiglu`), elementwise in fp32 with Ï
 Memory, as Liger does: the forward saves only a and b (the inputs it needs anyway); Ïƒ is recomputed in the
 backward. In eager mode the backward writes da and db *over a and b* (`refinery::swiglu_bwd_`, which declares
 the mutation): after the backward nothing needs the activations, so the gradients cost no new memory. That is
-done only when both inputs are intermediate activations (non-leaf tensors, as `w1(x)` and `w3(x)` are in the
-model): a leaf is a user's tensor and is never overwritten. Because the mutation goes through a custom op that
+done only when both inputs are intermediate activations that own their storage (non-leaf, non-view tensors,
+as `w1(x)` and `w3(x)` are in the model): a leaf, or a view that may share a leaf's storage, is a user's
+tensor and is never overwritten. (Code that keeps a reference to the activations and reads them after the
+backward, e.g. a logging hook, would see gradients: the same contract as Liger's.) Because the mutation goes through a custom op that
 declares it, the version counters of a and b are bumped, so any *other* autograd node that saved them fails
 loudly ("modified by an inplace operation") instead of reading gradients as activations. Under torch.compile
 the functional backward (`refinery::swiglu_bwd`) is used and the compiler plans the buffers.
@@ -153,15 +155,13 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     whatever the two input dtypes.
     """
     _check(gate, up)
-    # the in-place backward only in eager mode, on intermediate activations, never on one tensor passed twice
+    # the in-place backward only in eager mode, on intermediate activations that own their storage (an op's
+    # output such as w1(x), not a view: a view's storage may be a leaf's, e.g. a parameter), contiguous (the
+    # kernel's flat indexing), and never on one tensor passed twice
     inplace = (
         not torch.compiler.is_compiling()
         and torch.is_grad_enabled()
-        and gate.grad_fn is not None
-        and up.grad_fn is not None
+        and all(t.grad_fn is not None and t._base is None and t.is_contiguous() for t in (gate, up))
         and gate is not up
     )
-    if inplace:
-        # contiguous copies (autograd-tracked) when the inputs are strided views: the op then owns them
-        gate, up = gate.contiguous(), up.contiguous()
     return _swiglu_train_op(gate, up, inplace)
