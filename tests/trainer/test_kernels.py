@@ -428,6 +428,14 @@ def test_linear_cross_entropy_holds_one_chunk_of_logits_not_all(triton_ops):
     assert mem.peak <= budget < logits_bytes / 4, (mem.peak, budget)
     want = reference.linear_cross_entropy(hid, w, targets)
     assert_close(loss, want, **_tol(torch.float32))
+    # through the public op, forward + backward: beyond the op's outputs (loss, ∂h, ∂W) nothing is allocated —
+    # the backward scales them in place, no zero-filled gradients for the op's non-differentiable outputs,
+    # and autograd moves them into .grad without a copy
+    ha, wa = _leaves(hid, w)
+    with _LiveBytes() as mem:
+        triton_ops.linear_cross_entropy(ha, wa, targets, chunk_size=chunk).backward()
+    assert mem.peak <= wa.nbytes + ha.nbytes + 64, mem.peak
+    assert_close(wa.grad, dw, **_tol(torch.float32))
 
 
 # ---------------------------------------------------------------- custom operators: opcheck, compile, autocast

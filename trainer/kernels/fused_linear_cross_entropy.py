@@ -230,6 +230,9 @@ def _setup_context(ctx, inputs, output):
     need_dh, need_dw = inputs[-2], inputs[-1]
     ctx.save_for_backward(dh, dw)
     ctx.mark_non_differentiable(dh, dw)
+    # no zero-filled gradients for the two non-differentiable outputs: a materialised one would be a V × H
+    # zeros tensor (1 GiB at the 8B head) allocated in every backward
+    ctx.set_materialize_grads(False)
     ctx.need = (need_dh, need_dw)
 
 
@@ -246,6 +249,8 @@ def _backward(ctx, grad_loss, _gdh, _gdw):
     """
     dh, dw = ctx.saved_tensors
     need_dh, need_dw = ctx.need
+    if grad_loss is None:  # not materialised (see _setup_context): the loss did not reach the output
+        return None, None, None, None, None, None, None, None, None
     g = grad_loss.to(torch.float32)
     if tracing(dh):
         dh, dw = (dh * g).to(dh.dtype), (dw * g).to(dw.dtype)

@@ -165,10 +165,13 @@ def _setup_context(ctx, inputs, output):
     x, weight, _ = inputs
     ctx.save_for_backward(x, weight, output[1])
     ctx.mark_non_differentiable(output[1])
+    ctx.set_materialize_grads(False)  # rstd's gradient stays None instead of a zeros tensor per call
 
 
 def _backward(ctx, dy, _drstd):
     x, weight, rstd = ctx.saved_tensors
+    if dy is None:  # y unused (only possible without materialised gradients)
+        return None, None, None
     dx, dw = torch.ops.refinery.rms_norm_bwd(dy, x, weight, rstd)
     return dx, dw, None
 
