@@ -294,6 +294,10 @@ def test_linear_cross_entropy_all_ignored_is_zero_not_nan(triton_ops):
     loss.backward()
     assert loss.item() == 0.0
     assert torch.count_nonzero(h.grad) == 0 and torch.count_nonzero(w.grad) == 0
+    w.grad = None
+    empty = triton_ops.linear_cross_entropy(h[:0], w, torch.zeros(0, dtype=torch.long, device=dev))
+    empty.backward()  # no tokens at all: no chunk runs, and ∂W must still be zeros, not uninitialised memory
+    assert empty.item() == 0.0 and torch.count_nonzero(w.grad) == 0
 
 
 def test_linear_cross_entropy_sum_reduction_and_custom_ignore_index(triton_ops):
@@ -594,3 +598,27 @@ def test_linear_cross_entropy_second_backward_fails_loudly(triton_ops):
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_debug_model_with_triton_kernels_compiles_fullgraph(triton_ops):
+    """The whole debug Transformer with kernels='triton' (document mask, tied head, fused loss) under
+    torch.compile(fullgraph=True): one graph, and the compiled loss and every parameter gradient equal eager's
+    (same kernels in the same order; fp32 TOLERANCES). aot_eager as in the function-level test above."""
+    from trainer.model import Transformer, document_ids_from_eod, model_config
+
+    dev = device_for(False)
+    torch.manual_seed(0)
+    model = Transformer(model_config("debug", vocab_size=128, kernels="triton")).to(dev)
+    tokens = torch.randint(1, 128, (2, 17), generator=torch.Generator().manual_seed(1)).to(dev)
+    tokens[0, 6] = 0  # an EOD: two documents in the first row
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    doc_ids = document_ids_from_eod(inputs, 0)
+    results = []
+    torch._dynamo.reset()
+    for fn in (model, torch.compile(model, fullgraph=True, backend="aot_eager")):
+        model.zero_grad(set_to_none=True)
+        loss = fn(inputs, targets, doc_ids=doc_ids)
+        loss.backward()
+        results.append([loss.detach(), *(p.grad for p in model.parameters())])
+    for got, want in zip(results[1], results[0]):
+        assert_close(got, want, **_tol(torch.float32))

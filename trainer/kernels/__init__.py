@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 import torch
 
@@ -75,15 +74,22 @@ def resolve_backend(kernels: str, device: torch.device | str | None = None) -> s
     return kernels
 
 
-@cache
-def _triton_ops() -> KernelOps:
-    # imported here, not at module top: Triton is needed only on this path (and must see TRITON_INTERPRET first)
-    from trainer.kernels.fused_linear_cross_entropy import linear_cross_entropy
-    from trainer.kernels.rms_norm import rms_norm
-    from trainer.kernels.rope import apply_rope
-    from trainer.kernels.swiglu import swiglu
+_TRITON_OPS: KernelOps | None = None
 
-    return KernelOps("triton", rms_norm, apply_rope, swiglu, linear_cross_entropy)
+
+def _triton_ops() -> KernelOps:
+    # imported here, not at module top: Triton is needed only on this path (and must see TRITON_INTERPRET first).
+    # A module global rather than functools.cache: Dynamo reads a global as a constant, while it traces
+    # through (and warns about) a cache wrapper on every compile of a model that calls get_ops.
+    global _TRITON_OPS
+    if _TRITON_OPS is None:
+        from trainer.kernels.fused_linear_cross_entropy import linear_cross_entropy
+        from trainer.kernels.rms_norm import rms_norm
+        from trainer.kernels.rope import apply_rope
+        from trainer.kernels.swiglu import swiglu
+
+        _TRITON_OPS = KernelOps("triton", rms_norm, apply_rope, swiglu, linear_cross_entropy)
+    return _TRITON_OPS
 
 
 REFERENCE_OPS = KernelOps(

@@ -153,7 +153,9 @@ def fused_linear_cross_entropy_forward(
 
     grad_hidden = torch.empty(n, h, dtype=hidden.dtype, device=hidden.device) if need_grad_hidden else None
     # accumulated in the matmul dtype (see the module docstring); the first chunk writes it, later ones add
-    grad_w = torch.empty(v, h, dtype=w.dtype, device=w.device) if need_grad_weight else None
+    grad_w = None
+    if need_grad_weight:  # zeros only when no chunk will write it (no tokens)
+        grad_w = (torch.empty if n else torch.zeros)(v, h, dtype=w.dtype, device=w.device)
     loss_rows = torch.empty(n, dtype=torch.float32, device=hidden.device)
     chunk = chunk_size or default_chunk_size(n, h, v, hidden.element_size())
     block_v = min(MAX_BLOCK_V, next_power_of_2(v))
