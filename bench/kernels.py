@@ -178,7 +178,10 @@ def _swiglu(s: Shape, rand, g, ours, liger, dtype, device) -> Case:
 
     from trainer.kernels import reference
 
-    a, bb = rand(s.tokens, s.ffn), rand(s.tokens, s.ffn)
+    # gate/up as the model has them: intermediate activations (the outputs of w1(x), w3(x)), not leaves —
+    # ours (and Liger) then write the gradients over them instead of allocating; the values drift to gradient
+    # values over the iterations, which stay O(1) and do not change the time
+    a, bb = rand(s.tokens, s.ffn).clone(), rand(s.tokens, s.ffn).clone()  # CloneBackward saves nothing
     dy = torch.randn_like(a)
     impls = {"ours": lambda: ours.swiglu(a, bb), "eager": lambda: reference.swiglu(a, bb)}
     if liger:

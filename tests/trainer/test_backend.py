@@ -43,9 +43,12 @@ def test_model_uses_the_backend_it_is_configured_with(monkeypatch):
         return ops
 
     monkeypatch.setattr(trainer.model, "get_ops", spy)
-    tokens = torch.randint(0, 64, (1, 8))
+    # the device from the machine: on a CUDA machine kernels='triton' on a CPU tensor is refused by design
+    # (no interpreter there), so the model and its tokens go to CUDA; elsewhere CPU under the interpreter
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokens = torch.randint(0, 64, (1, 8), device=device)
     for kernels in ("triton", "reference", "auto"):
-        Transformer(model_config("debug", vocab_size=64, kernels=kernels))(tokens, tokens)
+        Transformer(model_config("debug", vocab_size=64, kernels=kernels)).to(device)(tokens, tokens)
     assert seen == ["triton", "reference", "reference" if not torch.cuda.is_available() else "triton"]
 
 

@@ -205,13 +205,14 @@ def test_loss_path_equals_cross_entropy_of_the_logits():
     assert_close(loss.double(), want, **MODEL_TOL)
 
 
-def _train_losses(kernels: str, steps: int = 6) -> list[float]:
+def _train_losses(kernels: str, device: str, steps: int = 6) -> list[float]:
     torch.manual_seed(0)
-    model = Transformer(model_config("debug", vocab_size=128, kernels=kernels))
+    model = Transformer(model_config("debug", vocab_size=128, kernels=kernels)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
     # one packed batch, seen every step (so the loss falls fast): 2 rows × 32 tokens, documents ended by EOD 0
     tokens = torch.randint(1, 128, (2, 33), generator=torch.Generator().manual_seed(1))
     tokens[0, 10] = tokens[0, 21] = tokens[1, 14] = 0
+    tokens = tokens.to(device)
     doc_ids = document_ids_from_eod(tokens[:, :-1], 0)
     targets = tokens[:, 1:].clone()
     losses = []
@@ -233,12 +234,16 @@ def test_training_with_triton_kernels_matches_reference_per_step():
     counts. It still catches real errors: scaling one kernel's gradient (SwiGLU's) by 1.01 moved these losses
     by 1.6e-4 at step 2 and 5.7e-3 at step 6 (measured when this test was written).
     """
+    # the device from the machine: Triton compiled on CUDA, interpreted on CPU (kernels='triton' on a CPU tensor
+    # of a CUDA machine is refused by design, see trainer.kernels.resolve_backend)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         import os
 
         assert os.environ.get("TRITON_INTERPRET") == "1"
-    ref = _train_losses("reference")
-    fused = _train_losses("triton")  # test_backend checks the model really dispatches to the Triton ops
+    ref = _train_losses("reference", device)
+    fused = _train_losses(
+        "triton", device
+    )  # test_backend checks the model really dispatches to the Triton ops
     assert ref[-1] < ref[0] - 1.0  # training moves (4.9 → 2.8), so the comparison is not of constants
     assert_close(torch.tensor(fused), torch.tensor(ref), rtol=1e-5, atol=0)

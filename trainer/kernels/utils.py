@@ -16,6 +16,17 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+def tracing(t: torch.Tensor) -> bool:
+    """True while torch.compile / AOTAutograd / opcheck trace an op (its tensors are fake or functional).
+
+    The kernels' backwards overwrite their own buffers in eager mode to save memory; under tracing they use
+    the functional form the compiler expects and leave buffer reuse to it.
+    """
+    from torch._subclasses.fake_tensor import is_fake  # private but stable since torch 2.0; no public twin
+
+    return torch.compiler.is_compiling() or is_fake(t)
+
+
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
@@ -38,3 +49,20 @@ def num_programs_cap(device: torch.device) -> int:
 def rows_per_block(n_cols_block: int) -> int:
     """Rows handled by one program tile: enough that a tile holds ~4K elements (1 row at hidden ≥ 4096)."""
     return max(1, min(64, 4096 // n_cols_block))
+
+
+def num_warps_for(n_elements_per_tile: int) -> int:
+    """Warps for a program whose tile holds `n_elements_per_tile` elements (a row block of a row-wise kernel).
+
+    Liger's `calculate_settings` rule, on the tile rather than the row: ≥ 8 elements per thread keeps the
+    loads vectorised (16-byte bf16 / 32-byte fp32 per thread) and the per-thread registers bounded, so a wider
+    tile gets more warps: 4 warps up to 2K elements, 8 up to 8K, 16 up to 32K, 32 beyond (at most 1024
+    threads per program). Ignored by the interpreter.
+    """
+    if n_elements_per_tile >= 32768:
+        return 32
+    if n_elements_per_tile >= 8192:
+        return 16
+    if n_elements_per_tile >= 2048:
+        return 8
+    return 4
