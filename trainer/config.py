@@ -10,8 +10,10 @@ booleans). A run is a YAML file plus dotted overrides, positional on the trainer
 
 Override values are parsed as YAML scalars (`1e-3`, `true`, `[1, 2]`), so they get the same types as the file.
 Sections are frozen: a changed config is a validated copy (`cfg.replace(...)`), never a mutation.
-`deepspeed_config(cfg, ...)` generates the DeepSpeed JSON (ZeRO stage 3; bf16 + fp32 master weights and fp32
-gradient accumulation on GPU, plain fp32 on CPU); `deepspeed.config_file` replaces it with a given file.
+`deepspeed_config(cfg, ..., stage=)` generates the DeepSpeed JSON (bf16 + fp32 master weights and fp32
+gradient accumulation on GPU, fp32 + torch.autocast at stage 0; plain fp32 on CPU; ZeRO-3 tuned from
+d_model); `deepspeed.config_file` replaces it with a given file. `deepspeed.zero_stage: auto` is resolved
+by `plan_zero_stage`: the lowest stage whose model states and activations fit the device.
 Fault injection for tests is not configured here: see trainer/faults.py.
 """
 
@@ -450,7 +452,9 @@ def deepspeed_config(
         return json.loads(p.read_text())
     if stage is None:
         if cfg.deepspeed.zero_stage == "auto":
-            raise ValueError("deepspeed.zero_stage is auto: resolve it first (plan_zero_stage) and pass stage=")
+            raise ValueError(
+                "deepspeed.zero_stage is auto: resolve it first (plan_zero_stage) and pass stage="
+            )
         stage = int(cfg.deepspeed.zero_stage)
     precision = resolve_precision(cfg, on_cuda)
     zero: dict[str, Any] = {"stage": stage}

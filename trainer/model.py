@@ -196,7 +196,7 @@ class AttentionMask:
         if doc_ids is None:
             self.impl = "causal"
             return
-        b, t = doc_ids.shape
+        t = doc_ids.shape[1]
         if self.impl == "sdpa":
             causal = torch.ones(t, t, dtype=torch.bool, device=doc_ids.device).tril()
             self.dense = (causal & (doc_ids[:, :, None] == doc_ids[:, None, :]))[:, None]  # (B, 1, T, T)

@@ -254,8 +254,8 @@ def test_attention_mask_is_built_once_per_forward_and_shared_by_every_layer(atte
     """The dense mask / flex BlockMask costs once per batch: one object per forward, handed to every layer."""
     model = _model(attention=attention, n_layers=3)
     seen: list[int] = []
-    for layer in model.layers:
-        layer.register_forward_pre_hook(lambda mod, args: seen.append(id(args[3])))  # (x, cos, sin, mask, ops)
+    for layer in model.layers:  # a Block's positional arguments: (x, cos, sin, mask, ops)
+        layer.register_forward_pre_hook(lambda mod, args: seen.append(id(args[3])))
     tokens = torch.randint(1, 97, (2, 128))
     tokens[0, [20, 70]] = tokens[1, 50] = 0
     doc_ids = document_ids_from_eod(tokens, 0)

@@ -137,12 +137,16 @@ def test_compile_and_zero_stage_values(tmp_path, override, message):
     assert ok.model.compile is False and ok.deepspeed.zero_stage == 2
     assert load_config(p).model.compile == "auto"
     assert compile_enabled(ok, on_cuda=True) is False
-    assert compile_enabled(load_config(p), on_cuda=True) and not compile_enabled(load_config(p), on_cuda=False)
+    assert compile_enabled(load_config(p), on_cuda=True) and not compile_enabled(
+        load_config(p), on_cuda=False
+    )
 
 
 def test_zero3_buckets_and_persistence_follow_d_model(tmp_path):
     """The Hugging Face "auto" formulas (config.zero3_tuning): h², 0.9·h², 10·h for h = d_model."""
-    cfg = load_config(_write(tmp_path, "data: {recipe: r.yaml}\ndeepspeed: {zero_stage: 3}\n"), ["model.size=124m"])
+    cfg = load_config(
+        _write(tmp_path, "data: {recipe: r.yaml}\ndeepspeed: {zero_stage: 3}\n"), ["model.size=124m"]
+    )
     zero = deepspeed_config(cfg, world_size=1, on_cuda=True)["zero_optimization"]
     assert zero["reduce_bucket_size"] == 768 * 768 == 589_824
     assert zero["stage3_prefetch_bucket_size"] == 530_841  # int(0.9 · 589,824)
@@ -164,7 +168,11 @@ GB = 10**9
 def _plan(tmp_path, mcfg, world, device_bytes, seq_len, micro, on_cuda=True):
     cfg = load_config(
         _write(tmp_path, "data: {recipe: r.yaml}\n"),
-        [f"data.seq_len={seq_len}", f"schedule.micro_batch={micro}", f"schedule.global_batch={micro * world}"],
+        [
+            f"data.seq_len={seq_len}",
+            f"schedule.micro_batch={micro}",
+            f"schedule.global_batch={micro * world}",
+        ],
     )
     return plan_zero_stage(cfg, mcfg, world, on_cuda, device_bytes)
 
