@@ -476,7 +476,9 @@ def deepspeed_config(
         "gradient_accumulation_steps": 1,
         "train_batch_size": cfg.schedule.micro_batch * world_size,
         "managed_gradient_accumulation": False,
-        "gradient_clipping": cfg.optimizer.grad_clip,
+        # stage 0: the trainer clips (train.py, Trainer._clip_stage0), because DeepSpeed's stage-0 clipping
+        # (engine.clip_fp32_gradients) computes the global norm and drops it, leaving no grad norm to log
+        "gradient_clipping": 0.0 if stage == 0 else cfg.optimizer.grad_clip,
         "zero_optimization": zero,
         "zero_allow_untested_optimizer": True,
         "steps_per_print": 10**9,  # the trainer logs; DeepSpeed's own progress lines would only add noise

@@ -300,6 +300,9 @@ class Trainer:
             model=model, optimizer=opt, config=self.ds_config
         )
         self.zero3 = self.ds_config.get("zero_optimization", {}).get("stage") == 3
+        self.stage0_grad_norm = float("nan")
+        if self.ds_config.get("zero_optimization", {}).get("stage") == 0 and not cfg.deepspeed.config_file:
+            self.optimizer.register_step_pre_hook(self._clip_stage0)
 
     # ------------------------------------------------------------------ state
     def trainer_state(self) -> dict:
@@ -479,6 +482,17 @@ class Trainer:
         self.dist.all_reduce(sq)
         return float(sq.sqrt())
 
+    def _clip_stage0(self, optimizer, args, kwargs) -> None:
+        """ZeRO stage 0: an optimizer step pre-hook, so it runs inside engine.step() after DeepSpeed's
+        gradient all-reduce (every rank then holds the same averaged gradients, whose local norm is the
+        global one). Keeps the pre-clip norm for the metrics and clips at optimizer.grad_clip, which
+        DeepSpeed's own stage-0 clipping does too but without keeping the norm (it is off in this case:
+        config.deepspeed_config). At stage 0 the optimizer is the trainer's torch AdamW itself."""
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        clip = self.cfg.optimizer.grad_clip
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+        self.stage0_grad_norm = float(norm)
+
     def _drop_gradients(self) -> None:
         # ZeRO-3's zero_grad also resets its micro-step counter, so the next step's first backward
         # overwrites (not accumulates into) the gradient partitions
@@ -589,7 +603,8 @@ class Trainer:
             self.engine.step()
             self.spike_run_start = None
             if not self.zero3:
-                gnorm = float(self.engine.get_global_grad_norm() or float("nan"))
+                ds_norm = self.engine.get_global_grad_norm()  # None at stage 0: see _clip_stage0
+                gnorm = float(self.stage0_grad_norm if ds_norm is None else ds_norm)
         else:
             self._drop_gradients()
             if self.spike_run_start is None:

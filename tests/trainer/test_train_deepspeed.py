@@ -430,7 +430,7 @@ def test_compiled_blocks_train_like_eager_under_zero3(setup):
     1e-4 relative is far below one step's loss change (~1e-2).
     """
     root, cfg_path, run_a = setup
-    run_c = root / "c"
+    run_c = root / "compiled"  # not "c": test_corrupt_newest_checkpoint_falls_back trains there
     res = launch(cfg_path, f"checkpoint.dir={run_c / 'ckpt'}", f"logging.dir={run_c}", "model.compile=true",
                  "schedule.steps=5", "checkpoint.every=0", "checkpoint.save_final=false", "eval.every=0",
                  "logging.sample_tokens=0")  # fmt: skip
@@ -441,6 +441,26 @@ def test_compiled_blocks_train_like_eager_under_zero3(setup):
         assert c[s]["indices"] == a[s]["indices"], s
         assert c[s]["loss"] == pytest.approx(a[s]["loss"], rel=1e-4), s
     print("compiled vs eager, steps 1-5:", [f"{c[s]['loss'] / a[s]['loss'] - 1:.1e}" for s in c])
+
+
+def test_zero_stage_0_trains_like_zero3_and_logs_the_grad_norm(setup):
+    """deepspeed.zero_stage=0 (what auto picks for this model): run A's first 5 steps (warmup only, so the
+    same learning rates) on 2 ranks: the same rows, losses and pre-clip gradient norms as ZeRO-3, whose
+    norm the trainer computes from the gradient partitions, here from the all-reduced gradients inside
+    engine.step() (Trainer._clip_stage0). Tolerance as test_one_rank_and_two_ranks_agree: fp32 on both
+    sides, only the summation order differs (all-reduce vs reduce-scatter)."""
+    root, cfg_path, run_a = setup
+    run_z = root / "z0"
+    res = launch(cfg_path, f"checkpoint.dir={run_z / 'ckpt'}", f"logging.dir={run_z}", "deepspeed.zero_stage=0",
+                 "schedule.steps=5", "checkpoint.every=0", "checkpoint.save_final=false", "eval.every=0",
+                 "logging.sample_tokens=0")  # fmt: skip
+    assert "ZeRO stage 0" in res.stdout
+    a, z = step_records(run_a), step_records(run_z)
+    assert sorted(z) == [1, 2, 3, 4, 5]
+    for s in z:
+        assert z[s]["indices"] == a[s]["indices"], s
+        assert z[s]["loss"] == pytest.approx(a[s]["loss"], rel=1e-4), s
+        assert z[s]["grad_norm"] == pytest.approx(a[s]["grad_norm"], rel=1e-4), s
 
 
 def dump(log_dir: Path, event: str, step: int) -> tuple[dict[str, torch.Tensor], dict]:

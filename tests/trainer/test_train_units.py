@@ -117,6 +117,7 @@ def test_generated_deepspeed_json(tmp_path):
     z0 = deepspeed_config(cfg, world_size=8, on_cuda=True, stage=0)
     assert z0["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"}
     assert "bf16" not in z0 and "data_types" not in z0 and z0["zero_optimization"] == {"stage": 0}
+    assert z0["gradient_clipping"] == 0.0  # at stage 0 the trainer clips (and keeps the norm it logs)
 
 
 @pytest.mark.parametrize(
