@@ -311,3 +311,26 @@ def test_compiled_blocks_match_eager_loss_and_gradients():
         compiled.zero_grad()
     assert counters["stats"]["unique_graphs"] == 1  # one Block graph, reused by both layers and batches
     assert not counters["recompiles"]
+
+
+def test_compiled_block_mask_equals_eager_and_compiles_once_per_shape():
+    """The flex BlockMask on its compiled path (what CUDA uses: create_block_mask(_compile=True)) is the
+    eager one, block for block, and three batches of one shape with different document layouts share one
+    compiled graph: the mask function is a new closure per batch, the guards are on shapes, not values."""
+    from torch._dynamo.utils import counters
+
+    from trainer.model import _document_causal_block_mask
+
+    torch._dynamo.reset()
+    counters.clear()
+    for seed in (1, 2, 3):
+        g = torch.Generator().manual_seed(seed)
+        tokens = torch.randint(1, 50, (2, 256), generator=g)
+        tokens[:, torch.randint(0, 256, (5,), generator=g)] = 0
+        doc_ids = document_ids_from_eod(tokens, 0)
+        compiled = _document_causal_block_mask(doc_ids, compile_mask=True)
+        eager = _document_causal_block_mask(doc_ids, compile_mask=False)
+        assert torch.equal(compiled.to_dense(), eager.to_dense()), seed
+        assert torch.equal(compiled.kv_num_blocks, eager.kv_num_blocks), seed
+    assert counters["stats"]["unique_graphs"] == 1
+    assert not counters["recompiles"]
