@@ -416,8 +416,8 @@ def zero3_tuning(d_model: int) -> dict[str, int]:
 # block starts and releases them when it ends. Fewer hooks and collectives per step (DeepSpeed#5047), and
 # the reason a compiled block works under ZeRO-3 at all: with hooks on its linears, Dynamo would break
 # the block's graph at each of them; with the hooks on the block, they run outside its compiled forward
-# (trainer/model.py, compile_blocks). The cost: a whole block's weights live at once (2 × 218M bf16
-# parameters at the 8B shape, 0.9 GB with the prefetched next block), which every stage-3 plan allows.
+# (trainer/model.py, compile_blocks). The cost: a whole block's weights live at once (218M parameters,
+# 0.44 GB in bf16 at the 8B shape; 0.9 GB with the next block prefetched), which the memory margin holds.
 ZERO3_LEAF_MODULES = ["trainer.model.Block"]
 
 
