@@ -299,9 +299,10 @@ class Trainer:
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
             model=model, optimizer=opt, config=self.ds_config
         )
-        self.zero3 = self.ds_config.get("zero_optimization", {}).get("stage") == 3
+        self.zero_stage = int(self.ds_config.get("zero_optimization", {}).get("stage", 0))
+        self.zero3 = self.zero_stage == 3
         self.stage0_grad_norm = float("nan")
-        if self.ds_config.get("zero_optimization", {}).get("stage") == 0 and not cfg.deepspeed.config_file:
+        if self.zero_stage == 0 and not cfg.deepspeed.config_file:
             self.optimizer.register_step_pre_hook(self._clip_stage0)
 
     # ------------------------------------------------------------------ state
@@ -318,6 +319,7 @@ class Trainer:
             "rollbacks": self.rollbacks,
             "config": self.cfg.to_dict(),
             "model_config": dataclasses.asdict(self.mcfg),
+            "zero_stage": self.zero_stage,  # resolved (deepspeed.zero_stage may say auto)
         }
 
     def _choose_checkpoint(self) -> str | None:
@@ -360,7 +362,17 @@ class Trainer:
         path = self.ckpt_root / tag
         st = ckpt.load_trainer_state(path, self.rank, self.world)  # first: plain JSON
         ckpt.check_deepspeed_files(path)  # a refused file is named here, before DeepSpeed reads any
-        if st["world_size"] == self.world:
+        # DeepSpeed loads a checkpoint only into the ZeRO stage that wrote it; with zero_stage=auto another
+        # device or world size can resolve another stage. Checkpoints from before the key: their config's
+        # stage, a number then.
+        saved_stage = st.get("zero_stage", st["config"]["deepspeed"]["zero_stage"])
+        if saved_stage != self.zero_stage:
+            raise ckpt.CheckpointError(
+                f"{path} was written under ZeRO stage {saved_stage}, this run resolved stage "
+                f"{self.zero_stage}: set deepspeed.zero_stage={saved_stage} to resume from it"
+            )
+        # stage 0: every rank's checkpoint holds the full model and optimizer state, any world size loads it
+        if st["world_size"] == self.world or self.zero_stage == 0:
             # DeepSpeed's own torch.load(weights_only=False), forced weights-only
             with ckpt.safe_torch_load():
                 load_path, _ = self.engine.load_checkpoint(
