@@ -15,6 +15,13 @@ Attention backends (config.attention):
   block-diagonal causal mask (B, 1, T, T). Exact everywhere; O(T²) mask memory.
 - "flex": flex_attention with a document-causal BlockMask (skips fully masked tiles), compiled on CUDA.
 - "auto": flex on CUDA when document ids are given, sdpa otherwise.
+The mask (dense or BlockMask) is built once per forward, from that batch's document ids, in
+`Transformer._hidden`, and the same object is handed to every layer: its cost is per batch, not per layer.
+
+torch.compile (`compile_blocks`, the trainer's `model.compile`): each Block's forward is compiled on its own,
+torchtitan's per-block granularity: one graph compiled once and reused by every layer (they share code and
+shapes), and the modules around the blocks stay eager. See compile_blocks for why the forward and not the
+module.
 """
 
 from __future__ import annotations
@@ -156,6 +163,25 @@ def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
+def _document_causal_block_mask(doc_ids: torch.Tensor, compile_mask: bool):
+    """flex BlockMask of one batch: causal and inside documents. (B, T) doc_ids; built once per forward.
+
+    compile_mask: create_block_mask's own compiled path (`_compile=True`, what torchtitan and
+    attention-gym use on GPU): it evaluates the mask function tile by tile instead of materialising the
+    (B, T, T) boolean grid through vmap, and it is compiled once per batch shape: the mask function is a
+    new closure every batch, but Dynamo guards on its code and on the tensor it closes over (shape, dtype),
+    not on the values, so a new document layout at the same shape reuses the compiled graph.
+    """
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    b, t = doc_ids.shape
+
+    def document_causal(b_, h_, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (doc_ids[b_, q_idx] == doc_ids[b_, kv_idx])
+
+    return create_block_mask(document_causal, b, None, t, t, device=doc_ids.device, _compile=compile_mask)
+
+
 class AttentionMask:
     """How attention is masked for one batch: plain causal, SDPA with a dense mask, or a flex BlockMask."""
 
@@ -170,18 +196,13 @@ class AttentionMask:
         if doc_ids is None:
             self.impl = "causal"
             return
-        b, t = doc_ids.shape
+        t = doc_ids.shape[1]
         if self.impl == "sdpa":
             causal = torch.ones(t, t, dtype=torch.bool, device=doc_ids.device).tril()
             self.dense = (causal & (doc_ids[:, :, None] == doc_ids[:, None, :]))[:, None]  # (B, 1, T, T)
         else:
-            from torch.nn.attention.flex_attention import create_block_mask
-
-            def document_causal(b_, h_, q_idx, kv_idx):
-                return (q_idx >= kv_idx) & (doc_ids[b_, q_idx] == doc_ids[b_, kv_idx])
-
-            self.block_mask = create_block_mask(document_causal, b, None, t, t, device=doc_ids.device)
             self.compile_flex = on_cuda if compile_flex is None else compile_flex
+            self.block_mask = _document_causal_block_mask(doc_ids, compile_mask=self.compile_flex)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q: (B, Hq, T, D), k/v: (B, Hkv, T, D) → (B, Hq, T, D)."""
@@ -190,9 +211,9 @@ class AttentionMask:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
         if self.impl == "sdpa":
             return F.scaled_dot_product_attention(q, k, v, attn_mask=self.dense, enable_gqa=gqa)
-        if self.compile_flex:
+        if self.compile_flex and not torch.compiler.is_compiling():
             flex = _compiled_flex()
-        else:
+        else:  # eager reference, or inside a compiled block, whose graph takes flex_attention in directly
             from torch.nn.attention.flex_attention import flex_attention as flex
         return flex(q, k, v, block_mask=self.block_mask, enable_gqa=gqa)
 
@@ -344,3 +365,21 @@ class Transformer(nn.Module):
         for layer in self.layers:
             x = layer(x, cos, sin, mask, ops)
         return self.norm(x, ops)
+
+
+def compile_blocks(model: Transformer) -> int:
+    """torch.compile every Block's forward in place; returns how many. Call before DeepSpeed wraps the model.
+
+    The forward, not the module (`torch.compile(block)` / `block.compile()`): a compiled module call would
+    take the module's hooks into the graph, and under ZeRO-3 those hooks are DeepSpeed's parameter
+    gathering and release (registered on each block, a ZeRO-3 leaf module: trainer/config.py,
+    ZERO3_LEAF_MODULES). Compiling only the forward leaves them outside, running eagerly around a graph
+    that sees the block's gathered weights as inputs; stages 0-2 have no such hooks and see the same
+    graph. In place, so parameter names (`layers.0.attn.wq.weight`: checkpoints, universal checkpoints,
+    the export) do not gain torch.compile's `_orig_mod.` prefix. Before `deepspeed.initialize`, so the
+    engine wraps the model it will train; DeepSpeed's own `engine.compile()` compiles the whole module
+    with its hooks inside instead (graph breaks at each of them).
+    """
+    for block in model.layers:
+        block.forward = torch.compile(block.forward)
+    return len(model.layers)

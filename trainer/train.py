@@ -47,11 +47,19 @@ from mixtures.sampler import MixtureSampler
 from tokens.shards import ShardFormatError
 from trainer import checkpoint as ckpt
 from trainer import checkpoint_remote as remote
-from trainer.config import ConfigError, TrainConfig, deepspeed_config, load_config, load_recipe
+from trainer.config import (
+    ConfigError,
+    TrainConfig,
+    compile_enabled,
+    deepspeed_config,
+    load_config,
+    load_recipe,
+    plan_zero_stage,
+)
 from trainer.data import Batches
 from trainer.faults import ENV_VAR, Faults, faults_from_env
 from trainer.metrics import MetricsWriter, device_peak, flops_per_token, mfu
-from trainer.model import Transformer, document_ids_from_eod, model_config
+from trainer.model import Transformer, compile_blocks, document_ids_from_eod, model_config
 from trainer.schedule import batch_at, lr_at
 from trainer.spike import ACCEPT, ROLLBACK, SpikeGuard
 
@@ -80,6 +88,17 @@ def launch_rank_world() -> tuple[int, int]:
         if r in env and w in env:
             return int(env[r]), int(env[w])
     return 0, 1
+
+
+def device_memory_bytes(on_cuda: bool, local_rank: int) -> int:
+    """Memory one rank may plan with (deepspeed.zero_stage=auto): its CUDA device's total memory, or on
+    the CPU accelerator the host's available RAM shared by the host's ranks."""
+    if on_cuda:
+        return int(torch.cuda.get_device_properties(local_rank).total_memory)
+    import psutil  # a DeepSpeed dependency
+
+    local = int(os.environ.get("LOCAL_SIZE", os.environ.get("LOCAL_WORLD_SIZE", 1)))
+    return int(psutil.virtual_memory().available) // max(local, 1)
 
 
 def shm_workspace_path(rank: int) -> Path:
@@ -142,12 +161,19 @@ class Trainer:
         self.ckpt_uri = cfg.checkpoint.dir if is_remote(cfg.checkpoint.dir) else None
         if self.ckpt_uri:
             remote.check_writable(self.ckpt_uri)
-        self.ds_config = deepspeed_config(cfg, self.world, torch.cuda.is_available())
         tok = self._init_data()
+        self.mcfg = self._model_config(tok)
+        on_cuda = torch.cuda.is_available()
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.ds_config = self._deepspeed_config(on_cuda, device_memory_bytes(on_cuda, local_rank))
         if self._init_distributed() != (self.rank, self.world):  # a launcher that sets no RANK/WORLD_SIZE
             cfg.schedule.check_divisible(self.world)
-            self.ds_config = deepspeed_config(cfg, self.world, self.on_cuda)
             tok = self._init_data()
+        # again, now on the memory of the smallest device of the run: every rank must pick the same stage
+        mem = torch.tensor([device_memory_bytes(self.on_cuda, local_rank)], dtype=torch.int64)
+        mem = mem.to(self.device)
+        self.dist.all_reduce(mem, op=self.dist.ReduceOp.MIN)
+        self.ds_config = self._deepspeed_config(self.on_cuda, int(mem.item()))
 
         # same seed on every rank: every rank builds identical initial weights before ZeRO-3 shards them
         random.seed(cfg.seed)
@@ -232,12 +258,9 @@ class Trainer:
         self.sources = sorted(sampler.streams)
         return tok
 
-    def _init_engine(self, tok: dict) -> None:
-        """The model (same initial weights on every rank), AdamW and the DeepSpeed engine around them."""
-        import deepspeed
-
+    def _model_config(self, tok: dict):
         cfg = self.cfg
-        mcfg = model_config(
+        return model_config(
             cfg.model.size,
             vocab_size=int(tok["vocab_size"]),
             max_seq_len=self.seq_len,
@@ -245,8 +268,26 @@ class Trainer:
             attention=cfg.model.attention,
             **cfg.model.overrides,
         )
-        self.mcfg = mcfg
-        model = Transformer(mcfg)
+
+    def _deepspeed_config(self, on_cuda: bool, device_bytes: int) -> dict:
+        """The DeepSpeed JSON, with deepspeed.zero_stage=auto resolved on `device_bytes` (self.zero_plan)."""
+        cfg = self.cfg
+        self.zero_plan = None
+        stage = cfg.deepspeed.zero_stage
+        if stage == "auto" and not cfg.deepspeed.config_file:
+            self.zero_plan = plan_zero_stage(cfg, self.mcfg, self.world, on_cuda, device_bytes)
+            stage = self.zero_plan.stage
+        return deepspeed_config(cfg, self.world, on_cuda, stage=None if stage == "auto" else int(stage))
+
+    def _init_engine(self, tok: dict) -> None:
+        """The model (same initial weights on every rank), AdamW and the DeepSpeed engine around them."""
+        import deepspeed
+
+        cfg = self.cfg
+        model = Transformer(self.mcfg)
+        # blocks compiled before deepspeed.initialize, so that ZeRO-3's hooks go on the modules whose
+        # forward is compiled and stay outside the graphs (trainer/model.py, compile_blocks)
+        self.compiled_blocks = compile_blocks(model) if compile_enabled(cfg, self.on_cuda) else 0
         opt = torch.optim.AdamW(
             param_groups(model, cfg.optimizer.weight_decay),
             lr=cfg.optimizer.lr,
@@ -258,7 +299,11 @@ class Trainer:
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
             model=model, optimizer=opt, config=self.ds_config
         )
-        self.zero3 = self.ds_config.get("zero_optimization", {}).get("stage") == 3
+        self.zero_stage = int(self.ds_config.get("zero_optimization", {}).get("stage", 0))
+        self.zero3 = self.zero_stage == 3
+        self.stage0_grad_norm = float("nan")
+        if self.zero_stage == 0 and not cfg.deepspeed.config_file:
+            self.optimizer.register_step_pre_hook(self._clip_stage0)
 
     # ------------------------------------------------------------------ state
     def trainer_state(self) -> dict:
@@ -274,6 +319,7 @@ class Trainer:
             "rollbacks": self.rollbacks,
             "config": self.cfg.to_dict(),
             "model_config": dataclasses.asdict(self.mcfg),
+            "zero_stage": self.zero_stage,  # resolved (deepspeed.zero_stage may say auto)
         }
 
     def _choose_checkpoint(self) -> str | None:
@@ -316,7 +362,17 @@ class Trainer:
         path = self.ckpt_root / tag
         st = ckpt.load_trainer_state(path, self.rank, self.world)  # first: plain JSON
         ckpt.check_deepspeed_files(path)  # a refused file is named here, before DeepSpeed reads any
-        if st["world_size"] == self.world:
+        # DeepSpeed loads a checkpoint only into the ZeRO stage that wrote it; with zero_stage=auto another
+        # device or world size can resolve another stage. Checkpoints from before the key: their config's
+        # stage, a number then.
+        saved_stage = st.get("zero_stage", st["config"]["deepspeed"]["zero_stage"])
+        if saved_stage != self.zero_stage:
+            raise ckpt.CheckpointError(
+                f"{path} was written under ZeRO stage {saved_stage}, this run resolved stage "
+                f"{self.zero_stage}: set deepspeed.zero_stage={saved_stage} to resume from it"
+            )
+        # stage 0: every rank's checkpoint holds the full model and optimizer state, any world size loads it
+        if st["world_size"] == self.world or self.zero_stage == 0:
             # DeepSpeed's own torch.load(weights_only=False), forced weights-only
             with ckpt.safe_torch_load():
                 load_path, _ = self.engine.load_checkpoint(
@@ -438,6 +494,17 @@ class Trainer:
         self.dist.all_reduce(sq)
         return float(sq.sqrt())
 
+    def _clip_stage0(self, optimizer, args, kwargs) -> None:
+        """ZeRO stage 0: an optimizer step pre-hook, so it runs inside engine.step() after DeepSpeed's
+        gradient all-reduce (every rank then holds the same averaged gradients, whose local norm is the
+        global one). Keeps the pre-clip norm for the metrics and clips at optimizer.grad_clip, which
+        DeepSpeed's own stage-0 clipping does too but without keeping the norm (it is off in this case:
+        config.deepspeed_config). At stage 0 the optimizer is the trainer's torch AdamW itself."""
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        clip = self.cfg.optimizer.grad_clip
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+        self.stage0_grad_norm = float(norm)
+
     def _drop_gradients(self) -> None:
         # ZeRO-3's zero_grad also resets its micro-step counter, so the next step's first backward
         # overwrites (not accumulates into) the gradient partitions
@@ -548,7 +615,8 @@ class Trainer:
             self.engine.step()
             self.spike_run_start = None
             if not self.zero3:
-                gnorm = float(self.engine.get_global_grad_norm() or float("nan"))
+                ds_norm = self.engine.get_global_grad_norm()  # None at stage 0: see _clip_stage0
+                gnorm = float(self.stage0_grad_norm if ds_norm is None else ds_norm)
         else:
             self._drop_gradients()
             if self.spike_run_start is None:
@@ -652,6 +720,14 @@ class Trainer:
         _log(self.rank, f"[trainer] {self.mcfg.num_params() / 1e6:.2f}M params, world {self.world}, "
              f"device {self.device_name}, ZeRO stage {self.ds_config['zero_optimization']['stage']}, "
              f"FLOPs/token {self.flops_tok:.4g}")  # fmt: skip
+        if self.zero_plan is not None:
+            _log(self.rank, f"[trainer] {self.zero_plan.describe()}")
+        precision = "bf16 autocast" if "torch_autocast" in self.ds_config else (
+            "bf16" if self.ds_config.get("bf16", {}).get("enabled") else "fp32")  # fmt: skip
+        _log(self.rank, f"[trainer] precision {precision}, kernels {self.mcfg.kernels}, attention "
+             f"{self.mcfg.attention}, torch.compile: "
+             f"{f'{self.compiled_blocks} blocks' if self.compiled_blocks else 'off'} "
+             f"(model.compile={self.cfg.model.compile})")  # fmt: skip
         t_run = time.perf_counter()
         t_ckpt = t_steps = t_eval = 0.0
         tokens_at_start = self.tokens_trained

@@ -146,6 +146,7 @@ def small_run(tmp_path_factory):
         "checkpoint": {"every": 4, "keep": 2},
         "spike": {"enabled": False},
         "logging": {"sample_tokens": 0, "tensorboard": False},
+        "deepspeed": {"zero_stage": 3},  # the ZeRO-3 checkpoints these tests were written for (default: auto)
     }
     cfg_path = root / "train.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))

@@ -162,6 +162,9 @@ def setup(tmp_path_factory):
         # reads it as a spike. The spike test below sets its own threshold.
         "spike": {"window": 32, "min_history": 10, "sigmas": 12.0, "max_consecutive": 2},
         "logging": {"sample_tokens": 8, "log_sample_indices": True},
+        # explicit, not the default auto (which picks 0 for this model on CPU): resume, universal
+        # checkpoints and the state dumps below are ZeRO-3's
+        "deepspeed": {"zero_stage": 3},
     }
     cfg_path = root / "train.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
@@ -415,6 +418,70 @@ def test_one_rank_and_two_ranks_agree(setup):
         assert e[s]["indices"] == a[s]["indices"]
         assert e[s]["accum"] == 2 and a[s]["accum"] == 1  # 4 rows: 1 rank × 2 × 2 vs 2 ranks × 1 × 2
         assert e[s]["loss"] == pytest.approx(a[s]["loss"], rel=1e-4), s
+
+
+def test_compiled_blocks_train_like_eager_under_zero3(setup):
+    """model.compile=true through the launcher: 2 ranks, ZeRO-3 (its hooks on the leaf blocks, outside the
+    compiled forwards), Inductor on CPU. Run A's first 5 steps (warmup only, so the same learning rates
+    although the run is shorter): the same rows, the same losses.
+
+    Tolerance as test_one_rank_and_two_ranks_agree: fp32 on both sides, Inductor's fused kernels reorder
+    reductions (the in-process test measured gradients within 7e-7 relative), grown through Adam steps;
+    1e-4 relative is far below one step's loss change (~1e-2).
+    """
+    root, cfg_path, run_a = setup
+    run_c = root / "compiled"  # not "c": test_corrupt_newest_checkpoint_falls_back trains there
+    res = launch(cfg_path, f"checkpoint.dir={run_c / 'ckpt'}", f"logging.dir={run_c}", "model.compile=true",
+                 "schedule.steps=5", "checkpoint.every=0", "checkpoint.save_final=false", "eval.every=0",
+                 "logging.sample_tokens=0")  # fmt: skip
+    assert "torch.compile: 2 blocks (model.compile=True)" in res.stdout
+    a, c = step_records(run_a), step_records(run_c)
+    assert sorted(c) == [1, 2, 3, 4, 5]
+    for s in c:
+        assert c[s]["indices"] == a[s]["indices"], s
+        assert c[s]["loss"] == pytest.approx(a[s]["loss"], rel=1e-4), s
+    print("compiled vs eager, steps 1-5:", [f"{c[s]['loss'] / a[s]['loss'] - 1:.1e}" for s in c])
+
+
+def test_zero_stage_auto_picks_0_which_trains_like_zero3_and_resumes_at_another_world_size(setup):
+    """deepspeed.zero_stage=auto picks 0 for the debug model (53 MB of fp32 model states and a few MB of
+    activations against the host's available RAM) and logs why. Run Z, 2 ranks, 10 steps: its first 5
+    (warmup only, so the learning rates of the 30-step run A) have A's rows, losses and pre-clip gradient
+    norms, which ZeRO-3 computes from the gradient partitions and stage 0 from the all-reduced gradients
+    inside engine.step() (Trainer._clip_stage0); tolerance as test_one_rank_and_two_ranks_agree (fp32,
+    summation order only). Z's step-5 checkpoint continues on 1 rank (a stage-0 checkpoint holds the
+    full state on every rank: no universal conversion) with Z's losses; resuming it as ZeRO-3 is refused
+    by name (DeepSpeed loads a checkpoint only into the stage that wrote it)."""
+    root, cfg_path, run_a = setup
+    run_z = root / "z0"
+    common = ["deepspeed.zero_stage=auto", "schedule.steps=10", "checkpoint.every=5", "checkpoint.save_final=false",
+              "eval.every=0", "logging.sample_tokens=0"]  # fmt: skip
+    res = launch(cfg_path, f"checkpoint.dir={run_z / 'ckpt'}", f"logging.dir={run_z}", *common)
+    assert "ZeRO stage 0 (auto; fits): GiB per rank by stage" in res.stdout
+    a, z = step_records(run_a), step_records(run_z)
+    assert sorted(z) == list(range(1, 11))
+    for s in range(1, 6):
+        assert z[s]["indices"] == a[s]["indices"], s
+        assert z[s]["loss"] == pytest.approx(a[s]["loss"], rel=1e-4), s
+        assert z[s]["grad_norm"] == pytest.approx(a[s]["grad_norm"], rel=1e-4), s
+
+    run_z1 = root / "z0-1rank"
+    shutil.copytree(run_z / "ckpt" / "step_00000005", run_z1 / "ckpt" / "step_00000005")
+    launch(cfg_path, f"checkpoint.dir={run_z1 / 'ckpt'}", f"logging.dir={run_z1}", *common, procs=1)
+    z1 = step_records(run_z1)
+    assert sorted(z1) == list(range(6, 11))
+    for s in z1:
+        assert z1[s]["indices"] == z[s]["indices"], s
+        assert z1[s]["loss"] == pytest.approx(z[s]["loss"], rel=1e-4), s
+
+    run_z3 = root / "z0-as-zero3"
+    shutil.copytree(run_z / "ckpt" / "step_00000005", run_z3 / "ckpt" / "step_00000005")
+    res = launch(cfg_path, f"checkpoint.dir={run_z3 / 'ckpt'}", f"logging.dir={run_z3}", *common,
+                 "deepspeed.zero_stage=3", procs=1, check=False)  # fmt: skip
+    assert res.returncode != 0
+    assert "was written under ZeRO stage 0, this run resolved stage 3: set deepspeed.zero_stage=0" in (
+        res.stdout + res.stderr
+    )
 
 
 def dump(log_dir: Path, event: str, step: int) -> tuple[dict[str, torch.Tensor], dict]:
