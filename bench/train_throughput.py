@@ -246,28 +246,9 @@ def error_line(log: str) -> str:
 
 
 def peak_memory_gib(rec: dict[str, Any]) -> float | None:
-    """A peak-memory number from a trainer metrics record, if it logs one (any numeric leaf whose path has
-    `mem` and `peak` or `max`), in GiB by its unit suffix (gib/gb/mib/mb/bytes; none: bytes)."""
-    best = None
-
-    def walk(d: dict[str, Any], path: str) -> None:
-        nonlocal best
-        for k, v in d.items():
-            p = f"{path}/{k}".lower()
-            if isinstance(v, dict):
-                walk(v, p)
-            elif (
-                isinstance(v, int | float)
-                and not isinstance(v, bool)
-                and "mem" in p
-                and ("peak" in p or "max" in p)
-            ):
-                scale = (1.0 if p.endswith(("gib", "gb")) else 1 / 1024 if p.endswith(("mib", "mb"))
-                         else 1 / 2**30)  # fmt: skip
-                best = max(best or 0.0, v * scale)
-
-    walk(rec, "")
-    return best
+    """The trainer's `peak_memory_gib` of a metrics record (logged on CUDA: max_memory_allocated), else None."""
+    v = rec.get("peak_memory_gib")
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 def run_trainer_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Path) -> dict[str, Any]:
