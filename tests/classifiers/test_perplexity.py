@@ -440,15 +440,17 @@ def test_compiled_program_scores_like_the_exported_one(random_lm, web_pages, wik
 
 
 @pytest.mark.slow
-def test_a_compile_that_fails_falls_back_to_the_exported_program(random_lm, web_pages, caplog, monkeypatch):
+def test_a_compile_that_fails_falls_back_to_the_exported_program(random_lm, web_pages, caplog):
     """A machine whose C++ compiler is missing (inductor pointed at a path that does not exist, its
     graph cache off so nothing compiled earlier is reused): the scorer logs why and scores with the
     exported program, the same numbers as without the option."""
     import torch._inductor.config as inductor
 
-    monkeypatch.setattr(inductor.cpp, "cxx", ("/nonexistent/c++",))
-    monkeypatch.setattr(inductor, "fx_graph_cache", False)
-    with caplog.at_level("WARNING", logger="classifiers.perplexity"):
+    # inductor's own patch(), not monkeypatch: pytest 9 undoes a module attribute that was not in the
+    # module's __dict__ by deleting it, and torch's config module then hides that key for the rest of the
+    # session (a later compile fails with "fx_graph_cache does not exist")
+    no_compiler = inductor.patch({"cpp.cxx": ("/nonexistent/c++",), "fx_graph_cache": False})
+    with no_compiler, caplog.at_level("WARNING", logger="classifiers.perplexity"):
         sc = _scorer(random_lm, compile=True)
     assert sc.program is sc.eager_program
     assert "perplexity.compile: compiling" in caplog.text and "failed" in caplog.text
