@@ -3,26 +3,15 @@ quality floor for our extractor on 20 real pages of the article-extraction bench
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.shared_data import REPO_ROOT
-
-_PATH = REPO_ROOT / "bench" / "extraction_quality.py"
+from tests.support.bench import load_bench
 
 
 def _load():
-    name = "bench_extraction_quality"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, _PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("extraction_quality")
 
 
 eq = _load()

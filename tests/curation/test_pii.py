@@ -4,7 +4,6 @@ and recall/precision on Presidio's labelled synthetic sentences (shared data).""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import ipaddress
 import json
 import pickle
@@ -12,7 +11,6 @@ import random
 import re
 import re._constants as sre_constants
 import re._parser as sre_parser
-import sys
 from collections.abc import Callable
 from types import ModuleType
 
@@ -35,7 +33,8 @@ from curation.pii import (
     luhn_valid,
     scrub,
 )
-from tests.support.shared_data import REPO_ROOT, shared_data_dir
+from tests.support.bench import load_bench
+from tests.support.shared_data import shared_data_dir
 
 
 def found(text: str, config: PiiConfig | None = None) -> list[tuple[str, str]]:
@@ -952,13 +951,7 @@ def test_time_budget_is_generic_for_document_stages(monkeypatch: pytest.MonkeyPa
 
 
 def _load_bench() -> ModuleType:
-    path = REPO_ROOT / "bench" / "pii_recall.py"
-    spec = importlib.util.spec_from_file_location("pii_recall_bench", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("pii_recall")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ the row names and error lines the table shows.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +20,8 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.support.bench import load_bench
+
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "train_throughput.py"
 SEQ, BATCH, STEPS, WARMUP = 64, 8, 16, 4
@@ -28,11 +29,7 @@ SOURCE_TOKENS = 5_000  # the run trains on 16 x 8 x 64 = 8,192 tokens: the shard
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_train_throughput", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("train_throughput")
 
 
 @pytest.fixture(scope="module")
