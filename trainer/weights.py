@@ -1,4 +1,4 @@
-"""Consolidated weights out of ZeRO-3 checkpoints: export one, or average the last K (Llama 3's anneal practice).
+"""Consolidated weights out of the trainer's checkpoints: export one, or average the last K (Llama 3's anneal practice).
 
     python -m trainer.weights export  --checkpoints out/run/ckpt [--tag step_00000300] --output model.safetensors
     python -m trainer.weights average --checkpoints out/run/ckpt --last 3 --output avg.safetensors
@@ -8,6 +8,11 @@ ZeRO-3 shards each fp32 master parameter across ranks (zero_pp_rank_<r>_…_opti
 the model config in the metadata, so `load_model(path)` rebuilds the exact module. A tied LM head is stored
 once (safetensors refuses aliased tensors) and re-tied on load. Only checkpoints that verify (COMPLETE.json,
 sizes and sha256) are read, and none of their files can run code when loaded (trainer/checkpoint.py).
+
+A ZeRO stage-0 checkpoint (what `deepspeed.zero_stage: auto` picks for a model that fits, e.g. train-lm's
+reference LM) has no shards: zero_to_fp32 cannot read it (it finds no partitioned parameters), and it
+needs none, as its mp_rank_00_model_states.pt holds the whole module, whose parameters are the fp32 master
+weights at stage 0 (bf16 runs keep fp32 weights under autocast: trainer/config.py).
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ import torch
 
 from trainer import checkpoint as ckpt
 
+# DeepSpeed's file of the whole module (model-parallel rank 0): all a stage-0 checkpoint has of the weights
+STAGE0_MODEL_STATES = "mp_rank_00_model_states.pt"
+
 
 def consolidated(root: Path, tag: str) -> tuple[dict[str, torch.Tensor], dict]:
     """fp32 full state dict of checkpoint root/tag and its model config (as a dict)."""
@@ -35,7 +43,10 @@ def consolidated(root: Path, tag: str) -> tuple[dict[str, torch.Tensor], dict]:
     st = ckpt.read_trainer_state(root / tag, 0)  # first: a refused file stops before DeepSpeed reads any
     ckpt.check_deepspeed_files(root / tag)
     with ckpt.safe_torch_load():  # zero_to_fp32 calls torch.load(weights_only=False): forced weights-only
-        sd = get_fp32_state_dict_from_zero_checkpoint(str(root), tag=tag)
+        if st.get("zero_stage", st["config"]["deepspeed"]["zero_stage"]) == 0:
+            sd = torch.load(root / tag / STAGE0_MODEL_STATES, map_location="cpu")["module"]
+        else:
+            sd = get_fp32_state_dict_from_zero_checkpoint(str(root), tag=tag)
     mcfg = st["model_config"]
     sd = {k: v.detach().to(torch.float32).contiguous() for k, v in sd.items()}
     if mcfg.get("tie_embeddings", True):

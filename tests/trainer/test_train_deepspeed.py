@@ -113,6 +113,23 @@ def heldout_rows(root: Path) -> dict[str, np.ndarray]:
     return MixtureSampler(Recipe.load(root / "recipe.yaml"), SEQ + 1, heldout_sequences=HELDOUT).heldout()
 
 
+def heldout_losses(root: Path, model) -> dict[str, float]:
+    """Per source, the mean cross-entropy of `model` on its held-out rows: plain cross-entropy on full
+    logits, all rows of a source in one batch, each document attended alone (as the trainer's eval)."""
+    from trainer.model import document_ids_from_eod
+
+    manifest = root / "tokens" / "shards" / "web" / "manifest.json"
+    eod = json.loads(manifest.read_text())["tokenizer"]["eod_id"]
+    out = {}
+    with torch.no_grad():
+        for src, rows in heldout_rows(root).items():
+            x = torch.from_numpy(rows)
+            inp, tgt = x[:, :-1], x[:, 1:]
+            logits = model(inp, doc_ids=document_ids_from_eod(inp, eod))  # (HELDOUT, SEQ, V)
+            out[src] = float(torch.nn.functional.cross_entropy(logits.flatten(0, 1).double(), tgt.flatten()))
+    return out
+
+
 def step_records(log_dir: Path) -> dict[int, dict]:
     """Last record of each step (a resumed run repeats the steps after its checkpoint)."""
     out = {}
@@ -376,19 +393,9 @@ def test_export_and_average_load_into_the_model(setup):
     # the held-out loss of step 30, recomputed from the exported weights with plain cross-entropy on full
     # logits, all rows of a source in one batch (the trainer: fused loss path, 2 ranks, batches of 2 rows).
     # Only summation order differs: ~1e-7 relative in fp32; 1e-5 is a hundred times that.
-    from trainer.model import document_ids_from_eod
-
-    eod = json.loads((root / "tokens" / "shards" / "web" / "manifest.json").read_text())["tokenizer"][
-        "eod_id"
-    ]
     ev = eval_records(run_a)[30]
-    with torch.no_grad():
-        for src, rows in heldout_rows(root).items():
-            x = torch.from_numpy(rows)
-            inp, tgt = x[:, :-1], x[:, 1:]
-            logits = model(inp, doc_ids=document_ids_from_eod(inp, eod))  # (HELDOUT, SEQ, V)
-            ref = torch.nn.functional.cross_entropy(logits.flatten(0, 1).double(), tgt.flatten())
-            assert ev[src] == pytest.approx(float(ref), rel=1e-5), src
+    for src, loss in heldout_losses(root, model).items():
+        assert ev[src] == pytest.approx(loss, rel=1e-5), src
     # average of the last 2 = (w25 + w30) / 2 computed from two single exports
     avg = root / "avg.safetensors"
     _cli("average", "--checkpoints", str(run_a / "ckpt"), "--last", "2", "--output", str(avg))
@@ -451,7 +458,8 @@ def test_zero_stage_auto_picks_0_which_trains_like_zero3_and_resumes_at_another_
     inside engine.step() (Trainer._clip_stage0); tolerance as test_one_rank_and_two_ranks_agree (fp32,
     summation order only). Z's step-5 checkpoint continues on 1 rank (a stage-0 checkpoint holds the
     full state on every rank: no universal conversion) with Z's losses; resuming it as ZeRO-3 is refused
-    by name (DeepSpeed loads a checkpoint only into the stage that wrote it)."""
+    by name (DeepSpeed loads a checkpoint only into the stage that wrote it). Z's step-5 checkpoint exports
+    (trainer.weights) to A's step-5 model."""
     root, cfg_path, run_a = setup
     run_z = root / "z0"
     common = ["deepspeed.zero_stage=auto", "schedule.steps=10", "checkpoint.every=5", "checkpoint.save_final=false",
@@ -464,6 +472,21 @@ def test_zero_stage_auto_picks_0_which_trains_like_zero3_and_resumes_at_another_
         assert z[s]["indices"] == a[s]["indices"], s
         assert z[s]["loss"] == pytest.approx(a[s]["loss"], rel=1e-4), s
         assert z[s]["grad_norm"] == pytest.approx(a[s]["grad_norm"], rel=1e-4), s
+
+    # a stage-0 checkpoint exports (no ZeRO shards: trainer/weights.py reads the module states) to A's model
+    # of step 5: same held-out losses as A's step-5 export (ZeRO-3) up to the summation order of 5 steps'
+    # gradients, as the losses above (1e-4).
+    from trainer.weights import load_model
+
+    for run in (run_a, run_z):
+        _cli("export", "--checkpoints", str(run / "ckpt"), "--tag", "step_00000005",
+             "--output", str(root / f"{run.name}-5.safetensors"))  # fmt: skip
+    za, zz = (
+        heldout_losses(root, load_model(root / f"{r.name}-5.safetensors").eval()) for r in (run_a, run_z)
+    )
+    assert za.keys() == zz.keys() and za
+    for src in za:
+        assert zz[src] == pytest.approx(za[src], rel=1e-4), src
 
     run_z1 = root / "z0-1rank"
     shutil.copytree(run_z / "ckpt" / "step_00000005", run_z1 / "ckpt" / "step_00000005")
