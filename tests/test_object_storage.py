@@ -240,6 +240,10 @@ def test_server_stopped_mid_job_then_rerun_completes(s3_server, local_chain, war
             "--master",
             "local[1]",
             "--no-progress",
+            # one download attempt: the units after the stop fail at once instead of after two more tries
+            # and their back-off (99 -> 42 s for this test); retrying is test_inputs.py's subject
+            "--set",
+            "reader.download_retries=1",
         ]
         first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
         stopped.set()

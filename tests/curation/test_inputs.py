@@ -71,3 +71,34 @@ def test_remote_missing_raises_after_retries(http_server):
         local_copy(f"{http_server}/nope.warc.gz", retries=1),
     ):
         pass
+
+
+def test_a_failed_download_is_retried_and_the_copy_is_whole(warc_dir, caplog):
+    """The server answers the first GET with 503, then serves the file: the second attempt's copy is
+    byte-equal to the file, and the failed first attempt is logged with its number."""
+    name = "cc-main-2020-34-sample.warc.gz"
+    gets: list[str] = []
+
+    class Flaky(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self):
+            gets.append(self.path)
+            if len(gets) == 1:
+                self.send_error(503, "try again")
+                return
+            super().do_GET()
+
+        def log_message(self, *args, **kwargs):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Flaky, directory=str(warc_dir)))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with (
+            caplog.at_level("WARNING", logger="curation.inputs"),
+            local_copy(f"http://127.0.0.1:{srv.server_address[1]}/{name}", retries=2) as path,
+        ):
+            data = Path(path).read_bytes()
+    finally:
+        srv.shutdown()
+    assert data == (warc_dir / name).read_bytes()
+    assert len(gets) >= 2 and "(attempt 1/2)" in caplog.text
