@@ -56,7 +56,9 @@ four of 16 (flash attention 21 -> 14 ms per 16 x 512 batch and layer) trains to 
 byte against 2.32 (train-lm's defaults otherwise); the program's linears in bf16 (inputs and weights,
 fp32 out: 9.4e-4 relative, Spearman 0.999996) save 0.31 s of the compiled program's 1.58 s and nothing
 uncompiled; a one-pass normaliser sum(exp(l - l[target])) compiled by inductor runs 1.8 µs per position
-against 2.5 for softmax + gather (exp-bound: ~0.45 ns per logit), and a polynomial exp2 is slower.
+against 2.5 for softmax + gather (exp-bound: ~0.45 ns per logit), and a polynomial exp2 is slower;
+inductor's `freezing` (weights as constants, prepacked oneDNN linears) +5%, with its C++ GEMM
+templates (max_autotune, CPP backend) +7%, over the compiled program.
 
 The peer is cc_net's KenLM 5-gram scorer. It is not measured here: `kenlm==0.3.0` is an sdist whose
 wheel holds only the query module; a model must be built with KenLM's `lmplz` binary (not in the
