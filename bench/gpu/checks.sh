@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issue 14's GPU checks in one command on the lent GPU machine, with the wheels of bench/gpu/wheels.sh:
+#
+#     device run, carry [".whl"]:  bash bench/gpu/checks.sh [tests|kernels|124m|1b|vocab|all]  (default all)
+#
+# Installs the carried wheels into /tmp/site (pip --target: the machine's own torch and Triton stay), then
+# runs, each part's output in $OUT/<part>.log (what comes back from the machine):
+#   tests    the trainer tests that need neither ../shared nor Spark (kernels, model, backend, the kernels
+#            bench's smoke test, trainer units, ZeRO planning, checkpoint safety), CUDA cases included;
+#   kernels  bench/kernels.py (ours vs eager, torch.compile and Liger at the 124m / 1b / 8b shapes);
+#   124m     bench/train_throughput.py --model 124m --data synthetic --steps 120 (every row + the ceiling);
+#   1b       --model 1b --steps 60 --rows z3,z1,z0,ceiling;
+#   vocab    --model 124m --vocab 50304 --rows default,ceiling.
+# ~25 minutes for `all` on an H100: more than one call's 10-minute limit, so run the parts in separate
+# calls (tests+kernels, 124m, 1b+vocab). Each part goes on when another fails; the exit status is the
+# number of parts that failed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/gpu-checks}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "installing .whl/ failed: run bench/gpu/wheels.sh here and carry .whl" >&2; exit 100; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+nvidia-smi -L > "$OUT/device.log" 2>&1
+python3 -c "import torch, triton, deepspeed; print(torch.__version__, triton.__version__, deepspeed.__version__, torch.cuda.get_device_name())" >> "$OUT/device.log" 2>&1
+cat "$OUT/device.log"
+failed=0
+part() {  # name, command...: runs it, its output in $OUT/name.log and its last lines here
+    local name=$1; shift
+    echo "==> $name: $*"
+    "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    tail -n 40 "$OUT/$name.log"
+    echo "==> $name: exit $rc"
+    [ $rc -eq 0 ] || failed=$((failed + 1))
+}
+want() { [ "${1:-all}" = all ] || [ "${1:-all}" = "$2" ]; }
+sel=${1:-all}
+want "$sel" tests && part tests python3 -m pytest -q -p no:cacheprovider -rs \
+    tests/trainer/test_kernels.py tests/trainer/test_model.py tests/trainer/test_backend.py \
+    tests/trainer/test_bench_kernels.py tests/trainer/test_train_units.py tests/trainer/test_train_zero.py \
+    tests/trainer/test_checkpoint_safety.py
+want "$sel" kernels && part kernels python3 bench/kernels.py
+want "$sel" 124m && part train-124m python3 bench/train_throughput.py --model 124m --data synthetic --steps 120
+want "$sel" 1b && part train-1b python3 bench/train_throughput.py --model 1b --data synthetic --steps 60 \
+    --rows z3,z1,z0,ceiling
+want "$sel" vocab && part train-124m-v50304 python3 bench/train_throughput.py --model 124m --data synthetic \
+    --vocab 50304 --steps 120 --rows default,ceiling
+exit $failed
