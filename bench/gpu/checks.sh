@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Issue 14's GPU checks in one command on the lent GPU machine, with the wheels of bench/gpu/wheels.sh:
 #
-#     device run, carry [".whl"]:  bash bench/gpu/checks.sh [tests|kernels|124m|1b|vocab|all]  (default all)
+#     device run, carry [".whl"]:  bash bench/gpu/checks.sh [tests|kernels|124m|124m-more|1b|vocab|all]
 #
 # Installs the carried wheels into /tmp/site (pip --target: the machine's own torch and Triton stay), then
 # runs, each part's output in $OUT/<part>.log (what comes back from the machine):
 #   tests    the trainer tests that need neither ../shared nor Spark (kernels, model, backend, the kernels
 #            bench's smoke test, trainer units, ZeRO planning, checkpoint safety), CUDA cases included;
 #   kernels  bench/kernels.py (ours vs eager, torch.compile and Liger at the 124m / 1b / 8b shapes);
-#   124m     bench/train_throughput.py --model 124m --data synthetic --steps 120 (every row + the ceiling);
-#   1b       --model 1b --steps 60 --rows z3,z1,z0,ceiling;
-#   vocab    --model 124m --vocab 50304 --rows default,ceiling.
-# ~25 minutes for `all` on an H100: more than one call's 10-minute limit, so run the parts in separate
-# calls (tests+kernels, 124m, 1b+vocab). Each part goes on when another fails; the exit status is the
-# number of parts that failed.
+#   124m       bench/train_throughput.py --model 124m --data synthetic --steps 120, the rows the targets
+#              name: default, z3, z1, z0 and the ceiling;
+#   124m-more  the same with the other rows (z2, reference ops, eager) and the ceiling again;
+#   1b         --model 1b --steps 60 --rows z3,z1,z0,ceiling;
+#   vocab      --model 124m --vocab 50304 --rows default,ceiling.
+# Every row starts the launcher and compiles (~0.5-1 min before its steps), so all ten rows of the bench
+# take ~15 minutes, more than one device call's 10-minute limit: run one part per call (the default `all`
+# only where no such limit applies). A part goes on when another fails; the exit status is the number
+# of parts that failed (100: the wheels did not install).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/gpu-checks}
@@ -41,7 +44,10 @@ want "$sel" tests && part tests python3 -m pytest -q -p no:cacheprovider -rs \
     tests/trainer/test_bench_kernels.py tests/trainer/test_train_units.py tests/trainer/test_train_zero.py \
     tests/trainer/test_checkpoint_safety.py
 want "$sel" kernels && part kernels python3 bench/kernels.py
-want "$sel" 124m && part train-124m python3 bench/train_throughput.py --model 124m --data synthetic --steps 120
+want "$sel" 124m && part train-124m python3 bench/train_throughput.py --model 124m --data synthetic --steps 120 \
+    --rows default,z3,z1,z0,ceiling
+want "$sel" 124m-more && part train-124m-more python3 bench/train_throughput.py --model 124m --data synthetic \
+    --steps 120 --rows z2,z1-ref,z1-eager,z1-ref-eager,ceiling-eager,ceiling
 want "$sel" 1b && part train-1b python3 bench/train_throughput.py --model 1b --data synthetic --steps 60 \
     --rows z3,z1,z0,ceiling
 want "$sel" vocab && part train-124m-v50304 python3 bench/train_throughput.py --model 124m --data synthetic \
