@@ -256,7 +256,7 @@ def run_trainer_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Pat
     shutil.rmtree(out, ignore_errors=True)  # a kept folder of an earlier run: metrics.jsonl is appended to
     out.mkdir()
     # the launcher's module, not the `deepspeed` script beside the interpreter: on a GPU machine the wheels
-    # may be installed elsewhere (pip --target: bench/gpu_checks.sh), where the script is not there
+    # may be installed elsewhere (pip --target: bench/gpu/checks.sh), where the script is not there
     cmd = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", str(a.gpus),
            "--master_port", str(_free_port()), "trainer/train.py", "--config", a.config,
            *a.overrides, *common, f"logging.dir={out}", *row.overrides()]  # fmt: skip

@@ -218,6 +218,13 @@ def read_trainer_state(ckpt: Path, rank: int = 0) -> dict[str, Any]:
     return st
 
 
+def saved_zero_stage(state: dict[str, Any]) -> int:
+    """The ZeRO stage a checkpoint was written under, from its trainer state: the resolved stage it records
+    (deepspeed.zero_stage may say auto), or for checkpoints from before that key their config's stage, a
+    number then."""
+    return state.get("zero_stage", state["config"]["deepspeed"]["zero_stage"])
+
+
 def load_trainer_state(ckpt: Path, rank: int, world: int) -> dict[str, Any]:
     """This rank's trainer state, also from a checkpoint written by another number of ranks.
 

@@ -363,9 +363,8 @@ class Trainer:
         st = ckpt.load_trainer_state(path, self.rank, self.world)  # first: plain JSON
         ckpt.check_deepspeed_files(path)  # a refused file is named here, before DeepSpeed reads any
         # DeepSpeed loads a checkpoint only into the ZeRO stage that wrote it; with zero_stage=auto another
-        # device or world size can resolve another stage. Checkpoints from before the key: their config's
-        # stage, a number then.
-        saved_stage = st.get("zero_stage", st["config"]["deepspeed"]["zero_stage"])
+        # device or world size can resolve another stage
+        saved_stage = ckpt.saved_zero_stage(st)
         if saved_stage != self.zero_stage:
             raise ckpt.CheckpointError(
                 f"{path} was written under ZeRO stage {saved_stage}, this run resolved stage "

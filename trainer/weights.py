@@ -43,7 +43,7 @@ def consolidated(root: Path, tag: str) -> tuple[dict[str, torch.Tensor], dict]:
     st = ckpt.read_trainer_state(root / tag, 0)  # first: a refused file stops before DeepSpeed reads any
     ckpt.check_deepspeed_files(root / tag)
     with ckpt.safe_torch_load():  # zero_to_fp32 calls torch.load(weights_only=False): forced weights-only
-        if st.get("zero_stage", st["config"]["deepspeed"]["zero_stage"]) == 0:
+        if ckpt.saved_zero_stage(st) == 0:
             sd = torch.load(root / tag / STAGE0_MODEL_STATES, map_location="cpu")["module"]
         else:
             sd = get_fp32_state_dict_from_zero_checkpoint(str(root), tag=tag)
