@@ -21,6 +21,7 @@ process must be seen at once, and S3 is read-after-write consistent.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import hashlib
 import os
@@ -59,53 +60,63 @@ def join(root: str | Path, *parts: str) -> str:
     return out
 
 
-class Store:
-    """What the output layer needs of a storage: whole-object I/O, listing, and `publish`."""
+class Store(abc.ABC):
+    """What the output layer needs of a storage: whole-object I/O, listing, and `publish`. An interface:
+    LocalStore and ObjectStore implement every method (a store missing one cannot be made)."""
 
-    def exists(self, path: str) -> bool:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def exists(self, path: str) -> bool: ...
 
-    def read_bytes(self, path: str) -> bytes:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def read_bytes(self, path: str) -> bytes: ...
 
+    @abc.abstractmethod
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write `path` whole: a reader sees the old content or the new one, never a part."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def publish(self, local_tmp: Path, path: str) -> None:
         """Move a finished local file to its final name `path` (whole or not at all)."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def upload(self, local: Path, path: str) -> None:
         """Copy a local file to `path` whole (the local file stays)."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def list(self, path: str, suffix: str = "", recursive: bool = False) -> list[str]:
         """Files under folder `path` ending in `suffix`, sorted, as full paths (same form as `path`)."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def list_dirs(self, path: str) -> list[str]:
         """Names (not paths) of the folders (key prefixes) directly under `path`, sorted."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def sizes(self, path: str) -> dict[str, int]:
         """Every file under folder `path` (recursively) as relative name -> size in bytes."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def download(self, path: str, local: Path) -> None:
         """Copy `path` to the local file `local` (made whole, or an error)."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def delete(self, path: str) -> None:
         """Remove a file; a missing one is not an error."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def delete_tree(self, path: str) -> None:
         """Remove a folder (prefix) and everything under it; a missing one is not an error."""
-        raise NotImplementedError
+        ...
 
-    def makedirs(self, path: str) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def makedirs(self, path: str) -> None: ...
 
 
 class LocalStore(Store):
