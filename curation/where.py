@@ -23,6 +23,11 @@ backslash escapes %, _ or a backslash and nothing else (pyarrow and Spark disagr
 column is cast to the column's type (`fetch_time >= '2024-05-20'` reads as a UTC timestamp). NULL
 compares as in SQL: a row where the condition is null is not selected. Functions (lower(), substr())
 are not supported: the error says so.
+
+Limits, so that a condition cannot exhaust the driver (a --where of 1,000 ORs or 5,000 nested
+parentheses used to end in a RecursionError): at most MAX_LENGTH characters, MAX_TERMS predicates
+and MAX_NESTING levels of parentheses and NOTs. A chain of ANDs or ORs becomes a balanced tree, so
+its depth grows with the logarithm of its length, in both engines' expressions.
 """
 
 from __future__ import annotations
@@ -50,6 +55,13 @@ _TOKEN_RE = re.compile(
     re.VERBOSE,
 )
 _KEYWORDS = {"AND", "OR", "NOT", "IN", "LIKE", "BETWEEN", "IS", "NULL", "TRUE", "FALSE"}
+
+MAX_LENGTH = 1_000_000
+"""Longest --where text, in characters."""
+MAX_TERMS = 10_000
+"""Most predicates (comparisons, IN, LIKE, ...) in one condition; an IN list counts once."""
+MAX_NESTING = 64
+"""Deepest nesting of parentheses and NOTs."""
 
 
 @dataclass(frozen=True)
@@ -112,9 +124,13 @@ def _tokens(text: str) -> list[_Tok]:
 class _Parser:
     def __init__(self, text: str, schema: pa.Schema) -> None:
         self.text, self.schema = text, schema
+        if len(text) > MAX_LENGTH:
+            raise InputError(f"--where is {len(text):,} characters long; the limit is {MAX_LENGTH:,}")
         self.toks = _tokens(text)
         self.i = 0
         self.columns: set[str] = set()
+        self.terms = 0
+        self.nesting = 0
 
     # -- token helpers
     def peek(self) -> _Tok:
@@ -151,20 +167,42 @@ class _Parser:
         return self.boolean(expr)
 
     def or_(self):
-        left = self.and_()
+        items = [self.and_()]
         while self.accept("kw", "OR"):
-            left = _Node("or", (self.boolean(left), self.boolean(self.and_())))
-        return left
+            items.append(self.and_())
+        return self.chain("or", items)
 
     def and_(self):
-        left = self.not_()
+        items = [self.not_()]
         while self.accept("kw", "AND"):
-            left = _Node("and", (self.boolean(left), self.boolean(self.not_())))
-        return left
+            items.append(self.not_())
+        return self.chain("and", items)
+
+    def chain(self, op: str, items: list):
+        """`a op b op c ...` as a balanced tree (depth log2(n), not n: no engine recurses n deep)."""
+        if len(items) == 1:
+            return items[0]
+        nodes = [self.boolean(x) for x in items]
+        while len(nodes) > 1:
+            pairs = [_Node(op, (nodes[i], nodes[i + 1])) for i in range(0, len(nodes) - 1, 2)]
+            nodes = pairs + ([nodes[-1]] if len(nodes) % 2 else [])
+        return nodes[0]
+
+    def nest(self, tok: _Tok) -> None:
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise InputError(
+                f"--where: nested more than {MAX_NESTING} levels deep (parentheses and NOTs) at "
+                f"character {tok.pos + 1}; the limit is {MAX_NESTING}"
+            )
 
     def not_(self):
+        tok = self.peek()
         if self.accept("kw", "NOT"):
-            return _Node("not", (self.boolean(self.not_()),))
+            self.nest(tok)
+            node = _Node("not", (self.boolean(self.not_()),))
+            self.nesting -= 1
+            return node
         return self.predicate()
 
     def boolean(self, x):
@@ -178,6 +216,13 @@ class _Parser:
 
     def predicate(self):
         start = self.peek()
+        if not (start.kind == "op" and start.value == "("):  # a parenthesised condition is no predicate
+            self.terms += 1
+            if self.terms > MAX_TERMS:
+                raise InputError(
+                    f"--where has more than {MAX_TERMS:,} predicates (character {start.pos + 1}); "
+                    f"the limit is {MAX_TERMS:,}: use IN (...) for a list of values"
+                )
         left = self.operand()
         tok = self.peek()
         if tok.kind == "op" and tok.value in ("=", "!=", "<", "<=", ">", ">="):
@@ -209,8 +254,10 @@ class _Parser:
     def operand(self):
         tok = self.take()
         if tok.kind == "op" and tok.value == "(":
+            self.nest(tok)
             inner = self.or_()
             self.expect("op", ")")
+            self.nesting -= 1
             return inner
         if tok.kind == "id":
             if self.peek().kind == "op" and self.peek().value == "(":

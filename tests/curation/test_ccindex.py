@@ -133,6 +133,11 @@ def test_url_columns():
 
 # -- conditions --------------------------------------------------------------------------------
 
+# Matches no record 1,999 times, then what the BETWEEN matches.
+LONG_OR = " OR ".join(f"warc_record_offset = {-i - 1}" for i in range(1999)) + (
+    " OR warc_record_length BETWEEN 2000 AND 9000"
+)
+
 CONDITIONS = {
     "content_languages = 'eng'": lambda r: r["content_languages"] == "eng",
     "content_languages <> 'eng'": lambda r: r["content_languages"] not in (None, "eng"),
@@ -148,6 +153,11 @@ CONDITIONS = {
     "content_languages IS NULL": lambda r: r["content_languages"] is None,
     "fetch_time >= '2024-01-01'": lambda r: r["fetch_time"] >= datetime(2024, 1, 1, tzinfo=UTC),
     "\"url_host_name\" = 'www.iana.org'": lambda r: r["url_host_name"] == "www.iana.org",
+    # 2,000 ORs (a RecursionError before chains became balanced trees) and 62 nested levels
+    LONG_OR: lambda r: 2000 <= r["warc_record_length"] <= 9000,
+    "(" * 20 + "NOT (" * 21 + "fetch_status = 200" + ")" * 41: lambda r: (
+        r["fetch_status"] is not None and r["fetch_status"] != 200
+    ),
 }
 
 
@@ -176,6 +186,13 @@ def test_conditions_select_what_sql_selects(index, cond):
         ("content_languages = 'eng' garbage", "expected AND, OR"),
         ("1 = 1", "two literals"),
         ("fetch_status = 200 AND", "character 23"),
+        # limits, each named in the refusal (a RecursionError or an exhausted driver before)
+        ("(" * 5000 + "fetch_status = 200" + ")" * 5000, "nested more than 64 levels.*character 65"),
+        ("NOT " * 65 + "fetch_status = 200", "nested more than 64 levels"),
+        ("NOT (" * 33 + "fetch_status = 200" + ")" * 33, "nested more than 64 levels"),
+        (" OR ".join(["fetch_status = 200"] * 10_001), "more than 10,000 predicates"),
+        (" AND ".join(["(fetch_status = 200 OR url = 'x')"] * 5_001), "more than 10,000 predicates"),
+        ("url = '" + "x" * 1_000_000 + "'", "the limit is 1,000,000"),
     ],
 )
 def test_bad_conditions_are_refused(index, cond, message):
