@@ -3,6 +3,14 @@
 `get_spark` gives the embedded `local[*]` master by default, spark-submit's master when the driver
 was started by spark-submit, or the `--master` a user named. Nothing else in the project builds a
 SparkSession, so every job behaves the same on a laptop and on a cluster.
+
+Who can reach the driver: an embedded (local) Spark is a private engine, so it listens on the
+loopback interface only (driver RPC, BlockManager, and the web UI, which is off unless asked for
+with `--spark-conf spark.ui.enabled=true`). Spark's defaults listen on every interface with no
+authentication: anyone on the network could fetch blocks or submit work to the driver. On a
+cluster (spark://, YARN, Kubernetes) the driver must be reachable from the executors, so nothing is
+bound to loopback; there `spark.authenticate` with a shared secret is the guard (docker-compose.yml
+requires one), and a driver started without it is warned about.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ __all__ = [
     "check_master",
     "configure_worker_logging",
     "get_spark",
+    "is_local_master",
     "parse_spark_conf",
     "under_spark_submit",
 ]
@@ -62,11 +71,27 @@ def check_master(master: str | None) -> None:
         )
 
 
+# What an embedded Spark sets unless the user's --spark-conf says otherwise (see the docstring).
+LOCAL_ONLY_CONF = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+}
+
+
+def is_local_master(master: str | None) -> bool:
+    """True when the session's JVM and executors all run on this machine (local[...], local-cluster)."""
+    if master is None:
+        return not under_spark_submit()
+    return master.startswith("local")
+
+
 def get_spark(master: str | None, app_name: str, conf: dict[str, str] | None = None):
     """SparkSession: `master` if given, else spark-submit's, else the embedded local[*]."""
     from pyspark.sql import SparkSession
 
     check_master(master)
+    conf = dict(conf or {})
     # Executors' Python must be this interpreter (the venv with the project installed) unless
     # the user chose one.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -75,9 +100,21 @@ def get_spark(master: str | None, app_name: str, conf: dict[str, str] | None = N
         builder = builder.master(master)
     elif not under_spark_submit():
         builder = builder.master("local[*]")
+    if is_local_master(master):
+        # SPARK_LOCAL_IP is what the UI and the BlockManager bind to (the driver.* keys cover the RPC).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        conf = {**LOCAL_ONLY_CONF, **conf}
+    elif conf.get("spark.authenticate", "").lower() != "true" and "spark.authenticate=true" not in (
+        os.environ.get("SPARK_SUBMIT_OPTS", "") + os.environ.get("SPARK_DAEMON_JAVA_OPTS", "")
+    ):
+        logging.getLogger(__name__).warning(
+            "Spark master %s: spark.authenticate is not set here; unless the cluster sets it, anyone who "
+            "can reach the driver's and executors' ports can run code on them (see README, cluster)",
+            master or "(spark-submit's)",
+        )
     # Our own progress line replaces Spark's console bar (which interleaves with logs).
     builder = builder.config("spark.ui.showConsoleProgress", "false")
-    for k, v in (conf or {}).items():
+    for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("REFINERY_SPARK_LOG_LEVEL", "WARN"))
