@@ -2,7 +2,8 @@
 
 Every job's config (extract, dedup, score, train-quality, tokenizer, recipes, the trainer) is a
 `ConfigModel`: a frozen pydantic v2 model that refuses unknown keys. `load_config(cls, path,
-overrides)` reads the YAML file with `yaml.safe_load`, applies `section.key=value` overrides (each
+overrides)` reads the YAML file with `core.safe_yaml` (safe types, no duplicate keys,
+bounded size, depth and aliases), applies `section.key=value` overrides (each
 value parsed as a YAML scalar, so it gets the type the file would give it), validates, and raises
 one `ConfigError` whose message names the file and the dotted key:
 
@@ -31,10 +32,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Self
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from core.errors import ConfigError
+from core.safe_yaml import load_yaml, read_yaml_file
 
 __all__ = [
     "ConfigError",
@@ -206,16 +207,13 @@ def build_config(cls: type[T], data: Any, source: str = "<dict>") -> T:
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
-    """The top-level mapping of a YAML config file (empty file: {}); ConfigError names the file."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config file not found: {p}")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    """The top-level mapping of a YAML config file (empty file: {}); ConfigError names the file.
+
+    Read by core.safe_yaml: UTF-8 only, duplicate keys refused, size, depth and aliases bounded.
+    """
+    data = read_yaml_file(path) or {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{p}: top level must be a mapping, got {type(data).__name__}")
+        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
     return data
 
 
@@ -228,11 +226,8 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
         parts = dotted.split(".")
         if not sep or not dotted or not all(parts):
             raise ConfigError(f"override {ov!r}: expected section.key=value")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError as e:
-            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-            raise ConfigError(f"override {ov!r}: the value is not valid YAML ({problem})") from None
+        shown = ov if len(ov) <= 80 else ov[:80] + "…"
+        value = load_yaml(raw, f"override {shown!r}") if raw.strip() else ""
         cur = out
         for i, p in enumerate(parts[:-1]):
             nxt = cur.setdefault(p, {})

@@ -33,6 +33,7 @@ import importlib
 import inspect
 import logging
 import time
+import typing
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -195,21 +196,51 @@ def resolve_stage(kind: str, spec: str, key: str) -> type:
 
 
 def check_arguments(cls: type, kwargs: dict[str, Any], key: str) -> None:
-    """Refuse arguments the class does not take, naming the config key (before any work starts)."""
+    """Refuse arguments the class does not take, or of a type its annotations refuse, naming the config key.
+
+    Checked before any work starts, so `stop_words: [[a, b]]` says "stop_words[0] must be a string"
+    instead of the constructor's own "unhashable type: 'list'".
+    """
     try:
         sig = inspect.signature(cls.__init__)
     except (TypeError, ValueError):
         return
     params = {n: p for n, p in sig.parameters.items() if n != "self"}
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        allowed = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        for arg in kwargs:
+            if arg not in allowed:
+                raise ConfigError(
+                    f"{key}.{arg} is not an argument of {cls.__module__}.{cls.__qualname__}; "
+                    f"allowed: {', '.join(sorted(allowed)) or 'none'}"
+                )
+    _check_argument_types(cls, kwargs, key)
+
+
+def _check_argument_types(cls: type, kwargs: dict[str, Any], key: str) -> None:
+    """Validate each argument against the constructor's annotation (pydantic's lax rules)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # unresolvable annotations (a third-party class): nothing to check against
         return
-    allowed = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    for arg in kwargs:
-        if arg not in allowed:
+    for arg, value in kwargs.items():
+        hint = hints.get(arg)
+        if hint is None or hint is Any:
+            continue
+        try:
+            adapter = TypeAdapter(hint)
+        except Exception:  # an annotation pydantic cannot check (a protocol, a callable): skip it
+            continue
+        try:
+            adapter.validate_python(value)
+        except ValidationError as e:
+            err = e.errors(include_url=False)[0]
+            where = "".join(f"[{p}]" for p in err["loc"] if isinstance(p, int))
             raise ConfigError(
-                f"{key}.{arg} is not an argument of {cls.__module__}.{cls.__qualname__}; "
-                f"allowed: {', '.join(sorted(allowed)) or 'none'}"
-            )
+                f"{key}.{arg}{where}: {err['msg'][0].lower()}{err['msg'][1:]}, got {err.get('input')!r:.80}"
+            ) from None
 
 
 def build_stage(kind: str, spec: str, kwargs: dict[str, Any], key: str, name: str = "") -> DocumentStage:

@@ -493,6 +493,7 @@ def _check_datatrove_args(key: str, cls_name: str, kwargs: dict[str, Any]) -> No
 def _check_own_block(key: str, kwargs: dict[str, Any]) -> None:
     """Build our block once, so a value it refuses (a language, a type) fails before Spark starts."""
     cls = resolve_stage("filter", key, f"filters.{key}")
+    check_arguments(cls, kwargs, f"filters.{key}")
     try:
         cls(**kwargs)
     except ConfigError:

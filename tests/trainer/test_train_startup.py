@@ -65,7 +65,7 @@ def _recipe_without_manifest(tmp_path: Path) -> Path:
         (None, r"config error: data.recipe: .*sources\.web\.shards: no manifest\.json in .*shards/web"),
         ("checkpoint.keep=0", r"checkpoint\.keep must be >= 1, got 0"),  # not reported as checkpoint.every
         ("optimizer.lr=.inf", r"optimizer\.lr must be a finite number, got inf"),
-        ("optimizer.lr=[1", r"override 'optimizer\.lr=\[1': the value is not valid YAML"),
+        ("optimizer.lr=[1", r"override 'optimizer\.lr=\[1': not valid YAML"),
     ],
 )
 def test_refused_before_the_process_group(tmp_path, capsys, no_process_group, override, message):
