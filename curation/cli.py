@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--input",
         nargs="+",
         metavar="PATH_OR_GLOB",
-        help="local paths or globs, s3:// or https:// URLs, or a Common Crawl warc.paths(.gz) listing",
+        help="local paths or globs, s3:// or https:// URLs, or a Common Crawl warc.paths(.gz) listing "
+        "(a remote listing's lines must lie under cc_base_url; a local one may name any path)",
     )
     source.add_argument(
         "--index",
@@ -48,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--warc-base",
         metavar="URL_OR_PREFIX",
         help="with --index: where warc_filename lives: https://data.commoncrawl.org/, s3://commoncrawl/, "
-        "an http:// server, or a local folder",
+        "an http:// server, or a local folder; a warc_filename that does not resolve under it (.., an "
+        "absolute path, another scheme, host or bucket, a link out of the folder) is refused",
     )
     ex.add_argument("--output", required=True, metavar="DIR", help="output folder (created)")
     add_config_args(ex, "configs/extract.yaml")

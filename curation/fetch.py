@@ -2,8 +2,9 @@
 
 `extract --index` (curation/index_job.py) reads only the records its condition selects: for each,
 one request for bytes [warc_record_offset, offset + warc_record_length) of the WARC at
-`--warc-base` + `warc_filename`. Common Crawl's bucket answers those from
-`https://data.commoncrawl.org/` (HTTP `Range`) and `s3://commoncrawl/` (S3 ranged GetObject).
+`--warc-base` + `warc_filename` (which must resolve under the base: `record_url`). Common Crawl's
+bucket answers those from `https://data.commoncrawl.org/` (HTTP `Range`) and `s3://commoncrawl/`
+(S3 ranged GetObject).
 
 What a request meets at scale, and what is done about it:
 - 503 Slow Down (S3's and CloudFront's answer to too many requests), 429, other 5xx, connection
@@ -38,6 +39,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from curation.config import FetchConfig
+from curation.inputs import resolve_under
 
 __all__ = ["FetchError", "RangeFetcher", "RecordRange", "check_base", "record_url"]
 
@@ -67,10 +69,13 @@ class _Retry(Exception):
 
 
 def record_url(base: str, warc_filename: str) -> str:
-    """Where a record's WARC is: `warc_filename` under `base` (an absolute URL in the index wins)."""
-    if "://" in warc_filename:
-        return warc_filename
-    return base.rstrip("/") + "/" + warc_filename.lstrip("/")
+    """Where a record's WARC is: `warc_filename` under `base`, by curation/inputs.resolve_under.
+
+    The index is data: a `..`, an absolute path, `file://`, another host, port, scheme or bucket
+    would let a row choose what the job reads (a local secret, a metadata endpoint), so each is
+    refused with `UnsafeLocation` (an InputError) instead of being fetched.
+    """
+    return resolve_under(base, warc_filename)
 
 
 def check_base(base: str) -> str:

@@ -16,6 +16,14 @@ record by a ranged read instead of reading whole 1 GB WARCs), on this project's 
              member), and run the SAME reader and stages as file extraction over it
              (pipeline.run_unit_stages), with offsets mapped back to the original WARC's
 
+Every `warc_filename` is data: it must resolve under BASE (curation/inputs.resolve_under: no
+`..` above it, no absolute path, `file://`, other scheme, host, port or bucket, no symbolic link
+out of a local BASE). On the driver path a selected row that does not is exit status 2 naming it,
+before Spark starts. On the Spark path the rows are first seen in a Spark task: such a row is
+planned without a URL and its task counts it as the `read` drop `location_outside_base` (a sample
+in `rejected/`). Tasks resolve each name again, from the base the plan file records, right before
+reading: a plan file or a symbolic link changed since planning still cannot lead out of BASE.
+
 So a document has the `warc_file`, `warc_offset` and id that extracting the whole file gives for
 that record (tests/curation/test_index_extract.py compares them), and the reader's handling of
 damaged records, the funnel, the rejected sample and the commit protocol are the file job's.
@@ -64,6 +72,7 @@ from core.storage import is_remote as is_object_store
 from curation.ccindex import LOCATION_COLUMNS, read_cdxj
 from curation.config import ExtractJobConfig
 from curation.fetch import RangeFetcher, RecordRange, check_base, record_url
+from curation.inputs import UnsafeLocation
 from curation.pipeline import UnitRun, extract_job, run_unit_stages
 from curation.warc_warcio import crawl_from_name
 from curation.where import parse_where, spark_where
@@ -98,8 +107,19 @@ SELECT_SCHEMA = pa.schema(
     ]
 )
 SUMMARY_SCHEMA = pa.schema(
-    [("k", pa.int64()), ("unit", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())]
+    [
+        ("k", pa.int64()),
+        ("unit", pa.string()),
+        ("rows", pa.int64()),
+        ("bytes", pa.int64()),
+        ("refused", pa.int64()),
+    ]
 )
+# The drop reason of a row whose warc_filename does not resolve under --warc-base (seen in a task).
+REFUSED = "location_outside_base"
+# Plan-file metadata key of the base the task resolves warc_filename under (the plan's `url` is
+# what the planner saw; the task checks again at the moment it reads).
+BASE_KEY = b"refinery_warc_base"
 CDXJ_SUFFIXES = (".cdxj", ".cdxj.gz", ".cdx", ".cdx.gz")
 # Index locations `fetch.select: auto` reads with Spark: a path (local or a shared mount), and
 # the Hadoop filesystems a stock Spark (hdfs) or one with hadoop-aws (s3a) reads. s3:// is read on
@@ -227,14 +247,50 @@ def plan_tasks(table: pa.Table, task_bytes: int, base: str) -> list[tuple[str, p
     return out
 
 
+def _locations(names: list, base: str) -> dict[Any, str | UnsafeLocation]:
+    """Each distinct name's location under `base`, or the UnsafeLocation that refuses it."""
+    out: dict[Any, str | UnsafeLocation] = {}
+    for name in names:
+        if name not in out:  # rows come grouped by file: one resolution per WARC
+            try:
+                out[name] = record_url(base, name)
+            except UnsafeLocation as e:
+                out[name] = e
+    return out
+
+
+def check_locations(table: pa.Table, base: str, index: str) -> None:
+    """InputError naming the first selected row whose warc_filename does not resolve under `base`
+    (the driver's check, before Spark starts)."""
+    names = table["warc_filename"]
+    for name, where in _locations(pc.unique(names).to_pylist(), base).items():
+        if isinstance(where, UnsafeLocation):
+            row = pc.index(names, name).as_py() if name is not None else None
+            offset = table["warc_record_offset"][row].as_py() if row is not None and row >= 0 else None
+            refused = pc.sum(pc.equal(names, name)).as_py() if name is not None else None
+            raise InputError(
+                f"--index {index!r}: the selected row warc_filename={name!r} "
+                f"(warc_record_offset {offset}; {refused or 'some'} selected rows name it) is "
+                f"refused: {where.reason} (--warc-base {base})"
+            )
+
+
 def _unit(k: int, rows: pa.Table, base: str) -> tuple[str, pa.Table]:
     """Task k's name `index-<k>-<sha1 of its records>` and plan rows (PLAN_SCHEMA), from its
-    (warc_filename, warc_record_offset, warc_record_length, crawl) rows in order."""
-    urls = [record_url(base, f) for f in rows["warc_filename"].to_pylist()]
+    (warc_filename, warc_record_offset, warc_record_length, crawl) rows in order.
+
+    A row whose warc_filename does not resolve under `base` gets a null url (its task counts it).
+    """
+    names = rows["warc_filename"].to_pylist()
+    where = _locations(names, base)
+    urls = [u if isinstance(u := where[f], str) else None for f in names]
     rows = rows.append_column("url", pa.array(urls, pa.string())).select(PLAN_SCHEMA.names)
+    rows = rows.replace_schema_metadata({BASE_KEY: base.encode()})
     h = hashlib.sha1()
-    for u, o, ln in zip(*(rows[c].to_pylist() for c in ("url", "warc_record_offset", "warc_record_length"))):
-        h.update(f"{u}\t{o}\t{ln}\n".encode())
+    for u, f, o, ln in zip(
+        urls, names, *(rows[c].to_pylist() for c in ("warc_record_offset", "warc_record_length"))
+    ):
+        h.update(f"{u if u is not None else f'refused:{f}'}\t{o}\t{ln}\n".encode())
     return f"index-{k:05d}-{h.hexdigest()[:12]}", rows
 
 
@@ -336,12 +392,20 @@ def spark_plan(
             .sortWithinPartitions("_task", "warc_filename", "warc_record_offset")
             .mapInArrow(
                 partial(_write_plans, base=base, plan_dir=plan_dir),
-                "k long, unit string, rows long, bytes long",
+                "k long, unit string, rows long, bytes long, refused long",
             )
             .collect()
         )
     finally:
         sel.unpersist()
+    refused = sum(r["refused"] for r in planned)
+    if refused:
+        log.warning(
+            "%d selected rows name a WARC outside --warc-base %s: not read, counted as %r",
+            refused,
+            base,
+            REFUSED,
+        )
     return [(r["unit"], r["rows"], r["bytes"]) for r in sorted(planned, key=lambda r: r["k"])]
 
 
@@ -367,13 +431,17 @@ def _write_plans(batches, base: str, plan_dir: str):
             "unit": [unit],
             "rows": [size],
             "bytes": [pc.sum(rows["warc_record_length"]).as_py()],
+            "refused": [plan["url"].null_count],
         }
         yield pa.RecordBatch.from_pydict(summary, schema=SUMMARY_SCHEMA)
 
 
 def _plan_bytes(rows: pa.Table) -> bytes:
     buf = io.BytesIO()
-    pq.write_table(rows.cast(PLAN_SCHEMA), buf, compression="zstd")
+    # cast() drops the schema metadata: the base the task resolves against is put back
+    pq.write_table(
+        rows.cast(PLAN_SCHEMA).replace_schema_metadata(rows.schema.metadata), buf, compression="zstd"
+    )
     return buf.getvalue()
 
 
@@ -403,6 +471,7 @@ def run_index_extract(
         table = select_records(dataset, expr)
         if table.num_rows == 0:
             raise InputError(f"--where {where!r} selects no record of {index}")
+        check_locations(table, base, index)
         tasks = plan_tasks(table, cfg.fetch.task_bytes, base)
     job = extract_job(
         cfg,
@@ -467,14 +536,34 @@ def process_index_unit(plan_uri: str, unit: str, cfg: ExtractJobConfig, out_root
     """Fetch the unit's records, run them through the file job's reader and stages, commit the unit.
 
     Raises FetchError (naming the unit, URL and range) when a record cannot be had: nothing is
-    committed and a rerun retries the unit.
+    committed and a rerun retries the unit. A row whose warc_filename does not resolve under the
+    base the plan records is not read: a `read` drop `location_outside_base`.
     """
-    rows = _read_plan(plan_uri).to_pylist()
+    plan = _read_plan(plan_uri)
+    base = (plan.schema.metadata or {}).get(BASE_KEY)
+    if base is None:  # without it no name can be checked: nothing is read
+        raise ValueError(f"plan file {plan_uri} records no --warc-base: plan it again (rerun the job)")
+    rows = plan.to_pylist()
+    where = _locations([r["warc_filename"] for r in rows], base.decode())
     fetcher = RangeFetcher(cfg.fetch, unit)
 
     def read(run: UnitRun) -> None:
         try:
-            for (url, crawl), group in groupby(rows, key=lambda r: (r["url"], r["crawl"])):
+            for r in rows:
+                r["url"] = where[r["warc_filename"]]  # this task's own resolution, not the plan's
+                if isinstance(r["url"], UnsafeLocation):
+                    run.stats.enter("read", 0)
+                    run.stats.drop("read", REFUSED, 0)
+                    run.rejected.add(
+                        "read",
+                        REFUSED,
+                        url=None,
+                        warc_file=r["warc_filename"],
+                        warc_offset=r["warc_record_offset"],
+                        detail=str(r["url"])[:300],
+                    )
+            readable = [r for r in rows if isinstance(r["url"], str)]
+            for (url, crawl), group in groupby(readable, key=lambda r: (r["url"], r["crawl"])):
                 records = list(group)
                 warc_name = url.rstrip("/").rsplit("/", 1)[-1]  # as process_unit names the file
                 hint = crawl if crawl is not None else crawl_from_name(records[0]["warc_filename"])

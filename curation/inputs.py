@@ -8,6 +8,15 @@ an `InputError`, so no Spark job starts on a bad command line.
 
 In the task, a remote WARC is downloaded to a local temporary file first: the reader needs a
 seekable stream to resynchronise after a corrupt record, and a retry restarts a clean download.
+
+What comes from data never chooses what we read (CONVENTIONS.md, 14). A name found in an index
+row (`warc_filename`, curation/index_job.py) or in a remote listing is resolved by ONE function,
+`resolve_under(base, name)`: it must land under `base`, same scheme and host, after `..`,
+percent-encoding (`%2e%2e`, `%2F`, double encoding), `;` path parameters, Unicode look-alike dots
+and, for a local base, symbolic links have been taken into account; anything else (an absolute
+path, `file://`, another scheme, host, port or bucket, userinfo, a backslash) raises
+`UnsafeLocation`. Only a listing the user holds locally may still name any local path or URL: it
+is the user's own command line, written down.
 """
 
 from __future__ import annotations
@@ -17,11 +26,15 @@ import glob
 import gzip
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
+import unicodedata
 from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from core.errors import InputError
 
@@ -29,6 +42,126 @@ log = logging.getLogger(__name__)
 
 REMOTE_SCHEMES = ("s3://", "s3a://", "https://", "http://")
 LISTING_SUFFIXES = (".paths", ".paths.gz")
+
+
+class UnsafeLocation(InputError):
+    """A path or URL from data that does not resolve under its base; `reason` says why.
+
+    An InputError: found on the driver it is exit status 2 before Spark starts (the caller adds
+    which row or line); found in a task it is a counted drop (curation/index_job.py).
+    """
+
+    def __init__(self, name: object, base: str, reason: str) -> None:
+        super().__init__(f"{name!r} does not resolve under {base}: {reason}")
+        self.name, self.base, self.reason = name, base, reason
+
+
+# `scheme:` at the start: `http:`, `file:`, `s3:`, `javascript:`, and a Windows `C:` alike
+_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_SCHEME_FAMILY = {"s3a": "s3"}  # one bucket namespace, two spellings
+_DEFAULT_PORT = {"http": 80, "https": 443}
+# Characters no WARC name has and that change what a path or URL means: a backslash (a separator
+# to Windows and some servers), `?` and `#` (they end an HTTP path), controls (urlsplit silently
+# drops tab and newline, so `ht\ttp://` would parse as `http://`).
+_FORBIDDEN = re.compile(r"[\\?#\x00-\x1f\x7f]")
+
+
+def _decoded(segment: str) -> str:
+    """`segment` percent-decoded until nothing changes (`%252e` is `%2e` to a second decoder),
+    NFKC-folded (`\uff0e` is `.` to a normalising server)."""
+    for _ in range(8):
+        nxt = unquote(segment, errors="strict") if "%" in segment else segment
+        if nxt == segment:
+            break
+        segment = nxt
+    return unicodedata.normalize("NFKC", segment)
+
+
+def _segments(path: str, name: object, base: str) -> list[str]:
+    """`path`'s segments with empty and `.` ones dropped and `..` applied; UnsafeLocation where a
+    `..` climbs above the start or a segment only looks harmless until someone decodes it."""
+    out: list[str] = []
+    for seg in path.split("/"):
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if not out:
+                raise UnsafeLocation(name, base, "'..' climbs above the base")
+            out.pop()
+            continue
+        try:
+            plain = _decoded(seg)
+        except UnicodeDecodeError:
+            raise UnsafeLocation(name, base, "a percent-encoding that is not UTF-8") from None
+        # `..;x` is `..` to Tomcat-style servers; `%2e%2e` and `%2F` are `..` and `/` to most
+        if plain.split(";", 1)[0] in (".", "..") or "/" in plain or _FORBIDDEN.search(plain):
+            raise UnsafeLocation(
+                name, base, f"segment {seg!r} reads as {plain!r} to a server that decodes or folds it"
+            )
+        out.append(seg)
+    return out
+
+
+@lru_cache(maxsize=64)
+def _base_parts(base: str) -> tuple[str, str, int | None, list[str]] | None:
+    """(scheme family, host or bucket, port, path segments) of a URL base; None for a local folder."""
+    if "://" not in base:
+        return None
+    parts = urlsplit(base)
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    port = parts.port or _DEFAULT_PORT.get(scheme)
+    return _SCHEME_FAMILY.get(scheme, scheme), host, port, [s for s in parts.path.split("/") if s]
+
+
+def resolve_under(base: str, name: object) -> str:
+    """Where `name` (a relative path from an index row or a listing line) is: under `base`.
+
+    `base` is a URL prefix (http(s)://host[:port]/prefix, s3://bucket/prefix) or a local folder.
+    A relative `name` is joined to it after `..` is applied; an absolute URL is accepted only when
+    it already lies under `base` (same scheme, host, port, no userinfo, path below the prefix), and
+    is rewritten onto `base`. Raises UnsafeLocation for anything else; touches the network never
+    and the disk only to resolve symbolic links under a local base.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise UnsafeLocation(name, base, "an empty name")
+    if _FORBIDDEN.search(name):
+        raise UnsafeLocation(name, base, "a backslash, '?', '#' or a control character")
+    where = _base_parts(base)
+    if _SCHEME_RE.match(name):
+        if where is None:
+            raise UnsafeLocation(name, base, "a URL, where the base is a local folder")
+        scheme, host, port, prefix = where
+        try:
+            parts = urlsplit(name)
+            their_port = parts.port or _DEFAULT_PORT.get(parts.scheme.lower())
+        except ValueError as e:  # a port that is not a number, an unbalanced [
+            raise UnsafeLocation(name, base, f"not a URL ({e})") from None
+        if _SCHEME_FAMILY.get(parts.scheme.lower(), parts.scheme.lower()) != scheme:
+            raise UnsafeLocation(name, base, f"scheme {parts.scheme}:, not the base's")
+        if "@" in parts.netloc:  # https://data.commoncrawl.org@evil/ is a request to evil
+            raise UnsafeLocation(name, base, "a user name or password in the URL")
+        if (parts.hostname or "").lower() != host or their_port != port:
+            raise UnsafeLocation(name, base, f"host {parts.netloc!r}, not the base's")
+        if parts.query or parts.fragment:
+            raise UnsafeLocation(name, base, "a ?query or #fragment")
+        segs = _segments(parts.path, name, base)
+        if segs[: len(prefix)] != prefix:
+            raise UnsafeLocation(name, base, "a path outside the base's prefix")
+        segs = segs[len(prefix) :]
+    elif name.startswith("/"):  # `/etc/...`, and `//evil/x` (a scheme-relative URL to a browser)
+        raise UnsafeLocation(name, base, "an absolute path")
+    else:
+        segs = _segments(name, name, base)
+    if not segs:
+        raise UnsafeLocation(name, base, "names the base itself, not a file under it")
+    joined = base.rstrip("/") + "/" + "/".join(segs)
+    if where is None:  # a local folder: a symbolic link under it must not lead out of it
+        root = os.path.realpath(base)
+        real = os.path.realpath(joined)
+        if os.path.commonpath([root, real]) != root:
+            raise UnsafeLocation(name, base, f"a symbolic link to {real}, outside the base")
+    return joined
 
 
 def is_remote(uri: str) -> bool:
@@ -109,18 +242,23 @@ def _read_listing(arg: str, cc_base_url: str) -> list[str]:
         raise InputError(f"cannot read listing {arg!r}: {e}") from None
     except Exception as e:  # fsspec/network errors come in many types
         raise InputError(f"cannot read listing {arg!r}: {e}") from None
-    base = cc_base_url if cc_base_url.endswith("/") else cc_base_url + "/"
+    # A listing on the user's own disk is the user's command line written down: it may name any
+    # local path or URL. One fetched from elsewhere is data: its lines resolve under cc_base_url.
+    own = not is_remote(arg)
     entries = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        if is_remote(line) or line.startswith("/"):
+        if own and (is_remote(line) or line.startswith("/")):
             entries.append(line)
         elif "\x00" in line or " " in line:
             raise InputError(f"listing {arg!r} line {n} is not a path: {line[:80]!r}")
         else:
-            entries.append(base + line)
+            try:
+                entries.append(resolve_under(cc_base_url, line))
+            except UnsafeLocation as e:
+                raise InputError(f"listing {arg!r} line {n} is refused: {e}") from None
     if not entries:
         raise InputError(f"listing {arg!r} is empty")
     return entries
