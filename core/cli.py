@@ -2,25 +2,78 @@
 
 Exit status, for every command: 0 done; 1 the job ran but some inputs failed unexpectedly (they are
 listed; a rerun retries them); 2 a `UserError` (bad config, input or output folder), reported as
-`error: <message>` before any Spark job or process group starts.
+`error: <message>` before any Spark job or process group starts; 130 (128 + SIGINT, what a shell
+reports for Ctrl-C) interrupted, reported as the one line `interrupted`.
+
+Ctrl-C. Inside `guarded` it is a KeyboardInterrupt as usual, so `finally` blocks run (Spark stops,
+temporary outputs are left as temporary names, a process group is destroyed) and `guarded` prints the
+line. Before the body runs, while an entry point is still importing torch or pyarrow (seconds), there
+is no `try` around it: `handle_interrupts()`, called first thing by every entry point, makes a Ctrl-C
+there print the same line and exit 130 at once instead of printing an import traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from core.errors import UserError
 from core.runner import RunResult
 from core.stats import funnel_table
 
-__all__ = ["add_config_args", "add_spark_args", "guarded", "print_run", "setup_logging"]
+__all__ = [
+    "INTERRUPTED",
+    "add_config_args",
+    "add_spark_args",
+    "guarded",
+    "handle_interrupts",
+    "interrupted",
+    "print_run",
+    "setup_logging",
+]
+
+INTERRUPTED = 130
+"""Exit status of a command stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports a killed one."""
 
 
 def setup_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _quiet_interrupt_logs()
+
+
+class _NoInterruptTracebacks(logging.Filter):
+    """Drop the tracebacks py4j logs for a Ctrl-C; the interrupt is reported once, as `interrupted`.
+
+    Two records, both `logging.exception` on the root logger: the KeyboardInterrupt py4j re-raises when
+    Ctrl-C comes while the driver waits on the JVM; and, while a SparkContext lives, the error of
+    PySpark's own SIGINT handler, which calls the JVM (cancelAllJobs) from inside the handler on the
+    connection the interrupted main thread is reading: py4j refuses the reentrant call, logs it, and the
+    handler raises KeyboardInterrupt anyway (guarded's stop of Spark then cancels the jobs).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.exc_info:
+            return True
+        if isinstance(record.exc_info[1], KeyboardInterrupt):
+            return False
+        frame = sys._getframe()
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name == "signal_handler" and "pyspark" in code.co_filename:
+                return False
+            frame = frame.f_back
+        return True
+
+
+def _quiet_interrupt_logs() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(f, _NoInterruptTracebacks) for f in root.filters):
+        root.addFilter(_NoInterruptTracebacks())
 
 
 def add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
@@ -49,13 +102,51 @@ def add_spark_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_bodies = 0  # command bodies running under guarded(): a Ctrl-C then unwinds them (KeyboardInterrupt)
+
+
+def interrupted() -> int:
+    """Report a Ctrl-C: the one line on stderr; returns the exit status."""
+    print("interrupted", file=sys.stderr, flush=True)
+    return INTERRUPTED
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    if _bodies:
+        raise KeyboardInterrupt  # guarded() prints the line once the body has cleaned up
+    # Still importing or parsing arguments: nothing to clean up, so exit here. Not by raising: an exception
+    # raised inside an import can be swallowed by a library's bare `except:` around an optional import, and
+    # the command then went on half-imported (measured: numpy.dtypes left broken, a RecursionError later).
+    interrupted()
+    sys.stdout.flush()
+    os._exit(INTERRUPTED)
+
+
+def handle_interrupts() -> None:
+    """Make Ctrl-C before (and after) the command body `interrupted`, exit 130, not a traceback.
+
+    Call it first in an entry point (`if __name__ == "__main__":` before the heavy imports). Only the main
+    thread may set a handler; PySpark installs its own while a SparkContext lives (it cancels the jobs and
+    raises KeyboardInterrupt, which guarded() handles the same way).
+    """
+    signal.signal(signal.SIGINT, _on_sigint)
+    _quiet_interrupt_logs()
+
+
 def guarded(fn: Callable[[], int]) -> int:
-    """Run a command body; a UserError becomes `error: ...` on stderr and exit status 2."""
+    """Run a command body; a UserError becomes `error: ...` on stderr and exit status 2, Ctrl-C (a
+    KeyboardInterrupt, after the body's `finally` blocks ran) the line `interrupted` and exit status 130."""
+    global _bodies
+    _bodies += 1
     try:
         return fn()
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return interrupted()
+    finally:
+        _bodies -= 1
 
 
 def print_run(job: str, result: RunResult, detail: str = "") -> int:

@@ -15,10 +15,19 @@ never runs a model, it compares a column that an earlier stage wrote. Forms (YAM
 Any column works; a missing column is a `SelectorError` naming the column, the file and the
 columns it does have. Rows whose column is null are not selected and are counted per selector
 (`null:<column>`), never dropped silently, unless the selector itself names null.
+
+A selection no row can pass (`"> 0.5 and < 0.2"`, `">= 0.7 and <= 0.3"`, `"== 1 and == 2"`,
+`"== en and != en"`, `"> nan"`, `"> inf"`, `[]`) is refused when it is parsed, naming the column: it
+is always a typo or a swapped bound, and run as written it would cost a whole job and then give 0
+documents with exit status 0 (a warning would scroll by in the job's log; a refusal costs nothing and
+says which bound to fix). The check is static and only refuses what is empty whatever the column
+holds; where it cannot tell (values of different types, `> 1 and < 2` on what may be integers) it
+lets the selection run.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +73,11 @@ def parse_selector(column: str, spec: Any) -> Selector:
     if not isinstance(column, str) or not column:
         raise SelectorError(f"selector column must be a non-empty string, got {column!r}")
     if isinstance(spec, list):
-        if not spec or not all(v is None or isinstance(v, str | int | float | bool) for v in spec):
+        if not spec:
+            raise SelectorError(
+                f"select.{column}: an empty list selects no document; list the values to keep"
+            )
+        if not all(v is None or isinstance(v, str | int | float | bool) for v in spec):
             raise SelectorError(f"select.{column}: a list must hold strings, numbers or null, got {spec!r}")
         return Selector(column, "in", tuple(spec))
     if spec is None or isinstance(spec, bool | int | float):
@@ -104,10 +117,78 @@ def parse_selectors(spec: Any, where: str = "select") -> tuple[Selector, ...]:
                     f"select.{column}: {cond!r}: only comparisons join with 'and', e.g. '> 30 and < 3000'"
                 )
             sels = [parse_selector(column, p) for p in parts]
+            why = empty_reason(sels)
+            if why is not None:
+                raise SelectorError(f"select.{column}: {cond!r} selects no document: {why}")
             out += sels
     except SelectorError as e:
         raise SelectorError(f"{where}: {e}") from None
     return tuple(out)
+
+
+def _kind(v: Any) -> str:
+    """Values only compare within a kind: a column holds one type, and Arrow refuses a mixed comparison."""
+    return "bool" if isinstance(v, bool) else "num" if isinstance(v, int | float) else type(v).__name__
+
+
+def _holds(v: Any, sel: Selector) -> bool:
+    """`sel` on a non-null value `v` of its own kind, as selection_mask's Arrow kernels compute it (IEEE:
+    every comparison with NaN is false but !=)."""
+    if sel.op == "in":
+        return v in sel.value
+    return {
+        "==": v == sel.value,
+        "!=": v != sel.value,
+        ">": v > sel.value,
+        ">=": v >= sel.value,
+        "<": v < sel.value,
+        "<=": v <= sel.value,
+    }[sel.op]
+
+
+def empty_reason(sels: list[Selector] | tuple[Selector, ...]) -> str | None:
+    """Why no row can pass all of `sels` (the conditions on one column, joined by `and`), or None when
+    some row can or this cannot tell.
+
+    A null row passes only selectors naming null; a non-null value v passes when every condition holds
+    for it. Equalities and lists leave a finite set of candidates, each tried; otherwise the comparisons
+    bound an interval (numbers within [-inf, inf]) that is empty when its bounds cross, or meet with a
+    strict bound or an excluded value. Only conditions of one kind of value are reasoned about.
+    """
+    if not sels or all(s.accepts_null for s in sels):
+        return None  # the null rows pass (or nothing is asked)
+    conds = [s for s in sels if not (s.op == "==" and s.value is None)]
+    if len(conds) < len(sels):
+        return "null and a value at once"  # `== null` with another condition: only null rows, refused by it
+    values = [v for s in conds for v in (s.value if s.op == "in" else (s.value,)) if v is not None]
+    if len({_kind(v) for v in values}) > 1:
+        return None  # mixed kinds: selection_mask names the type error, if there is one
+    if any(s.op not in ("!=", "in") and isinstance(s.value, float) and math.isnan(s.value) for s in conds):
+        return "a comparison with NaN is never true"
+    finite = [s for s in conds if s.op in ("==", "in")]
+    if finite:
+        candidates = {
+            v for v in (finite[0].value if finite[0].op == "in" else (finite[0].value,)) if v is not None
+        }
+        if not any(all(_holds(v, s) for s in conds) for v in candidates):
+            return "no value meets every condition"
+        return None
+    kind = _kind(values[0]) if values else None
+    lo, lo_strict = (-math.inf, False) if kind == "num" else (None, False)
+    hi, hi_strict = (math.inf, False) if kind == "num" else (None, False)
+    for s in conds:
+        if s.op in (">", ">=") and (lo is None or s.value > lo or (s.value == lo and s.op == ">")):
+            lo, lo_strict = s.value, s.op == ">"
+        elif s.op in ("<", "<=") and (hi is None or s.value < hi or (s.value == hi and s.op == "<")):
+            hi, hi_strict = s.value, s.op == "<"
+    if lo is None or hi is None:
+        return None  # a one-sided range of strings is never empty
+    if lo > hi or (lo == hi and (lo_strict or hi_strict)):
+        rng = f"{'(' if lo_strict else '['}{lo!r}, {hi!r}{')' if hi_strict else ']'}"
+        return f"the range {rng} is empty (a band is '> low and < high')"
+    if lo == hi and any(s.op == "!=" and s.value == lo for s in conds):
+        return f"the only value in range, {lo!r}, is excluded by != {lo!r}"
+    return None
 
 
 def selectors_spec(selectors: tuple[Selector, ...]) -> dict[str, Any]:

@@ -11,6 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then is `interrupted` too
+    from core.cli import handle_interrupts
+
+    handle_interrupts()
+
 from core.cli import guarded
 from mixtures.plan import H100_BF16_DENSE_FLOPS, format_plan, make_plan
 from mixtures.recipe import Recipe

@@ -10,7 +10,14 @@ opened), so it costs milliseconds even for thousands of shards:
   `quality: ">= 0.6"` over shards made with `>= 0.4` trains on data other than the one it describes);
 - every `.bin`/`.idx` the manifest lists exists, and each `.bin` has the size the manifest recorded
   (a truncated or missing shard is found here, not by a rank at step 4,000);
-- all sources were tokenized with the same tokenizer (sha256 of its file).
+- all sources were tokenized with the same tokenizer (sha256 of its file);
+- no two drawn sources read the same shard folder, however it is written (a trailing slash, `..`, a
+  symlink, another mount of it). One folder holds one manifest, so one selection: under two names its
+  documents would be capped twice (each name's `max_epochs` against the same tokens, so a cap of 1 lets
+  them be seen twice), and the held-out split, which is per source, would hold out of one name documents
+  the other trains on. Refused rather than merged: the sampler's exact per-source quotas and cursors
+  are per name, and a recipe that means "more of this data" says so with one source and a larger weight.
+  A copy of the folder is found too: two manifests listing the same non-empty `.bin` files (sha256).
 
 `plan` runs before tokenizing too: with `require_shards=False` a source without `shards` or without a
 manifest yet is left out of the checks (the plan estimates it from its documents and says so), while a
@@ -20,6 +27,7 @@ manifest that exists is held to every check above.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +42,7 @@ def drawn_sources(recipe: Recipe) -> list[str]:
 def check_sources(recipe: Recipe, require_shards: bool = True) -> dict[str, dict[str, Any]]:
     """Each drawn source's manifest, after the checks of the module docstring; RecipeError naming the key."""
     where = recipe.path or recipe.name
+    _check_distinct_folders(where, recipe)
     manifests: dict[str, dict[str, Any]] = {}
     for name in drawn_sources(recipe):
         src = recipe.sources[name]
@@ -54,11 +63,61 @@ def check_sources(recipe: Recipe, require_shards: bool = True) -> dict[str, dict
             )
         _check_files(where, name, src.shards, manifest)
         manifests[name] = manifest
+    _check_distinct_shards(where, recipe, manifests)
     tokenizers = {n: m["tokenizer"].get("sha256") for n, m in manifests.items()}
     if len(set(tokenizers.values())) > 1:
         detail = ", ".join(f"{n}: {str(h)[:12]}" for n, h in tokenizers.items())
         raise RecipeError(f"{where}: sources were tokenized with different tokenizers ({detail})")
     return manifests
+
+
+def _folder_identity(path: Path) -> tuple:
+    """The same for every spelling of one folder: the device and inode where it exists (symlinks, `..`,
+    a trailing slash, a second mount), else the path with symlinks and `..` resolved."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return ("path", real)
+    return ("inode", st.st_dev, st.st_ino)
+
+
+def _check_distinct_folders(where: Any, recipe: Recipe) -> None:
+    seen: dict[tuple, str] = {}
+    for name in drawn_sources(recipe):
+        shards = recipe.sources[name].shards
+        if shards is None:
+            continue
+        key = _folder_identity(shards)
+        first = seen.setdefault(key, name)
+        if first != name:
+            raise RecipeError(
+                f"{where}: sources.{first}.shards ({recipe.sources[first].shards}) and sources.{name}.shards "
+                f"({shards}) are the same folder ({os.path.realpath(shards)}): one set of shards under two "
+                f"names would be capped twice and drawn as two streams; use one source (weights add up), "
+                f"or tokenize the other selection into its own folder"
+            )
+
+
+def _check_distinct_shards(where: Any, recipe: Recipe, manifests: dict[str, dict[str, Any]]) -> None:
+    """The same shards copied into a second folder: two drawn sources whose manifests list the same
+    non-empty `.bin` files (sha256, recorded by tokenize) hold the same documents. Only the whole set:
+    sources selecting overlapping documents into shards of their own (the demo's `web` and its subset
+    `web_hq`) can share a file whose every document passes both selections, and that overlap is the point."""
+    owner: dict[frozenset, str] = {}
+    for name, manifest in manifests.items():
+        bins = frozenset(
+            f.get("bin_sha256") for f in manifest["files"] if f.get("documents") and f.get("bin_sha256")
+        )
+        if not bins:
+            continue  # no documents: nothing drawn twice
+        first = owner.setdefault(bins, name)
+        if first != name:
+            raise RecipeError(
+                f"{where}: sources.{first} and sources.{name} hold the same shards ({recipe.sources[first].shards} "
+                f"and {recipe.sources[name].shards}: every .bin has the same sha256): one set of shards under "
+                "two names would be capped twice; use one source (weights add up)"
+            )
 
 
 def _read_manifest(where: Any, name: str, shards: Path) -> dict[str, Any]:

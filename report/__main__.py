@@ -13,6 +13,11 @@ import json
 import sys
 from pathlib import Path
 
+if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then is `interrupted` too
+    from core.cli import handle_interrupts
+
+    handle_interrupts()
+
 from core.cli import guarded
 from report.collect import ReportError, collect, collect_ablation
 from report.render import render

@@ -218,4 +218,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from core.cli import guarded, handle_interrupts
+
+    handle_interrupts()  # Ctrl-C: `interrupted`, exit 130, not a traceback (core/cli.py)
+    sys.exit(guarded(main))

@@ -92,4 +92,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the project's core
+    from core.cli import guarded, handle_interrupts
+
+    handle_interrupts()  # Ctrl-C: `interrupted`, exit 130, not a traceback (core/cli.py)
+    sys.exit(guarded(main))

@@ -63,10 +63,29 @@ def parse_select(pairs: list[str]) -> dict[str, object]:
     out: dict[str, object] = {}
     for p in pairs:
         k, sep, v = p.partition("=")
+        k = k.strip()
         if not sep or not k:
             raise ConfigError(f"--select expects COLUMN=CONDITION, got {p!r}")
-        # A bare value is read as YAML (numbers, true/false, lists); comparisons stay strings.
-        out[k.strip()] = v if v.lstrip()[:1] in "<>=!" else yaml.safe_load(v)
+        if k in out:
+            # a second --select of a column would silently replace the first
+            raise ConfigError(
+                f"--select {k} is given twice; join conditions on one column with 'and' in one "
+                f"--select, e.g. '{k}=> 0.2 and < 0.8'"
+            )
+        if v.lstrip()[:1] in "<>=!":
+            out[k] = v  # comparisons stay strings (core.selectors parses them)
+            continue
+        # A bare value is read as YAML (numbers, true/false, null, lists)
+        try:
+            out[k] = yaml.safe_load(v)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" at column {mark.column + 1}" if mark is not None else ""
+            why = getattr(e, "problem", None) or type(e).__name__
+            raise ConfigError(
+                f"--select {p!r}: {v!r} is not a value or a YAML list ({why}{where}); "
+                "e.g. lang=en, 'lang=[en, de]', 'quality=>= 0.6'"
+            ) from None
     return out
 
 

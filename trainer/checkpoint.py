@@ -218,11 +218,23 @@ def read_trainer_state(ckpt: Path, rank: int = 0) -> dict[str, Any]:
     return st
 
 
-def saved_zero_stage(state: dict[str, Any]) -> int:
+def saved_zero_stage(state: dict[str, Any], where: Any = "trainer state") -> int:
     """The ZeRO stage a checkpoint was written under, from its trainer state: the resolved stage it records
     (deepspeed.zero_stage may say auto), or for checkpoints from before that key their config's stage, a
-    number then."""
-    return state.get("zero_stage", state["config"]["deepspeed"]["zero_stage"])
+    number then. A state with neither (hand-made, or cut short) is a CheckpointError naming `where`."""
+    stage = state.get("zero_stage")
+    if stage is None:
+        # only now: the fallback must not be looked up when the resolved stage is recorded
+        try:
+            stage = state["config"]["deepspeed"]["zero_stage"]
+        except (KeyError, TypeError):
+            stage = None
+    if not isinstance(stage, int) or isinstance(stage, bool) or stage not in (0, 1, 2, 3):
+        raise CheckpointError(
+            f"{where}: no ZeRO stage recorded (neither `zero_stage` 0-3 nor config.deepspeed.zero_stage; "
+            f"got {stage!r}): not a trainer state this trainer wrote"
+        )
+    return stage
 
 
 def load_trainer_state(ckpt: Path, rank: int, world: int) -> dict[str, Any]:
@@ -345,6 +357,27 @@ def gather_full_state(engine, optimizer) -> tuple[dict[str, torch.Tensor], dict[
 _LEGACY_GLOBALS = [np.ndarray, np.dtype, np.dtypes.UInt32DType, _reconstruct]
 
 
+def load_error(path: Path | str, e: BaseException) -> CheckpointError:
+    """One line naming `path` and why torch could not load it, for any error of `torch.load` on it.
+
+    torch's weights-only message opens with advice to retry with `weights_only=False` (which would run
+    the file's code), and its zip reader's with a paragraph on corruption: the cause is the line naming
+    the refused global, else the first sentence. A refused global means the file is not plain data;
+    anything else (truncated, not a torch file, a missing entry) that it is not a readable checkpoint.
+    """
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    refused = next((ln for ln in lines if "unsupported global" in ln.lower()), None)
+    if refused is not None:
+        return CheckpointError(
+            f"{path}: refused to load: it is not plain data (weights-only unpickling failed: {refused}); "
+            "load only checkpoints you wrote"
+        )
+    cause = next((ln for ln in lines if "unsupported" in ln.lower()), lines[0] if lines else "")
+    cause = cause.split(". ")[0].rstrip(".")
+    why = f"{type(e).__name__}: {cause}" if cause else type(e).__name__
+    return CheckpointError(f"{path}: not a readable checkpoint file ({why}); the file is damaged or not ours")
+
+
 def _load_legacy(path: Path) -> dict[str, Any]:
     """A pickled trainer state of earlier versions, read weights-only: a file that needs any other global
     (a `__reduce__` calling os.system, say) is refused with the name of the file, and nothing runs."""
@@ -352,15 +385,7 @@ def _load_legacy(path: Path) -> dict[str, Any]:
         with torch.serialization.safe_globals(_LEGACY_GLOBALS):
             return torch.load(path, weights_only=True)
     except Exception as e:  # pickle.UnpicklingError, or any error of the restricted unpickler
-        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-        # torch's message opens with advice to retry with weights_only=False; the cause is a later line
-        why = next(
-            (ln for ln in lines if "unsupported" in ln.lower()), lines[-1] if lines else type(e).__name__
-        )
-        raise CheckpointError(
-            f"{path}: refused to load: it is not plain data (weights-only unpickling failed: {why}); "
-            "load only checkpoints you wrote"
-        ) from None
+        raise load_error(path, e) from None
 
 
 def deepspeed_safe_globals() -> list:
@@ -387,6 +412,8 @@ def check_deepspeed_files(ckpt: Path) -> None:
                 unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(f)
             except ValueError:  # torch's legacy (non-zip) format: only the forced weights-only load checks it
                 continue
+            except Exception as e:  # a zip that does not open (truncated, overwritten): named here
+                raise load_error(f, e) from None
             if unsafe:
                 raise CheckpointError(
                     f"{f}: refused to load: it is not plain data (it needs {', '.join(sorted(unsafe))}); "

@@ -42,10 +42,16 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then is `interrupted` too
+    from core.cli import handle_interrupts
+
+    handle_interrupts()
+
 import torch
 from torch import nn
 
 from classifiers.lm_archive import load_program
+from core.cli import guarded
 from core.files import sha256_file
 from trainer import checkpoint as ckpt
 from trainer.model import ModelConfig, Transformer
@@ -247,9 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--languages", nargs="+", default=["en"], help="languages the model scores (default en)")
     ap.add_argument("--tokenizer", type=Path, default=None, help="default: the training shards' tokenizer")
     args = ap.parse_args(argv)
+    return guarded(lambda: _export(args))  # CheckpointError: `error: ...`, 2; Ctrl-C: `interrupted`, 130
+
+
+def _export(args: argparse.Namespace) -> int:
     try:
         meta = export_lm(args.checkpoints, args.tag, args.output, args.languages, args.tokenizer)
-    except (ExportError, ckpt.CheckpointError) as e:
+    except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     t = meta["training"]

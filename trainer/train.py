@@ -17,7 +17,7 @@ One optimizer step:
 
 Gradient accumulation is the trainer's (DeepSpeed's `managed_gradient_accumulation: false`), because the
 number of micro-batches per step changes with the ramp-up. Exit codes: 0 done, 2 bad config, 3 the spike
-guard gave up (too many rollbacks).
+guard gave up (too many rollbacks), 130 interrupted (Ctrl-C: `interrupted`, the process group destroyed).
 """
 
 from __future__ import annotations
@@ -38,9 +38,15 @@ from pathlib import Path
 if __package__ in (None, ""):  # started as a script by the launcher: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then is `interrupted` too
+    from core.cli import handle_interrupts
+
+    handle_interrupts()
+
 import numpy as np
 import torch
 
+from core.cli import guarded
 from core.storage import is_remote
 from mixtures.recipe import RecipeError
 from mixtures.sampler import MixtureSampler
@@ -799,12 +805,23 @@ class Trainer:
         self.engine.train()
         return tok.decode(ids)
 
-    def finish(self) -> None:
+    def finish(self, barrier: bool = True) -> None:
+        """Close the metrics and leave the process group. barrier=False after a Ctrl-C: the other ranks
+        may be gone already, and a barrier would wait for them until the collective timeout."""
         self.metrics.close()
         if self.dist.is_initialized():
-            self.dist.barrier()
+            if barrier:
+                self.dist.barrier()
             # without this, DeepSpeed's CPU accelerator (gloo) aborts at interpreter exit (exit -6)
             self.dist.destroy_process_group()
+
+
+def _leave_process_group() -> None:
+    """Destroy this rank's process group if one was started (a Ctrl-C may come while Trainer() starts it)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -813,6 +830,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--local_rank", type=int, default=None, help="set by the deepspeed launcher")
     ap.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. optimizer.lr=1e-3")
     args = ap.parse_args(argv)
+    # Ctrl-C: every rank of the launcher gets it; each leaves its process group (no barrier) and exits
+    # 130 with the one line `interrupted` (core/cli.py guarded)
+    return guarded(lambda: _train(args))
+
+
+def _train(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config, args.overrides)
         faults = faults_from_env()
@@ -820,10 +843,21 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        _leave_process_group()
+        raise
+    interrupted = False
     try:
         trainer.run()
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
-        trainer.finish()
+        try:
+            trainer.finish(barrier=not interrupted)
+        except KeyboardInterrupt:  # a second Ctrl-C while finishing: still leave the process group
+            _leave_process_group()
+            raise
     return 0
 
 

@@ -25,8 +25,14 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then is `interrupted` too
+    from core.cli import handle_interrupts
+
+    handle_interrupts()
+
 import torch
 
+from core.cli import guarded
 from trainer import checkpoint as ckpt
 
 # DeepSpeed's file of the whole module (model-parallel rank 0): all a stage-0 checkpoint has of the weights
@@ -39,16 +45,32 @@ def consolidated(root: Path, tag: str) -> tuple[dict[str, torch.Tensor], dict]:
 
     why = ckpt.verify(root / tag, "size")
     if why is not None:
-        raise SystemExit(f"{root / tag}: {why}")
+        raise ckpt.CheckpointError(f"{root / tag}: {why}")
     st = ckpt.read_trainer_state(root / tag, 0)  # first: a refused file stops before DeepSpeed reads any
-    ckpt.check_deepspeed_files(root / tag)
-    with ckpt.safe_torch_load():  # zero_to_fp32 calls torch.load(weights_only=False): forced weights-only
-        if ckpt.saved_zero_stage(st) == 0:
-            sd = torch.load(root / tag / STAGE0_MODEL_STATES, map_location="cpu")["module"]
-        else:
-            sd = get_fp32_state_dict_from_zero_checkpoint(str(root), tag=tag)
+    state_file = root / tag / ckpt.trainer_state_name(0)
+    missing = [k for k in ("model_config", "step", "tokens_trained") if k not in st]
+    if missing or not isinstance(st.get("model_config"), dict):
+        raise ckpt.CheckpointError(
+            f"{state_file}: not a trainer state (no {', '.join(missing) or 'model_config'})"
+        )
+    ckpt.check_deepspeed_files(root / tag)  # a file that is not plain data is named before anything else
+    stage = ckpt.saved_zero_stage(st, state_file)
+    # Every way torch.load or zero_to_fp32 fails on a file (refused global, truncated zip, not a torch file,
+    # an entry missing) is one CheckpointError naming it, not a traceback or torch's advice to retry with
+    # weights_only=False; zero_to_fp32 reads many files and does not say which, so there the folder.
+    src = root / tag / STAGE0_MODEL_STATES if stage == 0 else root / tag
+    try:
+        with ckpt.safe_torch_load():  # zero_to_fp32 calls torch.load(weights_only=False): forced weights-only
+            if stage == 0:
+                sd = torch.load(src, map_location="cpu")["module"]
+            else:
+                sd = get_fp32_state_dict_from_zero_checkpoint(str(root), tag=tag)
+        sd = {k: v.detach().to(torch.float32).contiguous() for k, v in sd.items()}
+    except (ckpt.CheckpointError, MemoryError):
+        raise
+    except Exception as e:
+        raise ckpt.load_error(src, e) from None
     mcfg = st["model_config"]
-    sd = {k: v.detach().to(torch.float32).contiguous() for k, v in sd.items()}
     if mcfg.get("tie_embeddings", True):
         sd.pop("output.weight", None)  # the same tensor as tok_embeddings.weight
     return sd, {"model_config": mcfg, "step": st["step"], "tokens": st["tokens_trained"]}
@@ -97,12 +119,20 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--last", type=int, default=3)
     a.add_argument("--output", required=True, type=Path)
     args = ap.parse_args(argv)
+    # a checkpoint that cannot be read (CheckpointError, an InputError): `error: <file>: <why>`, exit 2
+    return guarded(lambda: _run(args))
 
+
+def _run(args: argparse.Namespace) -> int:
     tags = complete_tags(args.checkpoints)
     if not tags:
         print(f"no complete checkpoint under {args.checkpoints}", file=sys.stderr)
         return 2
     if args.cmd == "export":
+        if args.tag is not None and args.tag not in tags:
+            path = args.checkpoints / args.tag
+            why = ckpt.verify(path, "size") if path.is_dir() else "no such checkpoint folder"
+            raise ckpt.CheckpointError(f"{path}: {why}; complete checkpoints: {', '.join(tags)}")
         tag = args.tag or tags[0]
         sd, meta = consolidated(args.checkpoints, tag)
         meta["checkpoint"] = tag
