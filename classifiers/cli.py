@@ -15,8 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
 from classifiers.config import QualityTrainConfig, ToxicityTrainConfig
 from classifiers.evaluate import evaluate
 from classifiers.metrics import metrics_table
@@ -27,6 +25,7 @@ from classifiers.train import train_quality
 from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
 from core.errors import ConfigError, OutputConflict
 from core.output import check_folder_path
+from core.safe_yaml import load_yaml
 from core.spark import parse_spark_conf
 
 
@@ -167,7 +166,7 @@ def _scorer_specs(args: argparse.Namespace) -> list[ScorerSpec]:
         kind, dot, name = key.partition(".")
         if not sep or not dot or not name:
             raise ConfigError(f"--option {raw!r}: expected KIND.KEY=VALUE, e.g. perplexity.max_tokens=512")
-        options.setdefault(kind, {})[name] = yaml.safe_load(value) if value.strip() else ""
+        options.setdefault(kind, {})[name] = load_yaml(value, f"--option {key}") if value.strip() else ""
     wanted = {
         "quality": [args.model] if args.model else [],
         "perplexity": args.perplexity,

@@ -17,6 +17,7 @@ import yaml
 from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
 from core.config import ConfigError
 from core.errors import InputError
+from core.safe_yaml import load_yaml
 from core.spark import parse_spark_conf
 from tokens.job import run_tokenize
 from tokens.tokenizer import ENCODERS, TokenizerConfig, train_tokenizer
@@ -86,6 +87,8 @@ def parse_select(pairs: list[str]) -> dict[str, object]:
                 f"--select {p!r}: {v!r} is not a value or a YAML list ({why}{where}); "
                 "e.g. lang=en, 'lang=[en, de]', 'quality=>= 0.6'"
             ) from None
+        # well-formed: the project's reader's bounds too (aliases, depth, duplicate keys)
+        out[k] = load_yaml(v, f"--select {k}")
     return out
 
 

@@ -196,3 +196,18 @@ def test_a_recipe_that_is_not_utf8_names_the_file(tmp_path):
     p.write_bytes("# mélange\ntotal_tokens: 1000\n".encode("cp1252"))
     with pytest.raises(RecipeError, match=r"recipe\.yaml: line 1: byte 0xe9 is not UTF-8"):
         Recipe.load(p)
+
+
+@pytest.mark.security
+def test_an_alias_bomb_or_a_duplicate_key_in_a_select_value_is_refused():
+    from tokens.cli import parse_select
+
+    inline = (
+        "["
+        + ", ".join(f"&a{i} [" + ", ".join([f"*a{i - 1}" if i else "en"] * 9) + "]" for i in range(8))
+        + "]"
+    )
+    with pytest.raises(ConfigError, match=r"--select lang: line 1: expands to more than"):
+        parse_select([f"lang={inline}"])
+    with pytest.raises(ConfigError, match=r"--select meta: line 1: duplicate key 'a'"):
+        parse_select(["meta={a: 1, a: 2}"])
