@@ -9,7 +9,7 @@ Scores only: it never drops a document; a scoring error leaves `quality` null (c
 
 from __future__ import annotations
 
-from classifiers.model import load_model, read_metadata
+from classifiers.model import check_model_file, load_model, read_metadata
 from core.stage import Document, DocumentStage, register
 
 
@@ -25,6 +25,7 @@ class QualityAnnotator(DocumentStage):
     def check_model(model: str) -> None:
         """Raises ModelError (a ValueError) naming the folder if it is not a trained model."""
         read_metadata(model)
+        check_model_file(model, None)  # model.bin's fastText layout (the hash is checked where it loads)
 
     def warm_up(self) -> None:
         self.model.predict_one("This is a short warm-up text. It loads the model once per worker process.")

@@ -5,7 +5,9 @@ MODEL_DIR holds `model.bin` (fastText supervised; the quality model's labels are
 (written by `train.py`: parameters, training files with sha256 and counts, fastText version,
 held-out evaluation, and `model_sha256`, the hash of model.bin that names the model in output
 fingerprints). Loading checks both files exist and that model.bin still has that hash, so a
-folder whose model was replaced by hand is refused instead of silently mislabelled; and that
+folder whose model was replaced by hand is refused instead of silently mislabelled; that model.bin's
+layout is one fastText can load (core/fasttext_header.py: a crafted header would otherwise crash,
+hang or exhaust the process inside fastText's C++, where no error can be caught); and that
 model.bin has the positive label of the kind asked for, so a quality model is never read as a
 toxicity model or the other way round. `QualityModel` is the quality kind; classifiers/toxicity.py
 subclasses `FastTextClassifier` for its own.
@@ -29,6 +31,7 @@ import numpy as np
 
 from classifiers.text import LABEL_HIGH, fasttext_line
 from core.errors import InputError
+from core.fasttext_header import FastTextFileError, check_fasttext_file
 from core.files import sha256_file
 
 MODEL_FILE = "model.bin"
@@ -60,6 +63,21 @@ def read_metadata(model_dir: str | Path, trainer: str = "train-quality") -> dict
     return meta
 
 
+def check_model_file(model_dir: str | Path, sha256: str | None) -> None:
+    """model.bin still has the hash of metadata.json (None: not checked) and a layout fastText loads
+    safely; ModelError if not.
+
+    The layout walk is cheap next to the hash (it reads the dictionary, not the matrices), so the
+    score job runs both on the driver, before any output folder exists."""
+    path = Path(model_dir) / MODEL_FILE
+    if sha256 is not None and sha256_file(path) != sha256:
+        raise ModelError(f"{path} does not match the model_sha256 of its metadata.json")
+    try:
+        check_fasttext_file(path)
+    except FastTextFileError as e:
+        raise ModelError(str(e)) from None
+
+
 def _ensure_fasttext():
     try:
         import fasttext
@@ -81,8 +99,7 @@ class FastTextClassifier:
         self.dir = Path(model_dir).resolve()
         self.metadata = read_metadata(self.dir, self.trainer)
         self.sha256 = self.metadata["model_sha256"]
-        if verify and sha256_file(self.dir / MODEL_FILE) != self.sha256:
-            raise ModelError(f"{self.dir / MODEL_FILE} does not match the model_sha256 of its metadata.json")
+        check_model_file(self.dir, self.sha256 if verify else None)
         fasttext = _ensure_fasttext()
         self.ft = fasttext.load_model(str(self.dir / MODEL_FILE))
         if self.positive_label not in self.ft.labels:

@@ -85,6 +85,8 @@ HEAD_ROWS = 256  # positions per head chunk ((256, 4,096) fp32 logits, 4 MB): of
 # ~2.5x the text needed: 0.76 CPU-s against 0.47 with 5 to tokenize those 399 pages.
 CHARS_PER_TOKEN = 5
 HEAD_PRECISIONS = ("bf16", "fp32")
+MAX_SEQ_LEN = 1 << 20  # tokens per row; far past any LM here, a bound so a forged number cannot size windows
+MAX_VOCAB = 1 << 24
 
 
 class PerplexityOptions(ConfigModel):
@@ -149,6 +151,19 @@ def read_lm_metadata(model_dir: str | Path) -> dict[str, Any]:
     langs = meta.get("languages")
     if not (isinstance(langs, list) and langs and all(isinstance(x, str) for x in langs)):
         raise ModelError(f"{d / METADATA}: `languages` must be a non-empty list of language codes")
+    # the numbers that size the scorer's rows and the head check: bounded, not just present
+    mc = meta.get("model_config")
+    for key, value, low, high in (
+        ("seq_len", meta.get("seq_len"), 2, MAX_SEQ_LEN),
+        ("vocab_size", meta.get("vocab_size"), 1, MAX_VOCAB),
+        ("model_config.d_model", mc.get("d_model") if isinstance(mc, dict) else None, 1, MAX_VOCAB),
+    ):
+        if value is None and key != "seq_len" and meta["format"] == FORMAT_LOGITS:
+            continue  # a format-1 program has no separate head to check them against
+        if type(value) is not int or not low <= value <= high:
+            raise ModelError(
+                f"{d / METADATA}: `{key}` must be an integer in [{low}, {high}], got {str(value)[:40]}"
+            )
     return meta
 
 
@@ -281,6 +296,11 @@ class PerplexityScorer(Scorer):
         for name in (PROGRAM, TOKENIZER):
             if sha256_file(Path(model) / name) != files.get(name):
                 raise ModelError(f"{model}/{name} does not match the sha256 of its metadata.json")
+        # the archive's static check here, on the driver: a hostile lm.pt2 is refused before Spark
+        # starts or an output folder exists (load_program checks it again where it loads)
+        from classifiers.lm_archive import check_archive
+
+        check_archive(Path(model) / PROGRAM)
         return {
             "model_sha256": files[PROGRAM],
             "tokenizer_sha256": files[TOKENIZER],

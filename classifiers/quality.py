@@ -7,15 +7,13 @@ whatever its language (the classifier was trained on what the user gave it); nul
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from classifiers.model import ModelError, QualityModel, load_model, read_metadata
+from classifiers.model import QualityModel, check_model_file, load_model, read_metadata
 from classifiers.scorer import Scorer
 from core.errors import ConfigError
-from core.files import sha256_file
 
 
 class QualityScorer(Scorer):
@@ -39,8 +37,7 @@ class QualityScorer(Scorer):
         if options:
             raise ConfigError(f"the quality scorer takes no options, got {', '.join(sorted(options))}")
         sha = read_metadata(model)["model_sha256"]  # ModelError if not a model folder
-        if sha256_file(Path(model) / "model.bin") != sha:
-            raise ModelError(f"{model}/model.bin does not match the model_sha256 of its metadata.json")
+        check_model_file(model, sha)  # the hash and fastText's header, before Spark or an output folder
         return {"model_sha256": sha}
 
     @classmethod

@@ -42,7 +42,7 @@ from classifiers.scorer import Scorer, ScorerSpec, load_scorer, make_spec, score
 from core.config import ConfigModel
 from core.errors import ConfigError, InputError
 from core.files import doc_parquet_uris, parquet_schema
-from core.output import OutputDir
+from core.output import OutputDir, check_disjoint
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
 from core.stats import Stats
 from core.storage import is_remote, local_input
@@ -141,10 +141,29 @@ def _list_remote_inputs(uri: str) -> tuple[str, list[str]]:
 
 
 def _check_text_column(files: list[Path] | list[str]) -> None:
+    """Every input has a string `text` column (and `lang`, if there, is a string too): checked from the
+    footers before the output folder is made, instead of failing every unit on its first batch."""
     for f in files:
-        names = parquet_schema(f).names
-        if "text" not in names:
-            raise DataError(f"{f} has no 'text' column (columns: {', '.join(names) or 'none'})")
+        schema = parquet_schema(f)
+        if "text" not in schema.names:
+            raise DataError(f"{f} has no 'text' column (columns: {', '.join(schema.names) or 'none'})")
+        for col in ("text", "lang"):
+            i = schema.get_field_index(col)
+            if col in schema.names and i < 0:
+                raise DataError(f"{f} has more than one {col!r} column")
+            if i >= 0 and not _stringish(schema.field(i).type):
+                raise DataError(f"{f}: column {col!r} is {schema.field(i).type}, not a string column")
+
+
+def _stringish(t: pa.DataType) -> bool:
+    # an all-null column written without a type is `null`: every row scores null, as a null text does
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_null(t)
+        or (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t))
+        or (pa.types.is_dictionary(t) and _stringish(t.value_type))  # reads back as plain strings
+    )
 
 
 def _output_schema(schema: pa.Schema, columns: list[str], meta: dict[bytes, bytes]) -> pa.Schema:
@@ -301,6 +320,7 @@ def run_score(
         raise ConfigError(f"--batch-size must be a positive integer, got {batch_size!r}")
     # models are described (ModelError) and the list checked (ConfigError) here, before Spark
     cfg = ScoreJobConfig.for_model(model_dir, list(scorers), batch_size=batch_size)
+    check_disjoint(output, [str(input_dir)])  # before listing: an output inside the input is refused
     root, files = list_inputs(input_dir)
     out_root = OutputDir(output, SUBDIRS).root
     same = (

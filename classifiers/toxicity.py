@@ -68,7 +68,13 @@ import numpy as np
 from pydantic import model_validator
 
 from classifiers.config import ToxicityTrainConfig
-from classifiers.model import MODEL_FILE, FastTextClassifier, ModelError, load_model, read_metadata
+from classifiers.model import (
+    FastTextClassifier,
+    ModelError,
+    check_model_file,
+    load_model,
+    read_metadata,
+)
 from classifiers.scorer import Scorer
 from classifiers.text import MAX_CHARS
 from classifiers.train import FastTextTask, train_fasttext
@@ -305,6 +311,5 @@ def _toxicity_metadata(model: str) -> dict[str, Any]:
             f"{path} is a {meta.get('format', 'unknown')!s} folder, not a toxicity model "
             "(train one with train-toxicity)"
         )
-    if sha256_file(path / MODEL_FILE) != meta["model_sha256"]:
-        raise ModelError(f"{path / MODEL_FILE} does not match the model_sha256 of its metadata.json")
+    check_model_file(path, meta["model_sha256"])  # the hash and fastText's header (ModelError)
     return meta

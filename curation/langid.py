@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.fasttext_header import check_fasttext_file
 from core.stage import Document, DocumentStage, Drop
 from curation.config import LangIdConfig
 from curation.extract import decoded_html, main_content
@@ -51,9 +52,12 @@ def default_model_path() -> str:
 
 
 def load_model(path: str):
-    """Load (once per process) a fastText model."""
+    """Load (once per process) a fastText model, after checking its layout (FastTextFileError, an
+    InputError naming the file): a user-given `langid.model_path` with a crafted or truncated header
+    would otherwise crash or hang fastText's C++ loader (core/fasttext_header.py)."""
     model = _MODELS.get(path)
     if model is None:
+        check_fasttext_file(path)
         try:
             import fasttext
         except ImportError as e:

@@ -391,7 +391,9 @@ def test_a_planted_payload_in_the_model_folder_does_not_run(random_lm, tmp_path,
         _plant(folder, lambda n, d: d)
     else:
         _plant(folder, make(marker))
-    PerplexityScorer.describe(str(folder), {})  # the hashes match: only the archive check stands
+    # the hashes match: only the archive check stands, on the driver (describe) and where it loads
+    with pytest.raises(ModelError, match=refusal):
+        PerplexityScorer.describe(str(folder), {})
     with pytest.raises(ModelError, match=refusal):
         PerplexityScorer.load(str(folder), {})
     assert not marker.exists()
