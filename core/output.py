@@ -14,6 +14,17 @@ is renamed last. A unit without a marker is redone from scratch (its files are o
 crash at any point never leaves a unit that looks finished. A rerun with a different config into
 the same folder is refused: outputs always say which config made them.
 
+Inputs are guarded by content as well as by name: `_inputs.json` holds each input's identity
+(size, mtime and a sampled hash; an object's size and ETag: core.storage.file_identities) from the
+run that made the folder. A rerun whose input changed under the same name is refused naming the
+file (OutputConflict, exit 2), since its finished units (or dedup's finished stages) were made
+from the old bytes. To start over instead, set `REFINERY_ON_CHANGED_INPUT=restart` (or pass
+`on_changed_input="restart"`, `--on-changed-input restart` where a command has it): a per-file
+job then redoes the units of the changed inputs, dedup redoes every stage. An output folder that
+overlaps its inputs (the same folder, one inside the other) is refused before any work
+(`check_disjoint`), and a damaged folder (`_config.json` not a JSON record, a folder where a file
+belongs) is refused naming the path (`check_layout`), never a traceback.
+
 The root may also be an object-store URI (`s3://bucket/prefix`, core/storage.py): a task then makes
 its files in a local staging folder and `commit_unit` uploads each to its final key in one request
 (S3 has no rename), then the stats, then the marker; nothing is ever stored under a temporary key.
@@ -28,21 +39,26 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from core.errors import OutputConflict
-from core.storage import LocalStore, Store, is_remote, join, open_store, staging_dir
+from core.errors import ConfigError, OutputConflict
+from core.storage import LocalStore, Store, file_identities, is_remote, join, open_store, staging_dir
 
 __all__ = [
     "OutputConflict",
     "OutputDir",
     "atomic_write_bytes",
     "atomic_write_json",
+    "changed_input_policy",
+    "check_disjoint",
     "check_folder_path",
+    "check_layout",
     "diff_keys",
     "guard_folder",
+    "guard_inputs",
+    "input_identities",
     "unit_name",
 ]
 
@@ -93,10 +109,8 @@ class OutputDir:
         self.store.write_bytes(self.path(rel), json_bytes(obj))
 
     def read_json(self, rel: str) -> Any | None:
-        try:
-            return json.loads(self.store.read_bytes(self.path(rel)))
-        except FileNotFoundError:
-            return None
+        """A JSON file of the folder, None if missing; OutputConflict naming it if damaged."""
+        return _read_json(self.store, self.path(rel))
 
     def delete(self, rel: str) -> None:
         self.store.delete(self.path(rel))
@@ -114,11 +128,42 @@ class OutputDir:
 
         Returns True when this call created it (see `discard`).
         """
+        check_layout(self.root, self.subdirs)
         created = guard_folder(self.root, job, config, fingerprint, extra)
         for sub in self.subdirs:
             self.store.makedirs(self.path(sub))
         self.remove_stale_tmp()
         return created
+
+    def guard_inputs(self, units: list[tuple[str, str]], on_changed_input: str | None = None) -> list[str]:
+        """Refuse a rerun on inputs changed since the folder was made, or redo their units.
+
+        `units`: (input, unit name) of this run. With the `restart` policy, every unit of a changed
+        input is forgotten (marker first, then its files: a crash in between leaves a unit that
+        is redone, never one that looks finished); returns the changed inputs.
+        """
+        return guard_inputs(
+            self.uri, [u for u, _ in units], on_changed_input, lambda changed: self._forget(changed, units)
+        )
+
+    def _forget(self, changed: list[str], units: list[tuple[str, str]]) -> None:
+        gone = set(changed)
+        names = {n for u, n in units if _norm_input(u) in gone}
+        for marker in self.store.list(self.path("done"), ".json"):
+            name = marker.rsplit("/", 1)[-1].removesuffix(".json")
+            with contextlib.suppress(OutputConflict):  # a damaged marker: forgotten as well
+                record = self.read_json(f"done/{name}.json")
+                if not isinstance(record, dict) or _norm_input(str(record.get("input"))) not in gone:
+                    continue
+            names.add(name)
+        self.delete("_SUCCESS")
+        for name in sorted(names):
+            self.delete(f"done/{name}.json")
+        for sub in ("", *self.subdirs):
+            for f in self.store.list(self.path(sub)):
+                fname = f.rsplit("/", 1)[-1]
+                if sub != "done" and any(fname.startswith(f"{n}.") for n in names):
+                    self.store.delete(f)
 
     def discard(self) -> None:
         """Remove a folder `prepare` just created when the run could not start (Spark did not come up).
@@ -245,8 +290,10 @@ def guard_folder(
         Path(root).mkdir(parents=True, exist_ok=True)
     cfg_path = join(root, "_config.json")
     extra = extra or {}
-    if store.exists(cfg_path):
-        old = json.loads(store.read_bytes(cfg_path))
+    old = _read_json(store, cfg_path)
+    if old is not None:
+        if not isinstance(old, dict):
+            raise OutputConflict(_damaged(cfg_path, f"holds a JSON {type(old).__name__}, not a job record"))
         changed = [k for k in sorted(extra) if old.get(k) != extra[k]]
         if old.get("job") != job or old.get("fingerprint") != fingerprint or changed:
             diff = diff_keys(old.get("config", {}), config) + changed
@@ -261,6 +308,186 @@ def guard_folder(
     record = {"job": job, "fingerprint": fingerprint, "config": config, **extra, "created": _now()}
     store.write_bytes(cfg_path, json_bytes(record))
     return True
+
+
+def _damaged(path: str, what: str) -> str:
+    return (
+        f"{path} {what}: this folder was not made by a refinery job, or the file is damaged. "
+        "Use another --output, or delete that folder to start over."
+    )
+
+
+def _read_json(store: Store, path: str) -> Any | None:
+    """A JSON file of an output folder; None if missing; OutputConflict naming it if it cannot be read."""
+    try:
+        return json.loads(store.read_bytes(path))
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise OutputConflict(_damaged(path, "is a folder, not a file")) from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise OutputConflict(_damaged(path, f"is not valid JSON ({e})")) from None
+    except PermissionError as e:
+        raise OutputConflict(f"{path} cannot be read: {e}") from None
+    # Any other OSError (a store that stopped answering) propagates: callers report it as such.
+
+
+def check_layout(
+    root: Path | str, folders: Iterable[str] = (), files: Iterable[str] = ("stats.json", "_SUCCESS")
+) -> None:
+    """Refuse a local output folder where a file of its layout is a folder or a folder is a file.
+
+    Checked before any work: found later, the job would fail after running, when it writes
+    stats.json or its markers. (An object store has no such clash: a key is never a prefix's
+    stand-in.) `_config.json` and `_inputs.json` are checked by reading them (`_read_json`).
+    """
+    if is_remote(root):
+        return
+    root = Path(root)
+    for name in folders:
+        p = root / name
+        if p.exists() and not p.is_dir():
+            raise OutputConflict(_damaged(str(p), "is a file, where this job keeps a folder"))
+    for name in (*files, "_config.json", INPUTS_RECORD):
+        p = root / name
+        if p.is_dir():
+            raise OutputConflict(_damaged(str(p), "is a folder, not a file"))
+
+
+# -- inputs: content identity, and no overlap with the output ----------------------------------------
+
+INPUTS_RECORD = "_inputs.json"
+"""Each input's identity (core.storage.file_identities) when the folder's outputs were made."""
+ON_CHANGED_INPUT_ENV = "REFINERY_ON_CHANGED_INPUT"
+ON_CHANGED_INPUT = ("refuse", "restart")
+
+
+def changed_input_policy(value: str | None = None) -> str:
+    """`value`, else $REFINERY_ON_CHANGED_INPUT, else "refuse"; ConfigError for anything else."""
+    policy = value or os.environ.get(ON_CHANGED_INPUT_ENV) or "refuse"
+    if policy not in ON_CHANGED_INPUT:
+        where = "on_changed_input" if value else ON_CHANGED_INPUT_ENV
+        raise ConfigError(f"{where} must be one of {', '.join(ON_CHANGED_INPUT)}, got {policy!r}")
+    return policy
+
+
+def _norm_input(uri: str) -> str:
+    return uri if "://" in uri else os.path.abspath(uri)
+
+
+def guard_inputs(
+    root: Path | str,
+    inputs: Iterable[str],
+    on_changed_input: str | None,
+    start_over: Callable[[list[str]], None],
+    identities: dict[str, dict[str, Any] | None] | None = None,
+) -> list[str]:
+    """Compare the inputs' identities with the folder's `_inputs.json`, then record them.
+
+    A changed input (same name, other content) is refused (OutputConflict naming each file and
+    what changed) under the `refuse` policy; under `restart`, `start_over(changed)` removes what
+    was made from them before the new identities are recorded (so a crash in between refuses
+    again rather than trusting stale outputs). Returns the changed inputs. A folder made before
+    this record existed gets one now: its old content cannot be checked.
+    """
+    policy = changed_input_policy(on_changed_input)
+    store = open_store(root)
+    path = join(root, INPUTS_RECORD)
+    now = {_norm_input(u): v for u, v in (identities or input_identities(inputs)).items()}
+    record = _read_json(store, path)
+    if record is not None and not (isinstance(record, dict) and isinstance(record.get("inputs"), dict)):
+        raise OutputConflict(_damaged(path, "is not an input record"))
+    before = record["inputs"] if record else {}
+    changed = {u: why for u, v in now.items() if (why := _what_changed(before.get(u), v))}
+    if changed and policy == "refuse":
+        listed = "; ".join(f"{u} ({why})" for u, why in list(changed.items())[:5])
+        more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+        raise OutputConflict(
+            f"input changed since {root} was made from it: {listed}{more}. Its outputs were made "
+            "from the old content; use another --output, or start over with "
+            f"{ON_CHANGED_INPUT_ENV}=restart (--on-changed-input restart where the command has it)."
+        )
+    if changed:
+        start_over(sorted(changed))
+    if record is None or changed or any(u not in before for u in now):
+        store.write_bytes(path, json_bytes({"inputs": {**before, **now}, "recorded": _now()}))
+    return sorted(changed)
+
+
+def input_identities(inputs: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+    """core.storage.file_identities; InputError naming a file that cannot be read any more."""
+    try:
+        return file_identities(inputs)
+    except OSError as e:  # vanished or unreadable since it was listed
+        from core.errors import InputError
+
+        raise InputError(f"cannot read input {getattr(e, 'filename', None) or ''}: {e}") from None
+
+
+def _what_changed(old: Any, new: dict[str, Any] | None) -> str:
+    """'' when the same (or not comparable), else what differs: 'size 10 -> 12, content differs'."""
+    if not isinstance(old, dict) or new is None:
+        return ""
+    parts = []
+    for key, label in (("size", "size"), ("etag", "ETag"), ("modified", "modified"), ("mtime_ns", "mtime")):
+        if old.get(key) != new.get(key) and (key in old or key in new):
+            a, b = (_ns_time(x) if key == "mtime_ns" else x for x in (old.get(key), new.get(key)))
+            parts.append(f"{label} {a} -> {b}")
+    if old.get("sample") != new.get("sample"):
+        parts.append("content differs")
+    return ", ".join(parts)
+
+
+def _ns_time(ns: Any) -> str:
+    if not isinstance(ns, int):
+        return str(ns)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 10**9)) + f".{ns % 10**9:09d}Z"
+
+
+def check_disjoint(
+    output: Path | str, inputs: Iterable[str] = (), files: Iterable[str] = (), nested: bool = True
+) -> None:
+    """Refuse an output that overlaps the inputs, before any work (OutputConflict naming both).
+
+    `inputs`: the paths or prefixes as the user gave them (globs and listings are skipped: their
+    `files` are checked); `files`: the resolved input files. Refused: the output is an input, an
+    input lies inside the output (a restart or a unit's rewrite would touch it), and, when the job
+    lists its input folders recursively (`nested`), an output inside an input folder: a rerun
+    would read the job's own files as inputs (and then fail on their schema or refuse the changed
+    list, far from the cause). Local paths are compared resolved; `s3a://` is `s3://`.
+    """
+    out = _norm_location(output)
+    for given in inputs:
+        if any(ch in str(given) for ch in "*?[") or str(given).endswith((".paths", ".paths.gz")):
+            continue
+        src = _norm_location(given)
+        if src == out:
+            raise OutputConflict(
+                f"--output {output} is also the --input: a rerun would read the job's own files as "
+                "inputs. Name another output folder."
+            )
+        if _inside(src, out):
+            raise OutputConflict(f"--input {given} lies inside --output {output}; name another output folder")
+        if nested and _inside(out, src) and (is_remote(given) or Path(given).expanduser().is_dir()):
+            raise OutputConflict(
+                f"--output {output} lies inside --input {given}: a rerun would read the job's own files "
+                "as inputs. Name an output folder outside the input."
+            )
+    for f in files:
+        src = _norm_location(f)
+        if src == out or _inside(src, out):
+            raise OutputConflict(f"input {f} lies inside --output {output}; name another output folder")
+
+
+def _norm_location(p: Path | str) -> str:
+    s = str(p)
+    if "://" in s:
+        return ("s3://" + s.split("://", 1)[1] if s.startswith("s3a://") else s).rstrip("/")
+    return str(Path(s).expanduser().resolve())
+
+
+def _inside(child: str, parent: str) -> bool:
+    return child.startswith(parent.rstrip("/") + "/")
 
 
 def _list_change(key: str, old: Any, new: Any) -> str:

@@ -1,6 +1,7 @@
 """The one per-file Spark runner: `extract`, `tokenize` and `score` are each a `PerFileJob` run by it.
 
-    resolve (the job, before this) -> guard the output folder (config fingerprint) -> skip units
+    resolve (the job, before this) -> refuse an output that overlaps an input -> guard the output
+    folder (config fingerprint, input list) -> guard the inputs' content -> skip units
     with a completion marker -> one Spark task per remaining unit -> merge the units' stats ->
     stats.json -> _SUCCESS when every unit is done
 
@@ -10,6 +11,10 @@ WARCs into byte ranges, curation/ranges.py); a task writes its own outputs
 summary, so nothing large is collected to the driver. A task that raises is a failed unit: its
 temporary files are removed, the error and traceback come back to the driver, and a rerun retries
 it. The same code runs on the embedded `local[*]` master and under `spark-submit` on a cluster.
+
+An input changed under the same name since its units were made (core.output.guard_inputs) is
+refused naming the file, or, under the `restart` policy (`PerFileJob.on_changed_input`, else
+$REFINERY_ON_CHANGED_INPUT), its units are forgotten and redone with the rest of the run.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from core.output import SUBDIRS, OutputDir
+from core.output import SUBDIRS, OutputDir, check_disjoint
 from core.spark import check_master, configure_worker_logging, get_spark
 from core.stats import Stats
 
@@ -59,6 +64,9 @@ class PerFileJob:
     a job whose config already holds its inputs (tokenize)."""
     stats_extra: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
     """Extra fields of stats.json from the done units' stats (a per-file table, a model hash)."""
+    on_changed_input: str | None = None
+    """An input whose content changed since its units were made: "refuse" (OutputConflict) or
+    "restart" (its units are redone); None: $REFINERY_ON_CHANGED_INPUT, else "refuse"."""
 
 
 @dataclass
@@ -110,10 +118,18 @@ def run_per_file(
 ) -> RunResult:
     """Run the units (input, unit name) of `job` that are not done yet, one Spark task each."""
     check_master(master)  # before a folder is made or a JVM started
+    check_disjoint(output, files=[u for u, _ in units])  # an input inside the output: refused
     out = OutputDir(output, job.subdirs)
     extra = {"inputs": input_list(units)} if job.guard_inputs else {}
     # OutputConflict before Spark; the same inputs resume (done units are skipped below)
     created = out.prepare(job.name, job.config, job.fingerprint, {**extra, **(job.guard_extra or {})})
+    # ... if their content is the same too: a unit made from other bytes is refused or redone
+    try:
+        out.guard_inputs(units, job.on_changed_input)
+    except BaseException:
+        if created:  # an unreadable input: no folder left claiming this config
+            out.discard()
+        raise
     todo = [(u, n) for u, n in units if not out.is_done(n)]
     skipped = len(units) - len(todo)
     if skipped:

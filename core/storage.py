@@ -28,7 +28,8 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ __all__ = [
     "LocalStore",
     "ObjectStore",
     "Store",
+    "file_identities",
     "is_remote",
     "join",
     "local_input",
@@ -310,3 +312,93 @@ def local_input(uri: str | Path) -> Iterator[str]:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+# -- what a file is, cheaply ------------------------------------------------------------------------
+
+_WHOLE = 4 << 20
+"""Files up to this size are hashed whole (every byte counts); larger ones are sampled."""
+_EDGE = 256 << 10
+_BLOCKS, _BLOCK = 32, 16 << 10
+_FOOTER_MAX = 16 << 20
+
+
+def file_identities(uris: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+    """The identity of each input file, read without downloading it: what a resumed job compares.
+
+    local file   size, mtime_ns and `sample`: sha256 of the whole file up to 4 MiB, else of its
+                 first and last 256 KiB and 32 evenly spaced 16 KiB blocks, plus a Parquet file's
+                 whole footer (row groups, column sizes and statistics: any rewrite of its data
+                 moves them). Same size and mtime with other bytes (`touch -r`) changes `sample`.
+    object store size and the ETag the store keeps for the object's content (one listing per
+                 folder, no download); `modified` where a store has no ETag.
+    http(s)      None: read-only sources are treated as immutable (Common Crawl's files are).
+
+    A local file that cannot be read now is None too: the task that reads it reports it (extract
+    counts an unreadable WARC), and nothing was made from its bytes. OSError naming an object when
+    the store cannot be listed.
+    """
+    uris = list(dict.fromkeys(uris))
+    out: dict[str, dict[str, Any] | None] = {u: None for u in uris}
+    local = [u for u in uris if "://" not in u or u.startswith("file://")]
+    remote = [u for u in uris if is_remote(u)]
+    with ThreadPoolExecutor(max_workers=8) as pool:  # a shared filesystem answers in parallel
+        out.update(zip(local, pool.map(_local_identity, local), strict=True))
+    by_folder: dict[str, list[str]] = {}
+    for u in remote:
+        by_folder.setdefault(u.rsplit("/", 1)[0], []).append(u)
+    for folder, members in by_folder.items():
+        out.update(_remote_identities(folder, members))
+    return out
+
+
+def _local_identity(uri: str) -> dict[str, Any] | None:
+    try:
+        return _read_identity(uri.removeprefix("file://"))
+    except OSError:
+        return None
+
+
+def _read_identity(path: str) -> dict[str, Any]:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        size = st.st_size
+        if size <= _WHOLE:
+            h.update(f.read())
+        else:
+            step = (size - 2 * _EDGE) // (_BLOCKS + 1)
+            spans = [(0, _EDGE)] + [(_EDGE + i * step, _BLOCK) for i in range(1, _BLOCKS + 1)]
+            for start, n in [*spans, (size - _EDGE, _EDGE)]:
+                f.seek(start)
+                h.update(f.read(n))
+            f.seek(size - 8)
+            tail = f.read(8)
+            footer = int.from_bytes(tail[:4], "little")
+            if tail[4:] == b"PAR1" and footer <= min(_FOOTER_MAX, size - 12):
+                f.seek(size - 8 - footer)  # all of a Parquet footer, even one longer than the tail
+                h.update(f.read(footer))
+    return {"size": size, "mtime_ns": st.st_mtime_ns, "sample": h.hexdigest()[:32]}
+
+
+def _remote_identities(folder: str, uris: list[str]) -> dict[str, dict[str, Any]]:
+    """One listing of `folder` (sizes and ETags come with it); an object it misses is asked alone."""
+    store = ObjectStore(folder)
+    try:
+        listed = {store._uri(e["name"]): e for e in store._io(folder, store.fs.ls, store._key(folder), True)}
+    except FileNotFoundError:
+        listed = {}
+    out = {}
+    for u in uris:
+        info = listed.get(u) or store._io(u, store.fs.info, store._key(u))
+        ident: dict[str, Any] = {"size": int(info.get("size") or 0)}
+        etag = info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("crc32c")
+        if etag:
+            ident["etag"] = str(etag).strip('"')
+        else:
+            modified = (
+                info.get("LastModified") or info.get("mtime") or info.get("updated") or info.get("created")
+            )
+            ident["modified"] = str(modified) if modified is not None else None
+        out[u] = ident
+    return out

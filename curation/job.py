@@ -19,7 +19,7 @@ import json
 import logging
 from pathlib import Path
 
-from core.output import unit_name
+from core.output import check_disjoint, unit_name
 from core.runner import RunResult, run_per_file
 from curation.config import ExtractJobConfig
 from curation.inputs import resolve_inputs
@@ -39,6 +39,9 @@ def run_extract(
 ) -> RunResult:
     """Resolve inputs, run the missing files on Spark, merge stats; raises on bad input/output."""
     uris = resolve_inputs(inputs, cfg.cc_base_url)  # InputError before Spark starts
+    # --output == an --input folder would list the job's own files as inputs on a rerun. A folder
+    # input is listed one level deep, files only: an output folder inside it is never listed.
+    check_disjoint(output, inputs, uris, nested=False)
     split = cfg.reader.split_bytes
     legacy = _made_before_ranges(output)
     if legacy and split is not None:

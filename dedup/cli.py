@@ -1,8 +1,9 @@
 """Command line of the dedup job: `python -m dedup run --input DIR --output DIR [...]`.
 
 Bad input (no Parquet, no `id`/`text` column, a config that does not validate, an output folder made
-by another config or input) is reported as `error: ...` with exit status 2 before Spark starts
-(core.cli.guarded).
+by another config or input, an input whose content changed since the output was made from it, an
+output that overlaps the input) is reported as `error: ...` with exit status 2 before Spark starts
+(core.cli.guarded). `--on-changed-input restart` redoes every stage instead of refusing.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from core.cli import add_config_args, add_spark_args, guarded, setup_logging
+from core.output import ON_CHANGED_INPUT
 from core.spark import parse_spark_conf
 from core.stats import funnel_table
 from dedup.config import DedupJobConfig
@@ -27,6 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_args(run, "configs/dedup.yaml")
     add_spark_args(run)
     run.add_argument("--no-progress", action="store_true", help="do not print a line per stage")
+    run.add_argument(
+        "--on-changed-input",
+        choices=ON_CHANGED_INPUT,
+        default=None,
+        help="an input whose content changed since the output's stages were made from it: refuse "
+        "(default, or $REFINERY_ON_CHANGED_INPUT) or restart every stage",
+    )
     return parser
 
 
@@ -45,6 +54,7 @@ def _run(args: argparse.Namespace) -> int:
         master=args.master,
         spark_conf=parse_spark_conf(args.spark_conf),
         progress=not args.no_progress,
+        on_changed_input=args.on_changed_input,
     )
     print(f"\nRefinery dedup -> {result.output}  (config {cfg.fingerprint()}, minhash {cfg.minhash})")
     if result.resumed:

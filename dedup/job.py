@@ -11,6 +11,14 @@ others work on narrow rows (row number, hashes, lengths, the keep-policy columns
 After the stages: removed_ids/ (every decision), removed/ (a sample per reason with a snippet),
 stats.json (the funnel, built from the stages' own infos) and _SUCCESS. Nothing is collected to the
 driver but per-reason counts.
+
+A stage marker holds for the inputs it was made from, so before resuming the inputs are checked by
+content as well as by name (core.output.guard_inputs: size, mtime and a sampled hash; an object's
+ETag). An input rewritten under the same name is refused naming the file (exit 2); with
+`on_changed_input="restart"` (`--on-changed-input restart`, or REFINERY_ON_CHANGED_INPUT=restart)
+every stage is redone instead: prepare reads all inputs, so no stage survives a changed one. An
+output that is its input, lies inside it or holds it is refused before anything is read
+(core.output.check_disjoint).
 """
 
 from __future__ import annotations
@@ -25,7 +33,15 @@ import pyarrow as pa
 
 from core.errors import InputError
 from core.files import doc_parquet_uris, parquet_schema
-from core.output import OutputDir, atomic_write_json, guard_folder
+from core.output import (
+    OutputDir,
+    atomic_write_json,
+    check_disjoint,
+    check_layout,
+    guard_folder,
+    guard_inputs,
+    input_identities,
+)
 from core.spark import check_master
 from core.stats import Stats, funnel_table
 from core.storage import is_remote, local_input, staging_dir
@@ -70,20 +86,45 @@ def run_dedup(
     master: str | None = None,
     spark_conf: dict[str, str] | None = None,
     progress: bool = True,
+    on_changed_input: str | None = None,
 ) -> DedupResult:
     """Run (or resume) the whole job; raises InputError / OutputConflict before Spark starts.
 
     `input_path` and `output` may be object-store URIs (`s3://...`): Spark here has no S3 connector,
     so the job runs on local copies (see `_run_to_object_store` and `_local_inputs`).
+    `on_changed_input`: "refuse" (default: $REFINERY_ON_CHANGED_INPUT, else refuse) or "restart",
+    for an input whose content changed since the folder's stages were made from it.
     """
+    # Before the input is listed: an output inside it would be listed as input (and fail on its
+    # schema, far from the cause).
+    check_disjoint(output, [input_path])
     files = resolve_input(input_path)
+    check_disjoint(output, files=files)
     check_master(master)  # a bad --master is a ConfigError before the folder is made
+    identities = input_identities(files)
     if is_remote(output):
-        return _run_to_object_store(files, str(output).rstrip("/"), cfg, master, spark_conf, progress)
+        uri = str(output).rstrip("/")
+        return _run_to_object_store(
+            files, uri, cfg, master, spark_conf, progress, on_changed_input, identities
+        )
     root = Path(output).expanduser().resolve()
+    check_layout(root, (*_PUBLISHED_FOLDERS, "stages", "_inputs"))
     # The input list decides the outputs like the config does: a changed list is refused too.
     guard_folder(root, "dedup", cfg.to_dict(), cfg.fingerprint(), extra={"inputs": files})
+    guard_inputs(root, files, on_changed_input, lambda _: _start_over(root), identities)
     return _run(files, root, cfg, master, spark_conf, progress)
+
+
+def _start_over(root: Path) -> None:
+    """Remove every stage and result of a local dedup folder (its `_config.json` stays).
+
+    `_SUCCESS` first; the inputs' record is rewritten only after this returns, so a crash midway
+    is refused (or restarted) again, never resumed from the stages left.
+    """
+    (root / "_SUCCESS").unlink(missing_ok=True)
+    (root / "stats.json").unlink(missing_ok=True)
+    for sub in ("stages", *_PUBLISHED_FOLDERS, "_inputs"):
+        shutil.rmtree(root / sub, ignore_errors=True)
 
 
 def _run(
@@ -165,6 +206,8 @@ def _run_to_object_store(
     master: str | None,
     spark_conf: dict[str, str] | None,
     progress: bool,
+    on_changed_input: str | None,
+    identities: dict,
 ) -> DedupResult:
     """The job into a local work folder, then its outputs uploaded to `uri`, `_SUCCESS` last.
 
@@ -177,14 +220,25 @@ def _run_to_object_store(
     """
     out = OutputDir(uri, ())
     extra = {"inputs": files}
+    work = staging_dir(uri) / "work"
+
+    def start_over(_: list[str]) -> None:
+        out.set_success(False)
+        out.delete("stats.json")
+        for sub in _PUBLISHED_FOLDERS:
+            out.store.delete_tree(out.path(sub))
+        shutil.rmtree(work, ignore_errors=True)
+
     guard_folder(uri, "dedup", cfg.to_dict(), cfg.fingerprint(), extra=extra)
+    guard_inputs(uri, files, on_changed_input, start_over, identities)
     if out.store.exists(out.path("_SUCCESS")):
         done = out.read_json("stats.json") or {}
         stats = Stats.from_dict(done)
         resumed = [s for s in (done.get("stage_info") or {})]
         return DedupResult(uri, stats, resumed, done.get("docs_in", 0), done.get("docs_out", 0))
-    work = staging_dir(uri) / "work"
     guard_folder(work, "dedup", cfg.to_dict(), cfg.fingerprint(), extra=extra)
+    # The local stages too: a work folder left by a run on other content is never resumed.
+    guard_inputs(work, files, on_changed_input, lambda _: _start_over(work), identities)
     result = _run(files, work, cfg, master, spark_conf, progress)
     for sub in _PUBLISHED_FOLDERS:
         out.store.delete_tree(out.path(sub))

@@ -8,6 +8,9 @@ same. The source folder is a core `OutputDir` with `stats/` and `done/` only; a 
 written under temporary names and committed by `OutputDir.commit_unit`, whose completion marker
 `done/part-NNNNN.json` carries the part's hashes, counts and input (what the manifest is made of).
 When every part is done, `manifest.json` is written from the markers: it marks a complete source.
+An input rewritten under the same name since its part was made is refused naming the file, or its
+part is redone under `on_changed_input="restart"` (core.output.guard_inputs); an `--output` that
+is the input, lies inside it or holds it is refused before anything is read.
 
 Documents are kept in input order (determinism: the same input and tokenizer give byte-identical
 shards). Rows the recipe's selectors reject, and rows with a null or empty `text`, are counted per
@@ -34,7 +37,7 @@ import numpy as np
 
 from core.errors import InputError
 from core.files import doc_parquet_uris, parquet_schema, sha256_file
-from core.output import OutputDir
+from core.output import OutputDir, check_disjoint, check_layout
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
 from core.selectors import Selector, SelectorError, parse_selectors, selection_mask, selectors_spec
 from core.spark import check_master
@@ -276,18 +279,23 @@ def run_tokenize(
     spark_conf: dict[str, str] | None = None,
     encoder: str = "auto",
     progress: bool = True,
+    on_changed_input: str | None = None,
 ) -> TokenizeResult:
     """Tokenize every Parquet file of `input_dir` into `output/shards/<source>/` on Spark.
 
     Bad input (no documents, a missing `text` or selector column, a tokenizer without an EOD token,
     an output folder made by another tokenizer/selection/input list) raises before Spark starts.
     `encoder` (tokens.tokenizer.ENCODERS) is not part of the output's config: every encoder gives
-    the same bytes, so a rerun with another one resumes the same folder.
+    the same bytes, so a rerun with another one resumes the same folder. `on_changed_input`: an
+    input whose content changed since its part was made is refused ("refuse", the default unless
+    $REFINERY_ON_CHANGED_INPUT says otherwise) or its part redone ("restart").
     """
     if not source or "/" in source or source.startswith("."):
         raise InputError(f"--source must be a plain folder name, got {source!r}")
     selectors = parse_selectors(select or {}, where="--select")
+    check_disjoint(output, [input_dir])  # before listing: our own shards would be listed as input
     files = list_inputs(input_dir, selectors)
+    check_disjoint(output, files=files)
     try:
         tok = load_tokenizer(tokenizer, eod_token)
         tokenizer_json = Path(tok.path).read_text(encoding="utf-8")
@@ -305,7 +313,10 @@ def run_tokenize(
     units = [(f, part_name(i)) for i, f in enumerate(files)]
     check_master(master)  # before the folder below is made
     # Guarded here as well as in the runner: the manifest below is removed only from our own folder.
+    check_layout(out.root, files=("manifest.json",))
     created = out.prepare("tokenize", config, fingerprint)
+    # Before the manifest is judged: parts of a changed input are refused, or forgotten (restart).
+    out.guard_inputs(units, on_changed_input)
     if not all(out.is_done(u) for _, u in units):
         out.delete("manifest.json")  # it marks a complete source; rewritten below
     task = TokenizeTask(
@@ -326,6 +337,7 @@ def run_tokenize(
         stage_order=STAGES,
         subdirs=SUBDIRS,
         guard_inputs=False,  # the input list is part of `config` (and of the fingerprint) already
+        on_changed_input=on_changed_input,
     )
     try:
         res = run_per_file(job, units, out.uri, master, spark_conf, progress)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from core.errors import OutputConflict
 from core.output import atomic_write_json
 from core.stats import Stats
 from dedup.config import DedupJobConfig
@@ -43,8 +44,22 @@ class StageStore:
         return self.dir / name
 
     def marker(self, name: str) -> dict[str, Any] | None:
+        """The stage's info, None if it did not finish; OutputConflict naming a damaged marker
+        (redoing only that stage would mix it with later stages made from its old output)."""
         p = self.dir / f"{name}.json"
-        return json.loads(p.read_text()) if p.exists() else None
+        if not p.exists():
+            return None
+        try:
+            info = json.loads(p.read_text())
+        except (OSError, ValueError) as e:
+            info = e
+        if not isinstance(info, dict):
+            why = f"({info})" if isinstance(info, Exception) else f"holds a JSON {type(info).__name__}"
+            raise OutputConflict(
+                f"stage marker {p} cannot be read {why}: the folder is damaged. Delete that folder "
+                "(or use another --output) to start over."
+            )
+        return info
 
     def finish(self, name: str, info: dict[str, Any]) -> None:
         atomic_write_json(self.dir / f"{name}.json", info)
