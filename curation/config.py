@@ -34,6 +34,7 @@ from core.config import (
     load_config,
 )
 from core.stage import check_arguments, resolve_stage
+from curation.html_depth import MAX_TAG_DEPTH
 from curation.pii import PII_TYPES, PiiConfig, PiiPlaceholders
 from curation.urls import UT1_CATEGORIES, datatrove_asset, parse_domain_file
 
@@ -169,6 +170,11 @@ class ExtractConfig(ConfigModel):
     """Per-page wall-clock limit; a page that hits it is dropped with reason `extract_timeout`."""
     max_html_chars: int = 2_000_000
     """Pages with more decoded HTML characters are dropped with reason `extract_oversize`."""
+    max_tag_depth: int = MAX_TAG_DEPTH
+    """resiliparse (the cascade's pre-check, the `resiliparse` extractor) reads a page only up to
+    its first element nested deeper than this (counter `html_too_deep`/`prelid_too_deep`): its
+    main-content pass is quadratic in depth and cannot be interrupted. 256 is libxml2's own limit,
+    where trafilatura's parser stops; the deepest page of the shared WARCs is 52."""
     min_text_chars: int = 1
     """Extractions shorter than this are dropped with reason `extract_empty`."""
     cascade: bool = CASCADE_DEFAULT
@@ -189,6 +195,7 @@ class ExtractConfig(ConfigModel):
     def _check(self) -> Any:
         check_positive("extract.timeout_s", self.timeout_s)
         check_positive("extract.max_html_chars", self.max_html_chars)
+        check_positive("extract.max_tag_depth", self.max_tag_depth)
         check_positive("extract.min_text_chars", self.min_text_chars)
         if not 0.0 <= self.cascade_margin <= 1.0:
             raise ConfigError(f"extract.cascade_margin must be in [0, 1], got {self.cascade_margin!r}")
@@ -214,6 +221,8 @@ class ExtractConfig(ConfigModel):
         """to_dict() without the cascade and extractor keys while they are off: a config that does
         not use them names the same output as before they existed (same fingerprint)."""
         d = self.to_dict()
+        if self.max_tag_depth == MAX_TAG_DEPTH:
+            d.pop("max_tag_depth")  # the default changes no real page: outputs keep their names
         if not self.cascade:
             d.pop("cascade")
             d.pop("cascade_margin")

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from core.fasttext_header import check_fasttext_file
 from core.stage import Document, DocumentStage, Drop
-from curation.config import LangIdConfig
-from curation.extract import decoded_html, main_content
+from curation.config import ExtractConfig, LangIdConfig
+from curation.extract import pre_extract
 
 _MODELS: dict[str, object] = {}
 
@@ -152,9 +152,11 @@ class PreLanguageFilter(DocumentStage):
 
     name = "prelid"
 
-    def __init__(self, lid: LanguageIdentifier, margin: float) -> None:
+    def __init__(self, lid: LanguageIdentifier, margin: float, limits: ExtractConfig | None = None) -> None:
         self.lid = lid
         self.floor = lid.cfg.threshold - margin
+        # the extractor's size cap and depth cut bound the pre-extraction too (curation/extract.py)
+        self.limits = limits or ExtractConfig()
 
     def warm_up(self) -> None:
         self.lid.warm_up()
@@ -163,9 +165,11 @@ class PreLanguageFilter(DocumentStage):
         if doc.metadata.get("source_format") == "wet":
             return doc
         try:
-            text, _title = main_content(decoded_html(doc, self))
+            text = pre_extract(doc, self, self.limits)
         except Exception:  # the extractor proper will meet the same page and count its error
             self.count("prelid_error")
+            return doc
+        if text is None:  # over the size cap: the extractor drops it (`extract_oversize`)
             return doc
         if not text.strip():
             self.count("prelid_no_text")

@@ -114,7 +114,7 @@ def build_plan(cfg: ExtractJobConfig) -> Plan:
     lid = LanguageIdentifier(cfg.langid)
     head: list[DocumentStage] = [
         *([UrlFilter(cfg.url_filter)] if cfg.url_filter.enabled else []),
-        *([PreLanguageFilter(lid, cfg.extract.cascade_margin)] if cascades(cfg) else []),
+        *([PreLanguageFilter(lid, cfg.extract.cascade_margin, cfg.extract)] if cascades(cfg) else []),
     ]
     if record and cfg.extract.mode == "union":
         steps = [ExtractStep([ex], record=True) for ex in extractors]
