@@ -27,6 +27,12 @@ class QualityAnnotator(DocumentStage):
         read_metadata(model)
         check_model_file(model, None)  # model.bin's fastText layout (the hash is checked where it loads)
 
+    @classmethod
+    def describe(cls, model: str) -> dict[str, str]:
+        """What names its scores in an `extract` fingerprint (`annotators: [{class: quality, model: DIR}]`)."""
+        cls.check_model(model)
+        return {"model_sha256": read_metadata(model)["model_sha256"]}
+
     def warm_up(self) -> None:
         self.model.predict_one("This is a short warm-up text. It loads the model once per worker process.")
 

@@ -1,5 +1,6 @@
-"""Command line: `python -m classifiers train-quality | train-toxicity | train-lm | evaluate | score`
-(also under spark-submit).
+"""Command line: `python -m classifiers train-quality | train-toxicity | evaluate | score`
+(also under spark-submit). The perplexity scorer's reference LM is trained by a workflow, since it takes
+the tokens and trainer packages: `python -m workflows train-lm`.
 
 Bad input (missing or empty files, no `text` column, a config that does not validate, a folder
 that is not a model, an output that exists) is a core `UserError`, reported as `error: ...` with
@@ -12,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from classifiers.config import QualityTrainConfig, ToxicityTrainConfig
 from classifiers.evaluate import evaluate
 from classifiers.metrics import metrics_table
 from classifiers.score import run_score
-from classifiers.scorer import ScorerSpec, make_spec
+from classifiers.scorer import BUILTIN, ScorerSpec, make_spec
 from classifiers.toxicity import train_toxicity
 from classifiers.train import train_quality
 from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
@@ -48,39 +48,33 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--threshold", type=float, default=0.5, help="for precision/recall (default 0.5)")
     ev.add_argument("--predictions", default=None, metavar="FILE", help="also write per-document scores")
 
-    lm = sub.add_parser(
-        "train-lm", help="train the perplexity scorer's reference LM (tokens, trainer, export)"
-    )
-    lm.add_argument("--output", required=True, metavar="DIR", help="work folder; the model is DIR/model")
-    lm.add_argument("--reference", nargs="+", default=None, metavar="FILE",
-                    help="reference text, JSONL/Parquet/text (default: the shared Wikipedia and WikiText files)")  # fmt: skip
-    lm.add_argument(
-        "--tokenizer", default=None, metavar="FILE", help="a tokenizer.json to use instead of training one"
-    )
-    lm.add_argument(
-        "--master", default="local[2]", help="Spark master of the tokenize step (default local[2])"
-    )
-    add_config_args(lm, "classifiers/train_lm.py, LMTrainConfig")
-
     sc = sub.add_parser(
         "score", help="add score columns (quality, perplexity, toxicity) to Parquet documents"
     )
     sc.add_argument("--input", required=True, metavar="DIR", help="extract output, or a folder of Parquet")
     sc.add_argument("--output", required=True, metavar="DIR")
-    sc.add_argument("--model", default=None, metavar="MODEL_DIR", help="quality model (train-quality)")
+    sc.add_argument(
+        "--scorer",
+        action="append",
+        default=[],
+        metavar="KIND=DIR",
+        help="a scorer and its model folder, repeatable: KIND is a registry name (quality, perplexity, "
+        "toxicity) or the import path of a Scorer class (mypkg.scorers.MyScorer)",
+    )
+    sc.add_argument("--model", default=None, metavar="MODEL_DIR", help="alias of --scorer quality=MODEL_DIR")
     sc.add_argument(
         "--perplexity",
         action="append",
         default=[],
         metavar="LM_DIR",
-        help="reference LM (train-lm); repeat for per-language models",
+        help="alias of --scorer perplexity=LM_DIR (a workflows train-lm model; one per language)",
     )
     sc.add_argument(
         "--toxicity",
         action="append",
         default=[],
         metavar="MODEL",
-        help="toxicity model (see classifiers/toxicity.py)",
+        help="alias of --scorer toxicity=MODEL (see classifiers/toxicity.py)",
     )
     sc.add_argument(
         "--option",
@@ -141,53 +135,55 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_lm(args: argparse.Namespace) -> int:
-    from classifiers.train_lm import LMTrainConfig, StepFailed, train_lm
-
-    cfg = LMTrainConfig.load(args.config, args.overrides)
-    try:
-        meta = train_lm(args.output, cfg, args.reference, args.tokenizer, args.master)
-    except StepFailed as e:
-        print(f"error: {e}\nRerun the same command: finished steps are skipped.", file=sys.stderr)
-        return e.status if e.status == 2 else 1
-    h, t = meta["heldout"], meta["training"]
-    print(f"\nmodel: {Path(args.output) / 'model'}  ({meta['params']:,} params, step {t['step']}, "
-          f"final loss {t.get('final_loss', float('nan')):.4f})")  # fmt: skip
-    print(f"held-out reference text: {h['documents']} documents, {h['tokens']:,} tokens scored: "
-          f"perplexity {h['perplexity']:.2f}, {h['bits_per_byte']:.3f} bits/byte")  # fmt: skip
-    return 0
+def _wanted(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(kind, model) of every --scorer and alias, the built-in kinds first in their order (so the old
+    flags name the same output folder as before --scorer existed), the others as given."""
+    pairs = [("quality", args.model)] if args.model else []
+    pairs += [("perplexity", m) for m in args.perplexity] + [("toxicity", m) for m in args.toxicity]
+    for raw in args.scorer:
+        kind, sep, model = raw.partition("=")
+        if not sep or not kind or not model:
+            raise ConfigError(f"--scorer {raw!r}: expected KIND=DIR, e.g. quality=out/models/quality")
+        pairs.append((kind, model))
+    order = list(BUILTIN)
+    return sorted(pairs, key=lambda p: order.index(p[0]) if p[0] in order else len(order))
 
 
-def _scorer_specs(args: argparse.Namespace) -> list[ScorerSpec]:
-    """--perplexity/--toxicity models with their --option values, described (checked) before Spark."""
+def _scorer_specs(args: argparse.Namespace) -> tuple[str | None, list[ScorerSpec]]:
+    """(the quality model, every other scorer with its --option values), described (checked) before Spark."""
+    wanted = _wanted(args)
+    if not wanted:
+        raise ConfigError("score: give at least one --scorer KIND=DIR (or --model, --perplexity, --toxicity)")
+    kinds = {k for k, _ in wanted}
     options: dict[str, dict[str, object]] = {}
     for raw in args.option:
         key, sep, value = raw.partition("=")
-        kind, dot, name = key.partition(".")
-        if not sep or not dot or not name:
-            raise ConfigError(f"--option {raw!r}: expected KIND.KEY=VALUE, e.g. perplexity.max_tokens=512")
+        # KIND may hold dots (an import path): the longest kind given that prefixes the key
+        kind = max((k for k in kinds if key.startswith(k + ".")), key=len, default=None)
+        if not sep or kind is None or not key[len(kind) + 1 :]:
+            raise ConfigError(
+                f"--option {raw!r}: expected KIND.KEY=VALUE with KIND a scorer given "
+                f"({', '.join(sorted(kinds))}), e.g. perplexity.max_tokens=512"
+            )
+        name = key[len(kind) + 1 :]
         options.setdefault(kind, {})[name] = load_yaml(value, f"--option {key}") if value.strip() else ""
-    wanted = {
-        "quality": [args.model] if args.model else [],
-        "perplexity": args.perplexity,
-        "toxicity": args.toxicity,
-    }
-    for kind in options:
-        if kind == "quality":
-            raise ConfigError("--option quality.…: the quality scorer takes no options")
-        if not wanted.get(kind):
-            raise ConfigError(f"--option {kind}.…: no --{kind} model given to take it")
-    if not any(wanted.values()):
-        raise ConfigError("score: give at least one of --model (quality), --perplexity, --toxicity")
-    return [make_spec(k, m, options.get(k)) for k in ("perplexity", "toxicity") for m in wanted[k]]
+    if "quality" in options:
+        raise ConfigError("--option quality.…: the quality scorer takes no options")
+    # The first quality model goes as run_score's `model_dir` (first column, the fingerprint's own
+    # key); a second one is a spec, refused by the job's config as a second model of one kind.
+    first = next((i for i, (k, _) in enumerate(wanted) if k == "quality"), None)
+    quality = wanted[first][1] if first is not None else None
+    rest = [km for i, km in enumerate(wanted) if i != first]
+    return quality, [make_spec(k, m, options.get(k)) for k, m in rest]
 
 
 def _score(args: argparse.Namespace) -> int:
+    quality, specs = _scorer_specs(args)
     res = run_score(
         args.input,
         args.output,
-        args.model,
-        scorers=_scorer_specs(args),
+        quality,
+        scorers=specs,
         master=args.master,
         spark_conf=parse_spark_conf(args.spark_conf),
         batch_size=args.batch_size,
@@ -209,7 +205,6 @@ def main(argv: list[str] | None = None) -> int:
     run = {
         "train-quality": _train,
         "train-toxicity": _train_toxicity,
-        "train-lm": _train_lm,
         "evaluate": _evaluate,
         "score": _score,
     }[args.command]

@@ -1,7 +1,8 @@
 """Scoring as a stage: adds float32 score columns (quality, perplexity, toxicity) to documents.
 
-`python -m classifiers score --input DIR --output DIR [--model QUALITY_DIR] [--perplexity LM_DIR ...]
-[--toxicity MODEL ...] [--option KIND.KEY=VALUE ...]` runs `run_score`, a job of core's per-file
+`python -m classifiers score --input DIR --output DIR --scorer KIND=DIR ... [--option KIND.KEY=VALUE ...]`
+(KIND a registry name, quality/perplexity/toxicity, or a Scorer's import path; `--model DIR`,
+`--perplexity DIR`, `--toxicity MODEL` are aliases of `--scorer quality=DIR`, ...) runs `run_score`, a job of core's per-file
 runner (core.runner.run_per_file): one Spark task per input Parquet file (a file is never split);
 each task streams its file in batches of `batch_size` rows through every scorer of the job
 (classifiers/scorer.py: the contract; quality.py, perplexity.py, toxicity.py: the kinds) and writes
@@ -68,7 +69,7 @@ class ScoreJobConfig(ConfigModel):
     @model_validator(mode="after")
     def _check(self) -> ScoreJobConfig:
         if not self.scorers:
-            raise ValueError("no scorer: give --model (quality), --perplexity or --toxicity")
+            raise ValueError("no scorer: give --scorer KIND=DIR (or --model, --perplexity, --toxicity)")
         covered: dict[str, set[str]] = {}  # kind -> languages its models score ("*": every language)
         for s in self.scorers:
             langs = set(s.identity.get("languages") or ["*"])

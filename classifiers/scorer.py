@@ -9,12 +9,14 @@ executor Python process (`load`, cached: Spark reuses Python workers across task
 documents is handed to `Scorer.score` with its texts and languages; the result is one float32 array
 per output column, NaN where the document gets null (null text, no model for its language).
 
-A kind is registered once, here in `KINDS`, by import path, so this module imports no model code.
+A kind is a registry name of kind "scorer" in core/stage.py's one registry (the built-ins are
+registered below by import path, so this module imports no model code), or the import path of a
+user's `Scorer` subclass (`mypkg.scorers:MyScorer` or `mypkg.scorers.MyScorer`): a new scorer is one
+file of theirs, named on the command line as `--scorer mypkg.scorers.MyScorer=DIR`.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 from abc import ABC, abstractmethod
 from functools import cache
@@ -24,13 +26,14 @@ import numpy as np
 from pydantic import Field
 
 from core.config import ConfigModel
+from core.stage import register_path, resolve_stage
 
 
 class Scorer(ABC):
     """A loaded model that turns a batch of documents into float columns."""
 
     kind: ClassVar[str]
-    """The option name on the command line (`--quality`, `--perplexity`, `--toxicity`)."""
+    """Its name in messages (`quality`, `perplexity`, `toxicity`); configs name it by registry name or path."""
 
     @property
     @abstractmethod
@@ -63,19 +66,19 @@ class ScorerSpec(ConfigModel):
     """`describe`'s result: the part that names the scores (and the output folder's fingerprint)."""
 
 
-# kind -> "module:Class". Listed by path so that `classifiers.score` imports no model code it does not use.
-KINDS: dict[str, str] = {
+BUILTIN: dict[str, str] = {
     "quality": "classifiers.quality:QualityScorer",
-    "toxicity": "classifiers.toxicity:ToxicityScorer",
     "perplexity": "classifiers.perplexity:PerplexityScorer",
+    "toxicity": "classifiers.toxicity:ToxicityScorer",
 }
+"""The built-in kinds, in the order their columns come (the old `--model/--perplexity/--toxicity`)."""
+for _name, _path in BUILTIN.items():
+    register_path("scorer", _name, _path)
 
 
 def scorer_class(kind: str) -> type[Scorer]:
-    if kind not in KINDS:
-        raise KeyError(f"unknown scorer kind {kind!r} (known: {', '.join(sorted(KINDS))})")
-    module, name = KINDS[kind].split(":")
-    return getattr(importlib.import_module(module), name)
+    """The Scorer a kind names (registry name or import path); ConfigError if there is none."""
+    return resolve_stage("scorer", kind, f"scorer {kind}", base=Scorer)
 
 
 def make_spec(kind: str, model: str, options: dict[str, Any] | None = None) -> ScorerSpec:

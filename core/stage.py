@@ -21,9 +21,11 @@ for annotators whose score may stay null). A stage may set `time_budget_s`: a do
 `process` takes longer is dropped with reason `<name>_time_budget` (a backstop against inputs
 that are slow for one stage, counted instead of silently stalling or passing through).
 
-Stages are named in configs by registry name (`register("filter", "gopher_quality")(cls)`) or by
-import path (`mypkg.filters.MyFilter` or `mypkg.filters:MyFilter`), so a user's stage is a file of
-theirs, never an edit of ours. A class with datatrove's `filter(doc) -> bool | (bool, reason)`
+Stages are named in configs by registry name (`register("filter", "gopher_quality")(cls)`, or
+`register_path(kind, name, "module:Class")` to import it only when named) or by import path
+(`mypkg.filters.MyFilter` or `mypkg.filters:MyFilter`), so a user's stage is a file of theirs, never
+an edit of ours. The one registry holds every kind a config or command line names: filter,
+extractor, annotator (curation), dedup_stage (dedup) and scorer (classifiers). A class with datatrove's `filter(doc) -> bool | (bool, reason)`
 method instead of `process` is adapted (`DatatroveFilter`), so any datatrove filter block works too.
 """
 
@@ -49,8 +51,12 @@ __all__ = [
     "Document",
     "DocumentStage",
     "Drop",
+    "build_class",
     "build_stage",
+    "class_entries",
+    "is_document_stage",
     "register",
+    "register_path",
     "registered",
     "resolve_stage",
     "run_stages",
@@ -152,7 +158,8 @@ class DatatroveFilter(DocumentStage):
 
 # -- registry ------------------------------------------------------------------------------------
 
-_REGISTRY: dict[str, dict[str, type]] = {}
+_REGISTRY: dict[str, dict[str, type | str]] = {}
+"""kind -> name -> class, or the class's import path (`register_path`: imported on first use)."""
 
 
 def register(kind: str, name: str) -> Callable[[type], type]:
@@ -165,18 +172,35 @@ def register(kind: str, name: str) -> Callable[[type], type]:
     return deco
 
 
-def registered(kind: str) -> dict[str, type]:
+def register_path(kind: str, name: str, path: str) -> None:
+    """Register `name` among `kind` by import path (`module:Class`): the class is imported only when
+    a config names it, so the registering module imports no model code, and a lower layer can name a
+    class of a later one (curation names classifiers' quality annotator)."""
+    _REGISTRY.setdefault(kind, {}).setdefault(name, path)
+
+
+def registered(kind: str) -> dict[str, type | str]:
     return dict(_REGISTRY.get(kind, {}))
 
 
-def resolve_stage(kind: str, spec: str, key: str) -> type:
-    """The class a config names: a registry name of `kind`, or an import path. ConfigError names `key`."""
+def is_document_stage(obj: type) -> bool:
+    """A DocumentStage, or a class with datatrove's `filter(doc)` (adapted by `DatatroveFilter`)."""
+    return issubclass(obj, DocumentStage) or callable(getattr(obj, "filter", None))
+
+
+def resolve_stage(kind: str, spec: str, key: str, base: type | None = None) -> type:
+    """The class a config names: a registry name of `kind`, or an import path. ConfigError names `key`.
+
+    The class must be a subclass of `base`, or, without one, a document stage (`is_document_stage`):
+    the one registry serves extract's stages, dedup's stages and the scorers.
+    """
     if not isinstance(spec, str) or not spec:
         raise ConfigError(f"{key} must be a registry name or an import path, got {spec!r}")
     known = _REGISTRY.get(kind, {})
-    if spec in known:
-        return known[spec]
-    module, sep, attr = spec.partition(":") if ":" in spec else spec.rpartition(".")
+    path = known.get(spec, spec)
+    if isinstance(path, type):
+        return path
+    module, sep, attr = path.partition(":") if ":" in path else path.rpartition(".")
     if not sep or not module or not attr:
         raise ConfigError(
             f"{key}: unknown {kind} {spec!r}; registered: {', '.join(sorted(known)) or 'none'} "
@@ -185,14 +209,32 @@ def resolve_stage(kind: str, spec: str, key: str) -> type:
     try:
         obj = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
-        raise ConfigError(f"{key}: cannot import {spec!r}: {type(e).__name__}: {e}") from None
-    if not isinstance(obj, type) or not (
-        issubclass(obj, DocumentStage) or callable(getattr(obj, "filter", None))
-    ):
-        raise ConfigError(
-            f"{key}: {spec!r} is not a document stage (a class with process(doc) or filter(doc))"
+        raise ConfigError(f"{key}: cannot import {path!r}: {type(e).__name__}: {e}") from None
+    ok = isinstance(obj, type) and (issubclass(obj, base) if base is not None else is_document_stage(obj))
+    if not ok:
+        what = (
+            f"a subclass of {base.__module__}.{base.__qualname__}"
+            if base is not None
+            else ("a document stage (a class with process(doc) or filter(doc))")
         )
+        raise ConfigError(f"{key}: {spec!r} is not {what}")
+    if spec in known:
+        known[spec] = obj  # imported once
     return obj
+
+
+def class_entries(entries: Iterable[Any], key: str) -> list[tuple[str, dict[str, Any]]]:
+    """(class spec, arguments) of each entry of a config list that names classes: a registry name
+    or import path, or a mapping `{class: <name or path>, <its arguments>}`."""
+    out = []
+    for i, e in enumerate(entries):
+        spec, args = (
+            (e.get("class"), {k: v for k, v in e.items() if k != "class"}) if isinstance(e, dict) else (e, {})
+        )
+        if not isinstance(spec, str) or not spec:
+            raise ConfigError(f"{key}[{i}] must be a registry name, an import path or a mapping with `class`")
+        out.append((spec, args))
+    return out
 
 
 def check_arguments(cls: type, kwargs: dict[str, Any], key: str) -> None:
@@ -243,11 +285,16 @@ def _check_argument_types(cls: type, kwargs: dict[str, Any], key: str) -> None:
             ) from None
 
 
+def build_class(kind: str, spec: str, kwargs: dict[str, Any], key: str, base: type | None = None) -> Any:
+    """Instantiate the class a config names (`resolve_stage`), its arguments checked first."""
+    cls = resolve_stage(kind, spec, key, base)
+    check_arguments(cls, kwargs, key)
+    return cls(**kwargs)
+
+
 def build_stage(kind: str, spec: str, kwargs: dict[str, Any], key: str, name: str = "") -> DocumentStage:
     """Instantiate the stage a config names; a datatrove-style filter class is adapted."""
-    cls = resolve_stage(kind, spec, key)
-    check_arguments(cls, kwargs, key)
-    obj = cls(**kwargs)
+    obj = build_class(kind, spec, kwargs, key)
     stage = obj if isinstance(obj, DocumentStage) else DatatroveFilter(obj, name)
     if name and not stage.name:
         stage.name = name

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from core.config import (
     ConfigError,
@@ -33,7 +33,7 @@ from core.config import (
     fingerprint_of,
     load_config,
 )
-from core.stage import check_arguments, resolve_stage
+from core.stage import check_arguments, class_entries, register_path, resolve_stage
 from curation.html_depth import MAX_TAG_DEPTH
 from curation.pii import PII_TYPES, PiiConfig, PiiPlaceholders
 from curation.urls import UT1_CATEGORIES, datatrove_asset, parse_domain_file
@@ -143,19 +143,36 @@ def _check_domain_files(key: str, paths: tuple[str, ...]) -> None:
         stems[stem] = p
 
 
-EXTRACTORS = ("trafilatura", "resiliparse")
 EXTRACT_MODES = ("fallback", "union")
 # The cascade's defaults, chosen from the kept-set agreement measured on every shared WARC
 # (tests/curation/test_cascade.py, bench/cascade_agreement.py).
 CASCADE_DEFAULT = True
 CASCADE_MARGIN = 0.3
 
+# The one extractor registry (core/stage.py), by import path: this module cannot import
+# curation.extract (which imports it). A user extractor is named by import path, or registered
+# with `core.stage.register("extractor", name)` in a module of theirs.
+register_path("extractor", "trafilatura", "curation.extract:Extractor")
+register_path("extractor", "resiliparse", "curation.extract:Resiliparse")
+
+ExtractorEntry = str | dict[str, Any]
+"""An `extract.extractors` entry: a registry name or import path, or `{class: ..., <its arguments>}`."""
+
+
+def uses_section(cls: type) -> bool:
+    """A built-in extractor is built from the whole `extract` section (`cls(ExtractConfig)`, its
+    class says `section_config = True`); any other from the arguments of its entry (`cls(**args)`)."""
+    return bool(getattr(cls, "section_config", False))
+
 
 class ExtractConfig(ConfigModel):
-    """The extraction stage: trafilatura by default (FineWeb's settings), or `class: <extractor>`.
+    """The extraction stage: trafilatura by default (FineWeb's settings), or the extractors named.
 
-    With `class` (a registry name of kind "extractor" or an import path), the other keys of this
-    section are that class's arguments and the trafilatura keys below are not used.
+    `extractors` lists extractors in order of preference, each a registry name of kind "extractor"
+    (trafilatura, resiliparse), an import path (`mypkg.extract:MyExtractor`), or a mapping
+    `{class: <name or path>, <its arguments>}`. The built-ins take this section's keys; another
+    class takes the arguments of its entry. `class: X` with other keys is shorthand for
+    `extractors: [{class: X, <those keys>}]`.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -184,9 +201,9 @@ class ExtractConfig(ConfigModel):
     pre-extracted text, or near the threshold, go the full way (extractor, then `langid`)."""
     cascade_margin: float = CASCADE_MARGIN
     """How far under the language threshold the pre-extraction's score must be to drop a page."""
-    extractors: tuple[str, ...] = ("trafilatura",)
-    """Extractors in order of preference: trafilatura, resiliparse. With more than one, documents
-    get an `extractor` column naming the one whose text was kept."""
+    extractors: tuple[ExtractorEntry, ...] = ("trafilatura",)
+    """Extractors in order of preference (see the class doc). With more than one, documents get
+    an `extractor` column naming the one whose text was kept."""
     mode: str = "fallback"
     """With several extractors: `fallback` runs the next one only when the previous gave no text;
     `union` keeps, per page, the first extraction that passes langid and the filters."""
@@ -202,20 +219,35 @@ class ExtractConfig(ConfigModel):
         check_choice("extract.mode", self.mode, EXTRACT_MODES)
         if not self.extractors:
             raise ConfigError("extract.extractors must name at least one extractor")
-        for i, name in enumerate(self.extractors):
-            check_choice(f"extract.extractors[{i}]", name, EXTRACTORS)
-        if len(set(self.extractors)) != len(self.extractors):
-            raise ConfigError(f"extract.extractors: an extractor is named twice in {list(self.extractors)}")
         extra = dict(self.model_extra or {})
         if extra and "class" not in extra:
             allowed = ", ".join(sorted([*type(self).model_fields, "class"]))
             raise ConfigError(f"unknown key extract.{sorted(extra)[0]}; allowed: {allowed}")
-        if "class" in extra:
-            if self.extractors != ("trafilatura",):
-                raise ConfigError("extract.class and extract.extractors exclude each other; give one")
-            spec = extra.pop("class")
-            check_arguments(resolve_stage("extractor", spec, "extract.class"), extra, "extract")
+        if "class" in extra and self.extractors != ("trafilatura",):
+            raise ConfigError(
+                "extract.class and extract.extractors exclude each other (class is shorthand for a "
+                "one-entry extractors list); give one"
+            )
+        shorthand = "class" in extra
+        specs = [spec for spec, _ in self.entries()]
+        for i, (spec, args) in enumerate(self.entries()):
+            key = "extract.class" if shorthand else f"extract.extractors[{i}]"
+            cls = resolve_stage("extractor", spec, key)
+            if uses_section(cls):
+                if args:
+                    raise ConfigError(f"{key}: {spec} takes the keys of the extract section, not its own")
+            else:
+                check_arguments(cls, args, "extract" if shorthand else key)
+        if len(set(specs)) != len(specs):
+            raise ConfigError(f"extract.extractors: an extractor is named twice in {specs}")
         return self
+
+    def entries(self) -> list[tuple[str, dict[str, Any]]]:
+        """(class spec, its own arguments) of each extractor, in order (`class` as a one-entry list)."""
+        extra = dict(self.model_extra or {})
+        if "class" in extra:
+            return [(extra.pop("class"), extra)]
+        return class_entries(self.extractors, "extract.extractors")
 
     def fingerprint_dict(self) -> dict[str, Any]:
         """to_dict() without the cascade and extractor keys while they are off: a config that does
@@ -230,11 +262,6 @@ class ExtractConfig(ConfigModel):
             d.pop("extractors")
             d.pop("mode")
         return d
-
-    def custom(self) -> tuple[str, dict[str, Any]] | None:
-        """(class spec, arguments) of a user extractor, or None for trafilatura."""
-        extra = dict(self.model_extra or {})
-        return (extra.pop("class"), extra) if "class" in extra else None
 
 
 class LangIdConfig(ConfigModel):
@@ -347,9 +374,16 @@ class PiiStageConfig(ConfigModel):
         return PiiConfig(enabled=tuple(types), placeholders=dict(self.placeholders))
 
 
-QUALITY_ANNOTATOR = "classifiers.annotator.QualityAnnotator"
-"""The annotator `quality.model` runs, named by import path: curation never imports classifiers (a
-later layer of the flow); the class is loaded only when a model is configured."""
+QUALITY_ANNOTATOR = "quality"
+"""The annotator `quality.model` runs, a registry name of classifiers' QualityAnnotator, registered by
+import path: curation never imports classifiers (a later layer of the flow); the class is loaded only
+when a model is configured."""
+register_path("annotator", QUALITY_ANNOTATOR, "classifiers.annotator:QualityAnnotator")
+
+
+def stage_name(cls: type) -> str:
+    """A document stage's funnel row: its `name`, else its class name."""
+    return getattr(cls, "name", "") or cls.__name__
 
 
 class QualityStageConfig(ConfigModel):
@@ -444,13 +478,48 @@ class ExtractJobConfig(ConfigModel):
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
     pii: PiiStageConfig = Field(default_factory=PiiStageConfig)
     quality: QualityStageConfig = Field(default_factory=QualityStageConfig)
+    annotators: tuple[ExtractorEntry, ...] = ()
+    """Document stages that add columns to kept documents, after PII and `quality`, in order: a
+    registry name of kind "annotator" (`quality`) or an import path, or `{class: ..., <its
+    arguments>}`; a single name or mapping is read as a one-entry list. An annotator declares its
+    columns (`columns`, core/stage.py) and is its own funnel row; it should not drop documents
+    (thresholds belong to the recipe). A class may give `describe(**args) -> dict`: it checks the
+    arguments before Spark starts and names what the output depends on (a model's sha256) in the
+    fingerprint. `quality: {model: DIR}` is the same as a first entry `{class: quality, model: DIR}`."""
     output: OutputConfig = Field(default_factory=OutputConfig)
     fetch: FetchConfig = Field(default_factory=FetchConfig)
     cc_base_url: str = "https://data.commoncrawl.org/"
     """Prefix for the relative paths of a Common Crawl `warc.paths(.gz)` listing (or s3://commoncrawl/)."""
 
+    @field_validator("annotators", mode="before")
+    @classmethod
+    def _one_annotator(cls, v: Any) -> Any:
+        return (v,) if isinstance(v, str | dict) else v  # a single entry is a one-entry list
+
+    @model_validator(mode="after")
+    def _check_annotators(self) -> Any:
+        names = ["quality"] if self.quality.model is not None else []
+        for i, (spec, args) in enumerate(class_entries(self.annotators, "annotators")):
+            cls = resolve_stage("annotator", spec, f"annotators[{i}].class")
+            check_arguments(cls, args, f"annotators[{i}]")
+            _describe(cls, args, f"annotators[{i}]")
+            names.append(stage_name(cls))
+        if len(set(names)) != len(names):
+            raise ConfigError(f"annotators: two annotators have one funnel row name in {names}")
+        return self
+
+    def annotator_specs(self) -> list[tuple[str, dict[str, Any], str]]:
+        """(class spec, arguments, config key) of every annotator in pipeline order, `quality.model` first."""
+        legacy = [(QUALITY_ANNOTATOR, {"model": self.quality.model}, "quality")] if self.quality.model else []
+        return legacy + [
+            (s, a, f"annotators[{i}]")
+            for i, (s, a) in enumerate(class_entries(self.annotators, "annotators"))
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
+        if not d["annotators"]:
+            del d["annotators"]  # configs written before the list existed keep their fingerprint
         if d["filters"].get("mode") == "drop":
             # the default mode is left out, so configs written before it existed keep their fingerprint
             del d["filters"]["mode"]
@@ -477,6 +546,11 @@ class ExtractJobConfig(ConfigModel):
                 d["filters"][key] = {**d["filters"][key], "class": key}
         if self.quality.model is not None:
             d["quality"]["model_sha256"] = self.quality.model_sha256()
+        if self.annotators:
+            d["annotators"] = [
+                {"class": spec, **args, **_describe(resolve_stage("annotator", spec, key), args, key)}
+                for spec, args, key in self.annotator_specs()[1 if self.quality.model else 0 :]
+            ]
         return fingerprint_of(d)
 
     @classmethod
@@ -487,6 +561,17 @@ class ExtractJobConfig(ConfigModel):
     def load(cls, path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> ExtractJobConfig:
         """Defaults when `path` is None; else the YAML file; then `section.key=value` overrides."""
         return load_config(cls, path, overrides)
+
+
+def _describe(cls: type, args: dict[str, Any], key: str) -> dict[str, Any]:
+    """The annotator's `describe(**args)` (what names its output, e.g. a model's sha256), or {}."""
+    describe = getattr(cls, "describe", None)
+    if describe is None:
+        return {}
+    try:
+        return dict(describe(**args))
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{key}: {e}") from None
 
 
 def _check_datatrove_args(key: str, cls_name: str, kwargs: dict[str, Any]) -> None:

@@ -35,11 +35,10 @@ import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
-from core.stage import Document, DocumentStage, Drop, register
+from core.stage import Document, DocumentStage, Drop
 from curation.charset import decode_html
 from curation.config import ExtractConfig
 from curation.html_depth import MAX_TAG_DEPTH, bound_depth
@@ -112,6 +111,7 @@ class Extractor(HtmlExtractor):
 
     name = "extract"
     label = "trafilatura"
+    section_config = True  # built from the `extract` section (curation.config.uses_section)
 
     def __init__(self, cfg: ExtractConfig) -> None:
         self.cfg = cfg
@@ -168,14 +168,6 @@ class Extractor(HtmlExtractor):
         return doc.text, title
 
 
-@register("extractor", "trafilatura")
-class Trafilatura(Extractor):
-    """The registry entry: `extract: {class: trafilatura, ...}` takes ExtractConfig's keys."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(ExtractConfig(**kwargs))
-
-
 class Resiliparse(HtmlExtractor):
     """HTML -> (text, title) with resiliparse's main-content heuristics (19x faster than trafilatura).
 
@@ -187,6 +179,7 @@ class Resiliparse(HtmlExtractor):
 
     name = "extract"
     label = "resiliparse"
+    section_config = True
 
     def __init__(self, cfg: ExtractConfig) -> None:
         self.cfg = cfg
@@ -217,18 +210,6 @@ def main_content(html: str, max_tag_depth: int | None = MAX_TAG_DEPTH) -> tuple[
     tree = HTMLTree.parse(html)
     title = (tree.title or "").strip() or None
     return extract_plain_text(tree, main_content=True), title
-
-
-@register("extractor", "resiliparse")
-class ResiliparseExtractor(Resiliparse):
-    """The registry entry: `extract: {class: resiliparse}` takes ExtractConfig's size keys."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(ExtractConfig(**kwargs))
-
-
-EXTRACTOR_CLASSES: dict[str, type] = {"trafilatura": Extractor, "resiliparse": Resiliparse}
-"""`extract.extractors` names -> classes built with the section's ExtractConfig."""
 
 
 def decoded_html(doc: Document, stage: DocumentStage) -> str:

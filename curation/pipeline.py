@@ -24,6 +24,7 @@ Funnel rows, in order (each stage's docs/bytes in and out, drops per reason, sec
     pii                  curation/pii.py: typed placeholders, per-type counts -> `pii_counts`
                          (on by default; `pii.enabled: false` removes the row)
     quality              classifiers' annotator: P(high quality) -> `quality` (only with `quality.model`)
+    <annotator>          each entry of `annotators:` (registry name or import path), its own row
     write                documents written to docs/ (in `filters.mode: annotate`, the documents kept;
                          those annotated as dropped are written too, counted as `annotated_written`)
 
@@ -51,10 +52,19 @@ import pyarrow.parquet as pq
 
 from core.output import OutputDir, unit_name
 from core.runner import PerFileJob, run_unit
-from core.stage import Document, DocumentStage, Drop, OnDrop, build_stage, run_stages, utf8_len
+from core.stage import (
+    Document,
+    DocumentStage,
+    Drop,
+    OnDrop,
+    build_stage,
+    resolve_stage,
+    run_stages,
+    utf8_len,
+)
 from core.stats import Stats
-from curation.config import QUALITY_ANNOTATOR, ExtractJobConfig
-from curation.extract import EXTRACTOR_CLASSES, ExtractStep, decoded_html
+from curation.config import ExtractJobConfig, stage_name, uses_section
+from curation.extract import ExtractStep, decoded_html
 from curation.filters import build_filter_steps
 from curation.inputs import is_remote, local_copy
 from curation.langid import LanguageIdentifier, PreLanguageFilter
@@ -94,10 +104,17 @@ class Plan:
 
 
 def _extractors(cfg: ExtractJobConfig) -> list[DocumentStage]:
-    custom = cfg.extract.custom()
-    if custom is not None:
-        return [build_stage("extractor", custom[0], custom[1], "extract.class", name="extract")]
-    return [EXTRACTOR_CLASSES[name](cfg.extract) for name in cfg.extract.extractors]
+    """The configured extractors, from the one registry: the built-ins take the `extract` section."""
+    out: list[DocumentStage] = []
+    for i, (spec, args) in enumerate(cfg.extract.entries()):
+        key = f"extract.extractors[{i}]"
+        cls = resolve_stage("extractor", spec, key)
+        out.append(
+            cls(cfg.extract)
+            if uses_section(cls)
+            else build_stage("extractor", spec, args, key, name="extract")
+        )
+    return out
 
 
 def cascades(cfg: ExtractJobConfig) -> bool:
@@ -122,8 +139,9 @@ def build_plan(cfg: ExtractJobConfig) -> Plan:
         steps = [ExtractStep(extractors, record=record)]
     judges = [lid, *build_filter_steps(cfg.filters)]
     tail: list[DocumentStage] = [PiiStage(cfg.pii.scrub_config())] if cfg.pii.enabled else []
-    if cfg.quality.model is not None:
-        tail.append(build_stage("annotator", QUALITY_ANNOTATOR, {"model": cfg.quality.model}, "quality"))
+    for spec, args, key in cfg.annotator_specs():
+        cls = resolve_stage("annotator", spec, key)
+        tail.append(build_stage("annotator", spec, args, key, name=stage_name(cls)))
     plan = Plan(head, [[step, *judges] for step in steps], tail)
     # Warm-up: load the LID model and the filters' lazy resources (spaCy tokenizer, datatrove
     # imports) once per process, so per-stage seconds measure documents, not start-up.
@@ -345,7 +363,7 @@ def stage_order(cfg: ExtractJobConfig) -> list[str]:
         "langid",
         *(f"filter:{n}" for n in cfg.filters.enabled()),
         *(["pii"] if cfg.pii.enabled else []),
-        *(["quality"] if cfg.quality.model is not None else []),
+        *(stage_name(resolve_stage("annotator", spec, key)) for spec, _, key in cfg.annotator_specs()),
         "write",
     ]
 

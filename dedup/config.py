@@ -112,10 +112,41 @@ class DedupJobConfig(ConfigModel):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     lines: LinesConfig = Field(default_factory=LinesConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
+    stages: tuple[str | dict[str, Any], ...] = ()
+    """Dedup stages of your own (dedup/stages/base.py `Stage`), run in this order after `lines` and
+    before `output`: an import path (`mypkg.dedup:MyStage`) or a registry name of kind "dedup_stage",
+    or `{class: ..., <its arguments>}`. A stage declares the per-document columns it reads
+    (`features`), which `prepare` computes with everyone else's."""
+
+    @model_validator(mode="after")
+    def _check_stages(self) -> DedupJobConfig:
+        names = {"prepare", "ids", "exact", "url", "minhash", "cluster", "lines", "output"}
+        for st in self.user_stages():
+            if st.name in names:
+                raise ConfigError(f"stages: a second stage named {st.name!r}; give each stage its own `name`")
+            names.add(st.name)
+        return self
+
+    def user_stages(self) -> list[Any]:
+        """The `stages` entries, built (a ConfigError names the entry that cannot be)."""
+        from core.stage import build_class, class_entries
+        from dedup.stages.base import Stage
+
+        out = []
+        for i, (spec, args) in enumerate(class_entries(self.stages, "stages")):
+            try:
+                out.append(build_class("dedup_stage", spec, args, f"stages[{i}]", base=Stage))
+            except ConfigError:
+                raise
+            except (TypeError, ValueError) as e:  # what its constructor refuses
+                raise ConfigError(f"stages[{i}]: {e}") from None
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
         d["minhash"] = self.minhash.to_dict()  # bands x rows resolved: the folder name says them
+        if not d["stages"]:
+            del d["stages"]  # configs written before the key existed keep their fingerprint
         return d
 
     def fingerprint(self) -> str:

@@ -46,7 +46,7 @@ from core.spark import check_master
 from core.stats import Stats, funnel_table
 from core.storage import is_remote, local_input, staging_dir
 from dedup.config import DedupJobConfig
-from dedup.stages import STAGES, Flow, StageContext, StageStore
+from dedup.stages import STAGES, Flow, StageContext, StageStore, job_stages
 from dedup.stages.base import progress_printer
 from dedup.stages.common import ADDED_COLUMNS, DECISION_COLS, replace_folder
 
@@ -144,8 +144,10 @@ def _run(
     spark = get_spark(master, "refinery-dedup", spark_conf)
     partitions = cfg.output.partitions or max(2, 2 * spark.sparkContext.defaultParallelism)
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    stages = job_stages(cfg, STAGES)  # STAGES read here, so that tests can patch this module's list
     ctx = StageContext(spark, cfg, root, store, local_files, partitions, progress_printer(progress))
-    for stage in STAGES:
+    ctx.stages = stages
+    for stage in stages:
         if stage.enabled(cfg):
             ctx.run(stage)
 
@@ -254,7 +256,7 @@ def _run_to_object_store(
 def funnel_stats(ctx: StageContext) -> Stats:
     """The funnel (docs and bytes in/out per stage, drops per reason) and counters, from each stage."""
     stats, flow = Stats(), Flow()
-    for stage in STAGES:
+    for stage in ctx.stages or STAGES:
         if ctx.ran(stage.name):
             stage.add_to_stats(stats, ctx.infos[stage.name], flow)
     return stats

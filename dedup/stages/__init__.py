@@ -6,12 +6,15 @@ Each stage is a module here with one `Stage` (dedup/stages/base.py: name, enable
 info, and its funnel row and counters); the Spark helpers they share are in common.py. Adding a
 dedup method is one new module and one entry in STAGES; the job's loop, resume markers, funnel and
 counters follow from the list. A stage that removes documents must come before `output`, and one
-that reads another's folder (cluster reads minhash's components) after it.
+that reads another's folder (cluster reads minhash's components) after it. A stage declares the
+per-document columns it reads (`Stage.features`), which `prepare` computes. A user's stage needs
+no edit here at all: the config's `stages:` names it (`job_stages` puts it before `output`).
 """
 
 from __future__ import annotations
 
-from dedup.stages.base import Flow, Stage, StageContext, StageStore
+from dedup.config import DedupJobConfig
+from dedup.stages.base import DocBatch, Feature, Flow, Stage, StageContext, StageStore
 from dedup.stages.cluster import Cluster
 from dedup.stages.exact import Exact
 from dedup.stages.ids import Ids
@@ -23,4 +26,11 @@ from dedup.stages.url import Url
 
 STAGES: tuple[Stage, ...] = (Prepare(), Ids(), Exact(), Url(), MinHash(), Cluster(), Lines(), Output())
 
-__all__ = ["STAGES", "Flow", "Stage", "StageContext", "StageStore"]
+
+def job_stages(cfg: DedupJobConfig, stages: tuple[Stage, ...] = STAGES) -> tuple[Stage, ...]:
+    """`stages` with the config's own (`stages:`) inserted before `output`, in their order."""
+    at = [s.name for s in stages].index("output")
+    return (*stages[:at], *cfg.user_stages(), *stages[at:])
+
+
+__all__ = ["STAGES", "DocBatch", "Feature", "Flow", "Stage", "StageContext", "StageStore", "job_stages"]

@@ -6,7 +6,10 @@ A stage is a small object with
 - `run(ctx) -> info`: does the work, writes under its folder, returns JSON-able counts (the marker);
 - `removes`: whether it writes decision rows to stages/<name>/removed (later stages then see those
   documents as gone), `funnel_row` (its row in the funnel table) and `counters` (info keys reported
-  as job counters): `add_to_stats` turns its info into its part of the funnel.
+  as job counters): `add_to_stats` turns its info into its part of the funnel;
+- `features(cfg)`: the per-document columns it reads (`Feature`: a Spark DDL and a function of a
+  `DocBatch`), computed by `prepare` in its one pass over the text, so a new method edits no other
+  stage: exact declares `_text_hash`, url `_url_norm`, minhash its bands and signature.
 
 `StageContext.run(stage)` is the resume rule: a stage with a marker is never redone, its info is
 read back from the marker, so a crashed job resumes at the first unfinished stage.
@@ -20,10 +23,12 @@ import sys
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
+
+import pyarrow as pa
 
 from core.errors import OutputConflict
 from core.output import atomic_write_json
@@ -99,6 +104,8 @@ class StageContext:
     done: list[str] = field(default_factory=list)
     """stages whose decision rows (stages/<name>/removed) exist: documents they removed are gone"""
     resumed: list[str] = field(default_factory=list)
+    stages: Sequence[Stage] = ()
+    """the job's stage list (prepare computes every one's `features`); () in unit tests of one stage"""
     _prep: Any = None
 
     def run(self, stage: Stage) -> dict[str, Any]:
@@ -158,6 +165,34 @@ class Flow:
     bytes: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class DocBatch:
+    """One Arrow batch of prepared input as `prepare` hands it to each stage's features."""
+
+    batch: pa.RecordBatch
+    """every input column"""
+    texts: list[str | None]
+    urls: list[str | None]
+    """None for every row when the input has no `url` column"""
+    norms: list[bytes | None]
+    """normalized text (dedup.normalize.normalize_bytes); None for a null or blank text, b"" for one
+    with no word (`_reason` says which: empty_text, no_words)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    """Per-document columns a stage reads, computed by `prepare` for every document.
+
+    `make()` runs once per Spark task on the executor (a hasher's tables are built there, not
+    shipped) and returns the function of one `DocBatch` -> {column: Arrow array of len(batch)}.
+    Both must pickle (module-level functions, or closures of picklable values).
+    """
+
+    ddl: str
+    """Spark DDL of the columns, in order, e.g. "_text_hash long"; private names start with `_`."""
+    make: Callable[[], Callable[[DocBatch], dict[str, pa.Array]]]
+
+
 class Stage(ABC):
     """Base of a dedup stage (see the module docstring); subclasses set the class attributes."""
 
@@ -170,6 +205,11 @@ class Stage(ABC):
 
     def enabled(self, cfg: DedupJobConfig) -> bool:
         return True
+
+    def features(self, cfg: DedupJobConfig) -> tuple[Feature, ...]:
+        """The per-document columns this stage reads (see `Feature`); computed whether or not the
+        stage is enabled, so that stages which read another's keys (copies_of) always find them."""
+        return ()
 
     @abstractmethod
     def run(self, ctx: StageContext) -> dict[str, Any]:

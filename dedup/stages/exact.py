@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+
 from dedup.config import DedupJobConfig
-from dedup.stages.base import Stage, StageContext
+from dedup.normalize import hash64
+from dedup.stages.base import DocBatch, Feature, Stage, StageContext
 from dedup.stages.common import group_dedup
 
 
@@ -17,5 +20,13 @@ class Exact(Stage):
     def enabled(self, cfg: DedupJobConfig) -> bool:
         return cfg.exact.enabled
 
+    def features(self, cfg: DedupJobConfig) -> tuple[Feature, ...]:
+        return (Feature("_text_hash long", lambda: _text_hash),)
+
     def run(self, ctx: StageContext) -> dict[str, Any]:
         return group_dedup(ctx, self.name, "_text_hash", ctx.cfg.exact.keep, "exact_duplicate")
+
+
+def _text_hash(docs: DocBatch) -> dict[str, pa.Array]:
+    """xxhash64 of the normalized text; null when it has no word."""
+    return {"_text_hash": pa.array([hash64(n) if n else None for n in docs.norms], pa.int64())}

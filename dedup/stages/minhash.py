@@ -10,11 +10,15 @@ parameters that made it. This stage removes nothing; `cluster` decides per compo
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
+
+import pyarrow as pa
 
 from dedup.components import connected_components
 from dedup.config import DedupJobConfig
-from dedup.stages.base import Stage, StageContext
+from dedup.minhash import MinHashConfig, MinHasher
+from dedup.stages.base import DocBatch, Feature, Stage, StageContext
 from dedup.stages.common import alive, verify_pairs
 
 
@@ -29,6 +33,14 @@ class MinHash(Stage):
 
     def enabled(self, cfg: DedupJobConfig) -> bool:
         return cfg.cluster.enabled  # components are only made for `cluster` to act on
+
+    def features(self, cfg: DedupJobConfig) -> tuple[Feature, ...]:
+        keep_sig = cfg.minhash.verify == "signature"
+        return (
+            Feature(
+                "_n_shingles int, _bands array<long>, _sig binary", partial(_signer, cfg.minhash, keep_sig)
+            ),
+        )
 
     def run(self, ctx: StageContext) -> dict[str, Any]:
         from pyspark.sql import functions as F
@@ -75,6 +87,26 @@ class MinHash(Stage):
             "bands": mh.band_rows[0],
             "rows": mh.band_rows[1],
         }
+
+
+def _signer(mh: MinHashConfig, keep_sig: bool):
+    """Per task: the hasher (tables built on the executor) and its batch function."""
+    hasher = MinHasher(mh)
+
+    def sign(docs: DocBatch) -> dict[str, pa.Array]:
+        # One compiled call per batch; a text with no shingle (count 0) gets no bands.
+        sig_mat, counts = hasher.sign_batch([n or b"" for n in docs.norms])
+        keys = hasher.band_keys_batch(sig_mat)
+        has = (counts > 0).tolist()
+        bands = [k if ok else None for k, ok in zip(keys.tolist(), has)]
+        sigs = [s.tobytes() if ok and keep_sig else None for s, ok in zip(sig_mat, has)]
+        return {
+            "_n_shingles": pa.array(counts.tolist(), pa.int32()),
+            "_bands": pa.array(bands, pa.list_(pa.int64())),
+            "_sig": pa.array(sigs, pa.binary()),
+        }
+
+    return sign
 
 
 def _verify_side(ctx: StageContext, nodes):

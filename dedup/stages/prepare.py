@@ -1,26 +1,24 @@
-"""Stage `prepare`: the input with a row number and every hash the later stages work on.
+"""Stage `prepare`: the input with a row number and every per-document column the stages read.
 
-The only pass over the text until `lines`: per document the normalized-text hash (exact), the
-normalized URL (url), the MinHash band keys and optionally the signature (minhash), the UTF-8 size,
-and a reason for text that cannot be compared at all (empty_text, no_words; removed by `ids`).
+The only pass over the text until `lines`: per document the UTF-8 size (`_bytes`), a reason for
+text that cannot be compared at all (`_reason`: empty_text, no_words; removed by `ids`), and the
+columns each stage of the job declares (`Stage.features`, dedup/stages/base.py): exact's
+normalized-text hash, url's normalized URL, minhash's band keys and signature, a user stage's own.
+The text is normalized once per document here and handed to every feature (`DocBatch.norms`), so
+a new dedup method declares its columns on its stage and this file does not change.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from core.stats import Stats
-from dedup.minhash import MinHashConfig, MinHasher
-from dedup.normalize import hash64, normalize_bytes, normalize_url
-from dedup.stages.base import Flow, Stage, StageContext
+from dedup.normalize import normalize_bytes
+from dedup.stages.base import DocBatch, Feature, Flow, Stage, StageContext
 from dedup.stages.common import ADDED_COLUMNS, with_fields
-
-FEATURES = (
-    "_reason string, _text_hash long, _url_norm string, _n_shingles int, "
-    "_bands array<long>, _sig binary, _bytes long"
-)
 
 
 class Prepare(Stage):
@@ -30,27 +28,29 @@ class Prepare(Stage):
     def run(self, ctx: StageContext) -> dict[str, Any]:
         from pyspark.sql import functions as F
 
-        mh = ctx.cfg.minhash
+        if not ctx.stages:  # a context made for one stage (unit tests): the job's own list
+            from dedup.stages import STAGES
+
+            ctx.stages = STAGES
+        features = [f for st in ctx.stages for f in st.features(ctx.cfg)]
         df = ctx.spark.read.parquet(*ctx.files)
         # A rerun over dedup output replaces its cluster columns; private (_) columns are ours.
         df = df.drop(*[c for c in df.columns if c in ADDED_COLUMNS or c.startswith("_")])
         input_columns = df.columns
         df = df.withColumn("_row", F.monotonically_increasing_id())
-        out = df.mapInArrow(
-            _features_fn(mh, keep_sig=mh.verify == "signature"), with_fields(df.schema, FEATURES)
-        )
+        ddl = ", ".join(["_reason string", *(f.ddl for f in features), "_bytes long"])
+        out = df.mapInArrow(_features_fn(features), with_fields(df.schema, ddl))
         ctx.write(out, "prepare")
-        agg = (
-            ctx.read("prepare")
-            .agg(
-                F.count(F.lit(1)).alias("docs"),
-                F.sum("_bytes").alias("bytes"),
-                F.sum(F.when(F.col("_reason").isNull() & F.col("_bands").isNull(), 1).otherwise(0)).alias(
-                    "short"
-                ),
-            )
-            .first()
+        prep = ctx.read("prepare")
+        # minhash's own count, kept here where every document is seen: texts too short to shingle
+        short = (
+            F.col("_reason").isNull() & F.col("_bands").isNull() if "_bands" in prep.columns else F.lit(False)
         )
+        agg = prep.agg(
+            F.count(F.lit(1)).alias("docs"),
+            F.sum("_bytes").alias("bytes"),
+            F.sum(F.when(short, 1).otherwise(0)).alias("short"),
+        ).first()
         return {
             "docs": int(agg["docs"]),
             "bytes": int(agg["bytes"] or 0),
@@ -63,17 +63,16 @@ class Prepare(Stage):
         super().add_to_stats(stats, info, flow)
 
 
-def _features_fn(mh_config: MinHashConfig, keep_sig: bool):
-    """mapInArrow function: the input columns plus the hashes every later stage works on."""
+def _features_fn(features: Sequence[Feature]):
+    """mapInArrow function: the input columns, `_reason`, every stage's feature columns, `_bytes`."""
 
     def run(batches):
-        hasher = MinHasher(mh_config)
+        fns = [f.make() for f in features]  # per task, on the executor
         for batch in batches:
             texts = batch.column("text").to_pylist()
             urls = batch.column("url").to_pylist() if "url" in batch.schema.names else [None] * len(texts)
-            reason, thash, unorm, nbytes, norms = [], [], [], [], []
-            for text, url in zip(texts, urls):
-                unorm.append(normalize_url(url))
+            reason, nbytes, norms = [], [], []
+            for text in texts:
                 nbytes.append(len(text.encode("utf-8", "surrogatepass")) if text else 0)
                 norm = normalize_bytes(text) if text and not text.isspace() else None
                 if norm is None:
@@ -82,25 +81,13 @@ def _features_fn(mh_config: MinHashConfig, keep_sig: bool):
                     reason.append("no_words")  # only punctuation/symbols: nothing to compare
                 else:
                     reason.append(None)
-                thash.append(hash64(norm) if norm else None)
-                norms.append(norm or b"")
-            # One compiled call per batch; a text with no shingle (count 0) gets no bands.
-            sig_mat, counts = hasher.sign_batch(norms)
-            keys = hasher.band_keys_batch(sig_mat)
-            has = counts > 0
-            nsh = counts.tolist()
-            bands = [k if ok else None for k, ok in zip(keys.tolist(), has.tolist())]
-            sigs = [s.tobytes() if ok and keep_sig else None for s, ok in zip(sig_mat, has.tolist())]
+                norms.append(norm)
+            docs = DocBatch(batch, texts, urls, norms)
             cols = dict(zip(batch.schema.names, batch.columns))
-            cols.update(
-                _reason=pa.array(reason, pa.string()),
-                _text_hash=pa.array(thash, pa.int64()),
-                _url_norm=pa.array(unorm, pa.string()),
-                _n_shingles=pa.array(nsh, pa.int32()),
-                _bands=pa.array(bands, pa.list_(pa.int64())),
-                _sig=pa.array(sigs, pa.binary()),
-                _bytes=pa.array(nbytes, pa.int64()),
-            )
+            cols["_reason"] = pa.array(reason, pa.string())
+            for fn in fns:
+                cols.update(fn(docs))
+            cols["_bytes"] = pa.array(nbytes, pa.int64())
             yield pa.RecordBatch.from_pydict(cols)
 
     return run

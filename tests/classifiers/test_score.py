@@ -16,6 +16,7 @@ from classifiers.model import QualityModel
 from classifiers.score import ScoreJobConfig, score_file
 from classifiers.scorer import Scorer
 from core.output import OutputDir
+from core.stage import register
 from curation.schema import DOC_SCHEMA
 
 
@@ -144,6 +145,7 @@ def test_evaluate_checks_before_the_work(tmp_path, model_dir, labelled, capsys):
     assert "is a folder; name a file" in capsys.readouterr().err
 
 
+@register("scorer", "length")  # a scorer registered by name in the one registry (core/stage.py)
 class _LengthScorer(Scorer):
     """A scorer written for the test: characters of the text, only for the language its "model" names."""
 
@@ -173,10 +175,9 @@ class _LengthScorer(Scorer):
         return cls(model)
 
 
-def test_per_language_models_fill_one_column_and_overlaps_are_refused(tmp_path, monkeypatch, model_dir):
+def test_per_language_models_fill_one_column_and_overlaps_are_refused(tmp_path, model_dir):
     import classifiers.scorer as scorer_mod
 
-    monkeypatch.setitem(scorer_mod.KINDS, "length", f"{__name__}:_LengthScorer")
     texts = ["an English page", "eine deutsche Seite", "une page", None]
     langs = ["en", "de", "fr", "en"]
     src = tmp_path / "in.parquet"

@@ -77,6 +77,36 @@ def test_pii_and_quality_errors_name_the_key(tmp_path, text, needle):
     assert needle in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("annotators: [nosuch.module:Cls]\n", "annotators[0].class: cannot import 'nosuch.module:Cls'"),
+        ("annotators: {model: x}\n", "annotators[0] must be a registry name, an import path or a mapping"),
+        ("annotators: [{class: quality, model: /nonexistent}]\n", "annotators[0]: model folder not found"),
+        ("annotators: [{class: quality, modle: x}]\n", "annotators[0].modle is not an argument"),
+        (
+            "extract:\n  extractors: [{class: resiliparse, timeout_s: 1}]\n",
+            "takes the keys of the extract section",
+        ),
+        ("extract:\n  extractors: [core.stage.Drop]\n", "extract.extractors[0]: 'core.stage.Drop' is not a"),
+    ],
+)
+def test_annotator_and_extractor_entries_name_the_key(tmp_path, text, needle):
+    """`annotators:` (one entry or a list) and `extract.extractors` entries resolve through the one
+    registry (core/stage.py) and fail on load, naming the entry."""
+    with pytest.raises(ConfigError) as e:
+        _load(tmp_path, text)
+    assert needle in str(e.value)
+
+
+def test_one_annotator_is_a_one_entry_list_and_none_keeps_the_fingerprint():
+    one = ExtractJobConfig.from_dict({"annotators": "core.stage.DocumentStage"})
+    listed = ExtractJobConfig.from_dict({"annotators": ["core.stage.DocumentStage"]})
+    assert one == listed and one.annotator_specs() == [("core.stage.DocumentStage", {}, "annotators[0]")]
+    assert one.fingerprint() != ExtractJobConfig().fingerprint()
+    assert ExtractJobConfig.from_dict({"annotators": []}).fingerprint() == ExtractJobConfig().fingerprint()
+
+
 def test_schema_pii_fields_follow_the_scrubber():
     from curation.pii import PII_TYPES
     from curation.schema import PII_COUNT_FIELDS
