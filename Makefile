@@ -23,10 +23,10 @@ $(STAMP): pyproject.toml
 
 # WARCs -> extract -> dedup -> quality -> tokenizer -> shards (mixtures/demo.yaml) -> plan -> training
 # -> $(DEMO_OUT)/report.html. Reruns skip finished stages. Options go in DEMO_ARGS, e.g.
-# DEMO_ARGS='--quality-model out/my-model --steps 100' (see `.venv/bin/python scripts/demo.py --help`).
+# DEMO_ARGS='--quality-model out/my-model --steps 100' (see `.venv/bin/python -m workflows demo --help`).
 DEMO_ARGS ?=
 demo: install
-	$(BIN)/python scripts/demo.py --out $(DEMO_OUT) --shared-data $(SHARED_DATA) $(DEMO_ARGS)
+	$(BIN)/python -m workflows demo --out $(DEMO_OUT) --shared-data $(SHARED_DATA) $(DEMO_ARGS)
 
 # Does each stage improve the data? One annotate-mode extract of the shared WARCs, five arms
 # (mixtures/ablations/: raw, +langid, +filters, +dedup, +quality top 25%), the debug model trained on
@@ -34,7 +34,7 @@ demo: install
 # (ablation.md, ablation.json, ablation.png) and out/ablate/report.html. Reruns skip finished runs.
 ABLATE_ARGS ?=
 ablate: install
-	$(BIN)/python scripts/ablate.py --out out/ablate --shared-data $(SHARED_DATA) $(ABLATE_ARGS)
+	$(BIN)/python -m workflows ablate-demo --out out/ablate --shared-data $(SHARED_DATA) $(ABLATE_ARGS)
 
 test: install
 	$(BIN)/ruff check .

@@ -28,8 +28,9 @@ sys.path.insert(0, str(REPO))
 
 
 def run(cfg: Path, ckpt_dir: str, log: Path, procs: int, env: dict, faults: dict | None = None) -> int:
-    cmd = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", str(procs), "trainer/train.py"]
-    cmd += ["--config", str(cfg), f"checkpoint.dir={ckpt_dir}", f"logging.dir={log}"]
+    from trainer.launch import launch_command
+
+    cmd = launch_command(str(cfg), [f"checkpoint.dir={ckpt_dir}", f"logging.dir={log}"], processes=procs)
     e = {**env, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     if faults:
         e["REFINERY_TRAIN_FAULTS"] = json.dumps(faults)
@@ -39,10 +40,17 @@ def run(cfg: Path, ckpt_dir: str, log: Path, procs: int, env: dict, faults: dict
 def measure(cfg: Path, ckpt_dir: str, log: Path, procs: int, env: dict) -> dict:
     assert run(cfg, ckpt_dir, log, procs, env, {"kill_at_step": 7}) != 0
     assert run(cfg, ckpt_dir, log, procs, env) == 0
-    recs = [json.loads(x) for x in (log / "metrics.jsonl").read_text().splitlines()]
-    saves = [r["time"]["checkpoint"] for r in recs if "event" not in r and "checkpoint" in r.get("time", {})]
-    resume = [r["seconds"] for r in recs if r.get("event") == "resume"]
-    losses = {r["step"]: r["loss"] for r in recs if "event" not in r}  # the last record of each step
+    from trainer.metrics import MetricsLog
+
+    metrics = MetricsLog.read(log)
+    # every step record in the file: a save of the killed attempt took its time too
+    saves = [
+        r["time"]["checkpoint"]
+        for r in metrics.records
+        if "event" not in r and "checkpoint" in r.get("time", {})
+    ]
+    resume = [r["seconds"] for r in metrics.events("resume")]
+    losses = {r["step"]: r["loss"] for r in metrics.steps()}  # the last record of each step
     return {"save_s": statistics.median(saves), "saves": len(saves), "resume_s": resume[0], "losses": losses}
 
 

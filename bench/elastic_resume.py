@@ -31,18 +31,15 @@ def du(path: Path) -> int:
 
 def train(config: str, gpus: int, size: str, out: Path, extra: list[str]) -> dict:
     """Two steps, a checkpoint after each; the step-2 metrics record."""
-    cmd = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", str(gpus), "trainer/train.py"]
-    cmd += ["--config", config, f"model.size={size}", "schedule.steps=2", "schedule.warmup_steps=0"]
-    cmd += [
-        "schedule.rampup=[]",
-        "checkpoint.every=1",
-        f"checkpoint.dir={out / 'ckpt'}",
-        f"logging.dir={out}",
-    ]
-    cmd += ["logging.sample_tokens=0", "eval.sequences_per_source=0", "logging.tensorboard=false", *extra]
+    from trainer.launch import launch_command
+    from trainer.metrics import MetricsLog
+
+    overrides = [f"model.size={size}", "schedule.steps=2", "schedule.warmup_steps=0", "schedule.rampup=[]",
+                 "checkpoint.every=1", f"checkpoint.dir={out / 'ckpt'}", f"logging.dir={out}",
+                 "logging.sample_tokens=0", "eval.sequences_per_source=0", "logging.tensorboard=false", *extra]  # fmt: skip
+    cmd = launch_command(config, overrides, processes=gpus)
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True)
-    recs = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    return next(r for r in recs if r.get("step") == 2 and "event" not in r)
+    return next(r for r in MetricsLog.read(out).steps() if r["step"] == 2)
 
 
 def measure(config: str, gpus: int, size: str, extra: list[str]) -> dict:

@@ -41,7 +41,6 @@ import math
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -57,6 +56,9 @@ if str(REPO) not in sys.path:  # run as a script: the project's packages from th
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
+
+from trainer.launch import launch_command  # noqa: E402
+from trainer.metrics import MetricsLog  # noqa: E402
 
 DEMO_TOKENIZER = REPO / "out" / "demo" / "tokenizer" / "tokenizer.json"
 TOKENIZER_CONFIG = REPO / "configs" / "tokenizer.yaml"
@@ -228,12 +230,6 @@ def palm_flops_per_token(mcfg, seq_len: int) -> float:
 # ------------------------------------------------------------------ trainer rows
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def error_line(log: str) -> str:
     """The line of a failed run's output that says why (the last exception or config error)."""
     # the launcher's own lines ("[launch.py:...] ... exits with return code") only repeat the command line
@@ -255,11 +251,9 @@ def run_trainer_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Pat
     out = tmp / row.name
     shutil.rmtree(out, ignore_errors=True)  # a kept folder of an earlier run: metrics.jsonl is appended to
     out.mkdir()
-    # the launcher's module, not the `deepspeed` script beside the interpreter: on a GPU machine the wheels
-    # may be installed elsewhere (pip --target: bench/gpu/checks.sh), where the script is not there
-    cmd = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", str(a.gpus),
-           "--master_port", str(_free_port()), "trainer/train.py", "--config", a.config,
-           *a.overrides, *common, f"logging.dir={out}", *row.overrides()]  # fmt: skip
+    # the one launch form (trainer/launch.py): works under a pip --target install too (bench/gpu/checks.sh)
+    cmd = launch_command(a.config, [*a.overrides, *common, f"logging.dir={out}", *row.overrides()],
+                         processes=a.gpus)  # fmt: skip
     path = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     log = out / "launcher.log"
@@ -272,9 +266,7 @@ def run_trainer_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Pat
             rc = None
     wall = time.perf_counter() - t0
     text = log.read_text(errors="replace")
-    metrics = out / "metrics.jsonl"
-    recs = [json.loads(x) for x in metrics.read_text().splitlines()] if metrics.is_file() else []
-    steps = [r for r in recs if "event" not in r]
+    steps = MetricsLog.read(out).steps()
     res: dict[str, Any] = {"wall_s": wall, "steps_done": steps[-1]["step"] if steps else 0}
     if rc != 0:
         res["error"] = (

@@ -3,7 +3,6 @@
     python -m classifiers train-quality --positive FILES --negative FILES --output MODEL_DIR
     python -m classifiers evaluate --model MODEL_DIR --labelled FILE
     python -m classifiers train-toxicity --positive TOXIC --negative CLEAN --output MODEL_DIR
-    python -m classifiers train-lm --output DIR      (the perplexity scorer's reference LM: DIR/model)
     python -m classifiers score --input DIR --output DIR [--model MODEL_DIR] [--perplexity LM_DIR]
         [--toxicity MODEL]   (Spark)
 
@@ -13,6 +12,6 @@ Modules, one job each: `text` (the one text -> fastText line normalisation every
 numpy), `evaluate`, `score` (the per-file stage and its Spark job), `scorer` (the contract of a
 score column) with `quality`, `toxicity` (profanity-check or a train-toxicity model), `perplexity`
 (the reference-LM scorer), `lm_archive` (loads its torch.export program without running code from
-the file), `train_lm` (train-lm's steps), `cli`.
+the file), `cli`. The reference LM itself is trained by `python -m workflows train-lm` (workflows/).
 Nothing heavy is imported here: fastText and Spark load where they are used (CONVENTIONS 9).
 """

@@ -1,9 +1,8 @@
 """`python -m mixtures plan RECIPE [--model-params N]`: the token plan and compute cost of a recipe.
-`python -m mixtures ablate ARM.yaml ... --output DIR`: proxy-model ablations of recipes (mixtures/ablate.py).
+(Ablations of recipes, which train models, are a workflow: `python -m workflows ablate`.)
 
-Exit status: 0 the plan has no warnings; 1 it printed warnings (a cap exceeded, a source unknown), or
-an ablation's training failed (rerun to resume); 2 the recipe is invalid (the message names the file
-and the key), or so are its inputs.
+Exit status: 0 the plan has no warnings; 1 it printed warnings (a cap exceeded, a source unknown);
+2 the recipe is invalid (the message names the file and the key), or so are its inputs.
 """
 
 from __future__ import annotations
@@ -78,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         default=H100_BF16_DENSE_FLOPS,
         help="device peak FLOP/s (default 989e12: H100 SXM dense BF16)",
     )
-    _ablate_parser(sub)
     args = parser.parse_args(argv)
-    if args.command == "ablate":
-        return guarded(lambda: _ablate(args))
 
     def run() -> int:
         try:
@@ -93,58 +89,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if plan.warnings else 0
 
     return guarded(run)  # a bad recipe (RecipeError) or selector: `error: ...`, exit 2
-
-
-def _ablate_parser(sub) -> None:
-    p = sub.add_parser(
-        "ablate", help="train one small model per recipe (arm) and seed; bits per byte on held-out text"
-    )
-    p.add_argument("arms", nargs="+", metavar="ARM.yaml", help="recipes, one per arm (mixtures/ablations/)")
-    p.add_argument("--output", required=True, metavar="DIR", help="output folder (reruns resume)")
-    p.add_argument("--seeds", type=_positive(int), default=3, help="seeds per arm (default 3)")
-    p.add_argument("--base-seed", type=int, default=1, help="first seed (default 1)")
-    p.add_argument("--eval", action="append", default=[], metavar="NAME=PATH",
-                   help="held-out text no arm trains on (JSONL/Parquet/folder/text); repeatable")  # fmt: skip
-    p.add_argument("--baseline", default=None, help="arm the differences are taken to (default: the first)")
-    p.add_argument(
-        "--config", default="configs/train-debug.yaml", help="trainer config (default: debug model)"
-    )
-    p.add_argument("--processes", type=_positive(int), default=1, help="trainer ranks (deepspeed --num_gpus)")
-    p.add_argument("--seq-len", type=_positive(int), default=256)
-    p.add_argument("--global-batch", type=_positive(int), default=8)
-    p.add_argument("--eval-docs", type=_positive(int), default=200, help="documents per eval set")
-    p.add_argument(
-        "--eval-chunks", type=_positive(int), default=4, help="windows of seq-len tokens per document"
-    )
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="trainer override for every arm, e.g. optimizer.lr=1e-3")  # fmt: skip
-
-
-def _ablate(args) -> int:
-    from pathlib import Path
-
-    from classifiers.train_lm import StepFailed
-    from core.errors import InputError
-    from mixtures.ablate import Options, ablate
-
-    if not Path(args.config).is_file():
-        raise InputError(f"--config {args.config}: no such file")
-    if args.global_batch % args.processes:
-        raise InputError(
-            f"--global-batch {args.global_batch} is not a multiple of --processes {args.processes}"
-        )
-    opts = Options(
-        output=Path(args.output).resolve(), seeds=args.seeds, base_seed=args.base_seed,
-        trainer_config=Path(args.config).resolve(), processes=args.processes, seq_len=args.seq_len,
-        global_batch=args.global_batch, overrides=tuple(args.overrides), eval_docs=args.eval_docs,
-        eval_chunks=args.eval_chunks, baseline=args.baseline,
-    )  # fmt: skip
-    try:
-        ablate(args.arms, opts, args.eval)
-    except StepFailed as e:
-        print(f"error: {e} (rerun to resume)", file=sys.stderr)
-        return 1 if e.status != 2 else 2
-    return 0
 
 
 if __name__ == "__main__":

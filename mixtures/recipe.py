@@ -126,7 +126,7 @@ class RecipeSpec(ConfigModel):
     sources: dict[str, SourceSpec]
     phases: tuple[PhaseSpec, ...]
     train: dict[str, Any] | None = None
-    """trainer overrides (`optimizer.lr: 1e-3`) for `python -m mixtures ablate`; nothing else reads it"""
+    """trainer overrides (`optimizer.lr: 1e-3`) for `python -m workflows ablate`; nothing else reads it"""
 
     @model_validator(mode="after")
     def _check(self) -> RecipeSpec:
@@ -218,7 +218,7 @@ class Recipe:
     sources: dict[str, Source]
     phases: tuple[Phase, ...]
     train: dict[str, Any] = field(default_factory=dict)
-    """Trainer overrides of an ablation arm (mixtures/ablate.py), as written."""
+    """Trainer overrides of an ablation arm (workflows/ablate.py), as written."""
 
     @classmethod
     def load(cls, path: str | Path) -> Recipe:

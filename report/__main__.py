@@ -1,6 +1,6 @@
 """`python -m report --demo-dir out/demo [--ablation DIR]`: write report.json, the PNG charts and report.html.
 
-`--ablation` adds an ablation folder's table and chart (`python -m mixtures ablate`, ablation.json);
+`--ablation` adds an ablation folder's table and chart (`python -m workflows ablate`, ablation.json);
 given alone, the report is that section only (written to --output, default the ablation folder).
 
 Exit status: 0 written; 2 the folder holds no run (the message names it).

@@ -1,6 +1,6 @@
 """Read a run's stats files into one JSON-able dict: the numbers behind every chart of the report.
 
-Layout read (what scripts/demo.py writes; any part may be missing, its section is then empty):
+Layout read (what `python -m workflows demo` writes; any part may be missing, its section is then empty):
 
     DIR/extract/stats.json      funnel stages read → … → write, drops per reason, counters
     DIR/dedup/stats.json        exact / url / minhash / cluster / lines stages; cluster counters
@@ -27,6 +27,7 @@ from core.errors import InputError
 from core.files import doc_parquet_files
 from mixtures.plan import make_plan
 from mixtures.recipe import Recipe
+from trainer.metrics import MetricsLog
 
 
 class ReportError(InputError):
@@ -248,21 +249,13 @@ def quality_thresholds(run: Path) -> list[float]:
 
 
 def training(run: Path) -> dict[str, Any]:
-    path = run / "train" / "metrics.jsonl"
-    if not path.exists():
+    log = MetricsLog.read(run / "train")
+    if not log.records:
         return {}
-    steps: dict[int, dict[str, Any]] = {}
-    end = None
-    evals: dict[int, dict[str, float]] = {}
-    for line in path.read_text().splitlines():
-        rec = json.loads(line)
-        if rec.get("event") == "end":
-            end = rec
-        elif rec.get("event") == "eval":  # held-out loss per source
-            evals[rec["step"]] = {src: v["loss"] for src, v in rec["eval"].items()}
-        elif "event" not in rec and "loss" in rec:
-            steps[rec["step"]] = rec  # a resumed run rewrites steps after its checkpoint: keep the last
-    ordered = [steps[k] for k in sorted(steps)]
+    ordered = log.steps()  # a resumed run rewrites steps after its checkpoint: the last record of each
+    end = log.last("end")
+    # held-out loss per source, by step
+    evals = {r["step"]: {src: v["loss"] for src, v in r["eval"].items()} for r in log.events("eval")}
     # Tokens actually trained per phase and source: the trainer's cumulative per-source counts at the
     # last step of each phase, minus those at the end of the phase before.
     by_phase: dict[str, dict[str, int]] = {}
@@ -313,10 +306,10 @@ def collect(run: str | Path) -> dict[str, Any]:
 
 
 def collect_ablation(folder: str | Path) -> dict[str, Any]:
-    """ablation.json of `python -m mixtures ablate` (mixtures/ablate.py), as it is."""
+    """ablation.json of `python -m workflows ablate` (workflows/ablate.py), as it is."""
     data = _json(Path(folder) / "ablation.json")
     if data is None:
         raise ReportError(
-            f"{folder}: no ablation.json — is this a `python -m mixtures ablate` output folder?"
+            f"{folder}: no ablation.json — is this a `python -m workflows ablate` output folder?"
         )
     return data

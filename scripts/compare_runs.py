@@ -53,9 +53,10 @@ def _funnel(path: Path) -> tuple[list, dict]:
     return [{k: v for k, v in st.items() if k != "seconds"} for st in s["stages"]], s.get("counters", {})
 
 
-def _losses(path: Path) -> list[tuple[int, float]]:
-    rows = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
-    return [(r["step"], r["loss"]) for r in rows if "step" in r and "loss" in r]
+def _losses(train: Path) -> list[tuple[int, float]]:
+    from trainer.metrics import MetricsLog
+
+    return [(r["step"], r["loss"]) for r in MetricsLog.read(train).steps()]
 
 
 def compare(a: Path, b: Path) -> list[tuple[str, bool, str]]:
@@ -75,7 +76,7 @@ def compare(a: Path, b: Path) -> list[tuple[str, bool, str]]:
     for job in ("extract", "dedup", "scored"):
         same = _funnel(a / job / "stats.json") == _funnel(b / job / "stats.json")
         out.append((f"{job} funnel and counters", same, ""))
-    la, lb = _losses(a / "train/metrics.jsonl"), _losses(b / "train/metrics.jsonl")
+    la, lb = _losses(a / "train"), _losses(b / "train")
     out.append(("training loss per step", bool(la) and la == lb, f"{len(la)} vs {len(lb)} steps"))
     return out
 

@@ -4,6 +4,9 @@
   from a folder outside the project, and its drops reach the funnel and rejected/ with its reason.
 - `lint-imports` passes on the tree, and fails once a backwards import is added (on a copy).
 - No package imports another package's private (`_name`) symbol.
+- No package but workflows/ starts another package's command as a subprocess (`-m <package>`, a package's
+  `__main__.py` or `cli.py` as a script), and nothing but trainer/launch.py builds a DeepSpeed launcher
+  command (packages and bench alike): the layers cannot be bypassed by a process.
 """
 
 from __future__ import annotations
@@ -23,7 +26,19 @@ import yaml
 
 from tests.support.shared_data import REPO_ROOT
 
-PACKAGES = ("core", "curation", "dedup", "classifiers", "tokens", "mixtures", "trainer", "report")
+PACKAGES = (
+    "core",
+    "curation",
+    "dedup",
+    "classifiers",
+    "tokens",
+    "mixtures",
+    "trainer",
+    "report",
+    "workflows",
+)
+ORCHESTRATOR = "workflows"  # the one package that runs other packages' commands
+LAUNCH_BUILDER = "trainer/launch.py"  # the one builder of a DeepSpeed launcher command
 
 
 def _readme_example() -> tuple[str, str, dict]:
@@ -136,3 +151,77 @@ def test_lint_imports_passes_and_fails_on_a_backwards_import(tmp_path):
     bad = _lint_imports(copy)
     assert bad.returncode != 0
     assert "core.files -> trainer.config" in bad.stdout, bad.stdout[-3000:]
+
+
+def _strings(node: ast.AST) -> list[str]:
+    """The string constants of a list, tuple or call's arguments, in order (others as '')."""
+    items = node.elts if isinstance(node, ast.List | ast.Tuple) else [*node.args]
+    return [x.value if isinstance(x, ast.Constant) and isinstance(x.value, str) else "" for x in items]
+
+
+def _is_launcher(node: ast.AST) -> bool:
+    """The `deepspeed` script as a command's word (a list item, `bin / "deepspeed"`), or its modules."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.startswith("deepspeed.launcher")
+    if isinstance(node, ast.List | ast.Tuple):
+        return any(w == "deepspeed" or w.endswith("/deepspeed") for w in _strings(node))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        return isinstance(node.right, ast.Constant) and node.right.value == "deepspeed"
+    return False
+
+
+def _launches(path: Path, pkg: str | None) -> list[str]:
+    """`-m <other package>` in a literal command, a package entry point run as a file, the trainer's file,
+    and any DeepSpeed launcher built here."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.List | ast.Tuple | ast.Call):
+            words = _strings(node)
+            for i, w in enumerate(words[:-1]):
+                target = words[i + 1].split(".")[0]
+                if w == "-m" and target in PACKAGES and target != pkg:
+                    found.append(f"{node.lineno}: -m {words[i + 1]}")
+        if _is_launcher(node):
+            found.append(f"{node.lineno}: builds a DeepSpeed launch")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            v = node.value
+            if re.fullmatch(rf"({'|'.join(PACKAGES)})/(__main__|cli)\.py", v) and v.split("/")[0] != pkg:
+                found.append(f"{node.lineno}: runs {v}")
+            if v == "trainer/train.py":
+                found.append(f"{node.lineno}: starts trainer/train.py as a file")
+    return found
+
+
+def _process_launches(root: Path) -> list[str]:
+    """Every launch of _launches outside what may do it: workflows/ runs other packages' commands (the
+    DeepSpeed launch aside), trainer/launch.py builds the launch."""
+    found = []
+    for top in (*PACKAGES, "bench"):
+        for path in sorted((root / top).rglob("*.py")) if (root / top).is_dir() else []:
+            rel = path.relative_to(root).as_posix()
+            if rel == LAUNCH_BUILDER:
+                continue
+            hits = _launches(path, top if top in PACKAGES else None)
+            if top in (ORCHESTRATOR, "bench"):  # may run packages' commands, not build a launcher
+                hits = [h for h in hits if "DeepSpeed" in h or "trainer/train.py" in h]
+            found += [f"{rel}:{h}" for h in hits]
+    return found
+
+
+def test_only_workflows_start_other_packages_and_one_builder_launches_the_trainer(tmp_path):
+    assert _process_launches(REPO_ROOT) == []
+    # the check can fail: a package below workflows starting another one, and a second launcher
+    copy = tmp_path / "repo"
+    for top in (*PACKAGES, "bench"):
+        shutil.copytree(REPO_ROOT / top, copy / top, ignore=shutil.ignore_patterns("__pycache__", "gpu"))
+    (copy / "mixtures" / "bad.py").write_text(
+        "import subprocess, sys\n"
+        "subprocess.run([sys.executable, '-m', 'tokens', 'tokenize'])\n"
+        "subprocess.run([sys.executable, 'trainer/train.py'])\n"
+    )
+    (copy / "bench" / "bad.py").write_text("cmd = ['deepspeed', '--num_gpus', '1']\n")
+    assert sorted(_process_launches(copy)) == [
+        "bench/bad.py:1: builds a DeepSpeed launch",
+        "mixtures/bad.py:2: -m tokens",
+        "mixtures/bad.py:3: starts trainer/train.py as a file",
+    ]

@@ -54,6 +54,7 @@ from classifiers.lm_archive import load_program
 from core.cli import guarded
 from core.files import sha256_file
 from trainer import checkpoint as ckpt
+from trainer.metrics import MetricsLog
 from trainer.model import ModelConfig, Transformer
 from trainer.weights import complete_tags, consolidated
 
@@ -133,17 +134,12 @@ def training_record(state: dict) -> dict:
     """The run the checkpoint came from: its config, and losses from its metrics.jsonl if it is still there."""
     cfg = state.get("config", {})
     rec = {"config": cfg, "step": state["step"], "tokens_trained": state["tokens_trained"]}
-    metrics = Path(cfg.get("logging", {}).get("dir", "")) / "metrics.jsonl"
-    if metrics.is_file():
-        steps, evals, end = {}, {}, None
-        for line in metrics.read_text().splitlines():
-            r = json.loads(line)
-            if "loss" in r and "event" not in r:
-                steps[r["step"]] = r["loss"]
-            elif r.get("event") == "eval":
-                evals = {"step": r["step"], **{s: v["loss"] for s, v in r["eval"].items()}}
-            elif r.get("event") == "end":
-                end = r
+    log_dir = cfg.get("logging", {}).get("dir", "")
+    log = MetricsLog.read(log_dir) if log_dir else MetricsLog(())
+    if log.records:
+        steps = {r["step"]: r["loss"] for r in log.steps()}
+        ev, end = log.last("eval"), log.last("end")
+        evals = {"step": ev["step"], **{s: v["loss"] for s, v in ev["eval"].items()}} if ev else {}
         if state["step"] in steps:
             rec["final_loss"] = steps[state["step"]]
         rec["heldout_loss"] = evals or None

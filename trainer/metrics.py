@@ -1,4 +1,5 @@
-"""Metrics: the FLOPs formula behind MFU, the device peak table, and the JSONL + TensorBoard writer.
+"""Metrics: the FLOPs formula behind MFU, the device peak table, the JSONL + TensorBoard writer, and the
+one reader of a run's metrics.jsonl (`MetricsLog`: workflows, export, report and bench all read through it).
 
 FLOPs per trained token (fwd + bwd, no recomputation counted; PaLM appendix B / Chinchilla, with the
 attention term halved for causal masking):
@@ -28,10 +29,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainer.model import ModelConfig
+if TYPE_CHECKING:  # annotations only: readers of metrics.jsonl (report, bench) need no torch
+    from trainer.model import ModelConfig
+
+METRICS_FILE = "metrics.jsonl"
 
 # Dense bf16 peaks, FLOP/s (NVIDIA datasheets). Matched in order on torch.cuda.get_device_name().
 PEAK_BF16: list[tuple[str, float]] = [
@@ -94,7 +99,7 @@ class MetricsWriter:
         self.tensorboard = enabled and tensorboard
         self.tb = None
         self.tb_dir = Path(out_dir) / "tensorboard"
-        self.path = Path(out_dir) / "metrics.jsonl"
+        self.path = Path(out_dir) / METRICS_FILE
         if not enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,3 +137,40 @@ class MetricsWriter:
             self.fh.close()
             if self.tb is not None:
                 self.tb.close()
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsLog:
+    """A run's metrics.jsonl as MetricsWriter wrote it: step records (no `event` key) and events
+    (`eval`, `end`, `resume`, `spike_skip`, ...). A resumed run appends to the file, so a step the
+    crashed attempt logged past its checkpoint appears twice: the last record of a step wins."""
+
+    records: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def read(cls, where: str | Path) -> MetricsLog:
+        """The log in folder `where` (the trainer's logging.dir), or the file itself; none yet: empty."""
+        path = Path(where)
+        if path.is_dir() or not path.name.endswith(".jsonl"):
+            path = path / METRICS_FILE
+        if not path.is_file():
+            return cls(())
+        return cls(tuple(json.loads(line) for line in path.read_text().splitlines() if line.strip()))
+
+    def steps(self) -> list[dict[str, Any]]:
+        """Step records in step order, the last record of each step."""
+        by_step = {r["step"]: r for r in self.records if "event" not in r}
+        return [by_step[k] for k in sorted(by_step)]
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """Every `name` event, in file order."""
+        return [r for r in self.records if r.get("event") == name]
+
+    def last(self, name: str) -> dict[str, Any] | None:
+        """The last `name` event (the final `eval`, the `end` summary), or None."""
+        found = self.events(name)
+        return found[-1] if found else None
+
+    def finished(self, steps: int) -> bool:
+        """True when the trainer logged its `end` event at `steps`: the run completed."""
+        return any(r.get("step") == steps for r in self.events("end"))

@@ -471,7 +471,7 @@ TRAIN = {"steps": 300, "seq_len": 512}
 def trained_lm(demo_run) -> Path:
     """The reference LM the reduced demo trained (tests/support/demo.py): the real pipeline (reference
     Parquet, train-tokenizer, tokenize on Spark, the DeepSpeed launcher, trainer.export_lm) through
-    `python -m classifiers train-lm` with its defaults, trained once per session for both modules.
+    `python -m workflows train-lm` with its defaults, trained once per session for both modules.
     Returns the work folder; the model is its model/."""
     return demo_run / "lm"
 
@@ -569,8 +569,8 @@ def test_exported_program_gives_the_trainer_models_losses(trained_lm):
 
 @pytest.mark.slow
 def test_train_lm_folder_is_complete_and_idempotent(trained_lm, capsys):
-    from classifiers.train_lm import LMTrainConfig, train_lm
     from core.errors import OutputConflict
+    from workflows.train_lm import LMTrainConfig, train_lm
 
     meta = read_lm_metadata(trained_lm / "model")
     assert meta["training"]["step"] == TRAIN["steps"] and meta["seq_len"] == TRAIN["seq_len"]

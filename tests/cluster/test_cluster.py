@@ -1,7 +1,7 @@
 """The curation jobs on a real Spark standalone cluster give exactly what the embedded `local[*]` run gives.
 
 The local[*] run is the suite's reduced demo (tests/support/demo.py, the `demo_run` fixture): it runs every
-step of scripts/pipeline.py as `python -m ...` over three real WARCs. Here every Spark step of the same
+step of workflows/pipeline.py (`python -m workflows demo`) over three real WARCs. Here every Spark step of the same
 pipeline (extract → dedup → score → tokenize per source of the demo's recipe) runs again as
 `spark-submit --master spark://127.0.0.1:PORT <pkg>/__main__.py ...` on the two-worker cluster of
 conftest.py, with the demo's own quality model, reference LM and tokenizer (single-process steps, made
@@ -21,8 +21,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from scripts.pipeline import Layout, Step, curation_steps, tokenize_steps
 from tests.support.demo import WARCS
+from workflows.pipeline import Layout, Step, curation_steps, tokenize_steps
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

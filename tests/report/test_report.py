@@ -3,7 +3,7 @@
 Real outputs are made here: `extract` over two real WARCs, `dedup`, a small quality model and `score`,
 all on the shared local Spark session (the `spark` tier). The report's JSON must carry the stats files'
 numbers unchanged, its HTML must print them, and each chart must exist as a PNG. The training part of
-the report (loss, tokens/s) is checked by the reduced demo, tests/scripts/test_demo.py.
+the report (loss, tokens/s) is checked by the reduced demo, tests/workflows/test_demo.py.
 """
 
 from __future__ import annotations

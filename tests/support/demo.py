@@ -1,6 +1,6 @@
 """The reduced `make demo` the suite runs once: 3 real WARCs, 20 training steps, a 40K-token recipe.
 
-Shared by tests/scripts/test_demo.py (every stage, report, rerun) and the slow tier of
+Shared by tests/workflows/test_demo.py (every stage, report, rerun) and the slow tier of
 tests/classifiers/test_perplexity.py, whose trained reference LM is this run's `lm/` folder: the demo
 trains one with `train-lm`'s defaults anyway, and a second, separate training cost ~160 s of a CI run.
 """
@@ -21,8 +21,8 @@ STEPS = 20
 
 
 def run_demo(out: Path, warc_dir: Path, data_dir: Path) -> subprocess.CompletedProcess:
-    """scripts/demo.py into `out` with the reduced sizes; reruns skip finished stages."""
-    cmd = [sys.executable, "scripts/demo.py", "--out", str(out), "--shared-data", str(data_dir),
+    """`python -m workflows demo` into `out` with the reduced sizes; reruns skip finished stages."""
+    cmd = [sys.executable, "-m", "workflows", "demo", "--out", str(out), "--shared-data", str(data_dir),
            "--warcs", *(str(warc_dir / w) for w in WARCS), "--steps", str(STEPS), "--total-tokens", "40K",
            "--train-set", "schedule.warmup_steps=5", "--train-set", "checkpoint.every=10"]  # fmt: skip
     # 1200 s: the whole demo takes ~210 s on CI's 2 cores; at load 9 here it passed 600 s (a guard for a hung run)

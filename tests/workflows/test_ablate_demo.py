@@ -1,4 +1,4 @@
-"""scripts/ablate.py's own steps: the evaluation text is held out from the classifier's positives, and
+"""`python -m workflows ablate-demo`'s own steps (workflows/ablate_demo.py): the evaluation text is held out from the classifier's positives, and
 arms moved under another output folder read and write there."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from mixtures.recipe import Recipe
-from scripts.ablate import ARMS, arm_recipes, write_eval_sets
 from tests.support.shared_data import shared_data_dir
+from workflows.ablate_demo import ARMS, arm_recipes, write_eval_sets
 
 
 def _texts(path):

@@ -1,10 +1,10 @@
 """docker-compose.yml: valid against the Compose spec, up to date, and running the cluster test's commands.
 
 No Docker engine runs here, so the file is checked statically: against the Compose specification's
-JSON schema (shared data, compose-spec @170098ba), against its generator scripts/compose.py (a stale
+JSON schema (shared data, compose-spec @170098ba), against its generator workflows/compose.py (a stale
 file fails), and for the properties the deployment promises (auth on with the secret from the
 environment, only the master UI published and only on loopback, a GPU reservation for `train`).
-The `curate` commands are compared with the `Step`s of scripts/pipeline.py, the same steps
+The `curate` commands are compared with the `Step`s of workflows/pipeline.py, the same steps
 tests/cluster/test_cluster.py submits to a real standalone cluster.
 """
 
@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scripts import compose as gen
-from scripts.pipeline import Layout, curation_steps, pipeline
+from trainer.launch import LAUNCHER_MODULE, TRAIN_MODULE
+from workflows import compose as gen
+from workflows.pipeline import Layout, curation_steps, pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +50,7 @@ def test_schema_rejects_a_broken_file(data_dir):
 
 def test_file_is_generated_from_the_pipeline_definition():
     assert (ROOT / "docker-compose.yml").read_text() == gen.render(), (
-        "docker-compose.yml is stale: run `.venv/bin/python scripts/compose.py`"
+        "docker-compose.yml is stale: run `.venv/bin/python -m workflows compose`"
     )
 
 
@@ -99,7 +100,10 @@ def test_deployment_properties(spec):
     train = services["train"]
     devices = train["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]
-    assert train["command"][:2] == ["deepspeed", "trainer/train.py"]
+    # the one launch form (trainer/launch.py): the launcher's module, the trainer as a module, no
+    # --num_gpus (every GPU the reservation gives)
+    assert train["command"][:5] == ["python", "-m", LAUNCHER_MODULE, "--module", TRAIN_MODULE]
+    assert "--num_gpus" not in train["command"]
     assert train["depends_on"]["curate"]["condition"] == "service_completed_successfully"
 
 

@@ -1,4 +1,4 @@
-"""`python -m mixtures ablate ARM.yaml ... --output DIR`: proxy-model ablations of mixture recipes.
+"""`python -m workflows ablate ARM.yaml ... --output DIR`: proxy-model ablations of mixture recipes.
 
 Each arm is a recipe (mixtures/recipe.py, with an optional `train:` mapping of trainer overrides).
 Every arm trains the same model (the trainer config, `--set` overrides), from the same
@@ -10,13 +10,12 @@ Checked before any training (exit 2, naming the arms): arm names are unique, eve
 tokenized, every arm has the same `total_tokens` and the same tokenizer (sha256 of the shards'
 tokenizer.json), and no arm's `train:` changes the model, the seed or the row length.
 
-Per arm and seed, under DIR/runs/<arm>/seed-<s>/ (a subprocess each step: mixtures sits below the
-trainer in the import layers):
+Per arm and seed, under DIR/runs/<arm>/seed-<s>/:
 
     recipe.yaml   the arm's recipe with absolute paths and `seed: s` (data order and held-out split)
-    train/        deepspeed trainer/train.py --config <trainer config> seed=s data.recipe=... ; the
-                  trainer's own checkpoints make a killed run resume where it stopped
-    model/        python -m trainer.export_lm (the final weights as a torch.export program)
+    train/        the DeepSpeed launcher (trainer/launch.py): trainer.train --config <trainer config>
+                  seed=s data.recipe=... ; the trainer's own checkpoints make a killed run resume
+    model/        trainer.export_lm, in this process (the final weights as a torch.export program)
     result.json   last: bits per byte per eval set, tokens seen, wall time. A rerun skips a run
                   that has it; a run whose recipe changed since is refused (another --output).
 
@@ -35,10 +34,10 @@ An arm whose sources hold fewer tokens than the budget is trained with repetitio
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -46,13 +45,17 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from classifiers.train_lm import StepFailed, run_step, train_done
 from core.config import fingerprint_of, read_yaml_mapping
 from core.errors import InputError, OutputConflict
 from core.output import atomic_write_json, guard_folder
 from mixtures.recipe import Recipe
+from trainer.launch import launch_command
+from trainer.metrics import MetricsLog
+from workflows.paths import project_path
+from workflows.steps import StepFailed, call, launch
 
-ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TRAINER_CONFIG = "configs/train-debug.yaml"
+_DEFAULT_TRAINER_PATH = project_path(DEFAULT_TRAINER_CONFIG)
 # `train:` keys an arm may not set: they would make the arms different models or runs
 FIXED_KEYS = ("model.", "seed", "data.seq_len", "schedule.steps", "schedule.global_batch", "data.recipe")
 
@@ -62,7 +65,7 @@ class Options:
     output: Path
     seeds: int = 3
     base_seed: int = 1
-    trainer_config: Path = ROOT / "configs" / "train-debug.yaml"
+    trainer_config: Path = _DEFAULT_TRAINER_PATH
     processes: int = 1
     seq_len: int = 256
     global_batch: int = 8
@@ -186,18 +189,14 @@ def steps_for(budget: int, opts: Options) -> int:
     return steps
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _write_recipe(arm: Arm, seed: int, run: Path) -> Path:
     import yaml
 
     data = {k: v for k, v in arm.data.items() if k != "train"} | {"seed": seed, "name": arm.name}
     path = run / "recipe.yaml"
-    path.write_text("# Written by `python -m mixtures ablate` (mixtures/ablate.py)\n" + yaml.safe_dump(data))
+    path.write_text(
+        "# Written by `python -m workflows ablate` (workflows/ablate.py)\n" + yaml.safe_dump(data)
+    )
     return path
 
 
@@ -226,26 +225,23 @@ def train_run(arm: Arm, seed: int, opts: Options, evals: dict[str, list[str]], l
     steps = steps_for(arm.recipe.total_tokens, opts)
     train = run / "train"
     t0 = time.perf_counter()
-    if not train_done(train, steps):
+    if not MetricsLog.read(train).finished(steps):
         log(f"==> {arm.name} seed {seed}: train {steps} steps")
-        cmd = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", str(opts.processes),
-               "--master_port", str(_free_port()), "trainer/train.py", "--config", str(opts.trainer_config),
-               f"seed={seed}", f"data.recipe={recipe}", f"data.seq_len={opts.seq_len}",
-               f"schedule.steps={steps}", f"schedule.global_batch={opts.global_batch}", "schedule.rampup=[]",
-               f"schedule.micro_batch={opts.global_batch // opts.processes}", "data.allow_over_cap=true",
-               f"logging.dir={train}", f"checkpoint.dir={train / 'ckpt'}", "checkpoint.resume=true",
-               *opts.overrides, *arm.train_args()]  # fmt: skip
-        run_step("train", cmd, log)
-        if not train_done(train, steps):
+        overrides = [f"seed={seed}", f"data.recipe={recipe}", f"data.seq_len={opts.seq_len}",
+                     f"schedule.steps={steps}", f"schedule.global_batch={opts.global_batch}", "schedule.rampup=[]",
+                     f"schedule.micro_batch={opts.global_batch // opts.processes}", "data.allow_over_cap=true",
+                     f"logging.dir={train}", f"checkpoint.dir={train / 'ckpt'}", "checkpoint.resume=true",
+                     *opts.overrides, *arm.train_args()]  # fmt: skip
+        launch(launch_command(str(opts.trainer_config), overrides, processes=opts.processes), log)
+        if not MetricsLog.read(train).finished(steps):
             raise StepFailed(f"the trainer stopped before step {steps} (see {train / 'metrics.jsonl'})", 1)
     model = run / "model"
     if not (model / "metadata.json").is_file():
         tmp = run / ".model.export"
         shutil.rmtree(tmp, ignore_errors=True)  # a crashed export: doing it again is cheap
-        run_step("export", [sys.executable, "-m", "trainer.export_lm", "--checkpoints", str(train / "ckpt"),
-                            "--output", str(tmp)], log)  # fmt: skip
+        call("trainer.export_lm", ["--checkpoints", str(train / "ckpt"), "--output", str(tmp)], log=log)
         tmp.rename(model)
-    end = _end_event(train)
+    end = MetricsLog.read(train).last("end") or {}
     result = {
         "arm": arm.name,
         "seed": seed,
@@ -261,11 +257,6 @@ def train_run(arm: Arm, seed: int, opts: Options, evals: dict[str, list[str]], l
     return result
 
 
-def _end_event(train: Path) -> dict[str, Any]:
-    rows = [json.loads(x) for x in (train / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    return next(r for r in reversed(rows) if r.get("event") == "end")
-
-
 def eval_bpb(model: Path, texts: list[str], opts: Options) -> float:
     """Bits per byte of `texts` under the exported model (the perplexity scorer's own NLL and bytes)."""
     from classifiers.perplexity import PerplexityScorer
@@ -279,8 +270,7 @@ def own_bpb(train: Path, recipe: Path, opts: Options, model: Path) -> float | No
     """The trainer's final held-out loss per source, as bits per byte of those held-out rows' targets."""
     from mixtures.sampler import MixtureSampler
 
-    rows = [json.loads(x) for x in (train / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    ev = next((r for r in reversed(rows) if r.get("event") == "eval"), None)
+    ev = MetricsLog.read(train).last("eval")
     if ev is None:
         return None
     n = int(ev["sequences_per_source"])
@@ -337,4 +327,55 @@ def ablate(paths: list[str], opts: Options, eval_specs: list[str], log=print) ->
     return summary
 
 
-__all__ = ["Options", "ablate", "check_arms", "load_arms"]
+def _positive_int(s: str) -> int:
+    """An argparse type: an integer > 0 (seeds, ranks, sizes)."""
+    if not s.strip().isdigit() or int(s) <= 0:
+        raise argparse.ArgumentTypeError(f"must be an integer > 0, got {s!r}")
+    return int(s)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("arms", nargs="+", metavar="ARM.yaml", help="recipes, one per arm (mixtures/ablations/)")
+    p.add_argument("--output", required=True, metavar="DIR", help="output folder (reruns resume)")
+    p.add_argument("--seeds", type=_positive_int, default=3, help="seeds per arm (default 3)")
+    p.add_argument("--base-seed", type=int, default=1, help="first seed (default 1)")
+    p.add_argument("--eval", action="append", default=[], metavar="NAME=PATH",
+                   help="held-out text no arm trains on (JSONL/Parquet/folder/text); repeatable")  # fmt: skip
+    p.add_argument("--baseline", default=None, help="arm the differences are taken to (default: the first)")
+    p.add_argument(
+        "--config", default=DEFAULT_TRAINER_CONFIG, help="trainer config (default: the debug model)"
+    )
+    p.add_argument(
+        "--processes", type=_positive_int, default=1, help="trainer ranks (the launcher's --num_gpus)"
+    )
+    p.add_argument("--seq-len", type=_positive_int, default=256)
+    p.add_argument("--global-batch", type=_positive_int, default=8)
+    p.add_argument("--eval-docs", type=_positive_int, default=200, help="documents per eval set")
+    p.add_argument(
+        "--eval-chunks", type=_positive_int, default=4, help="windows of seq-len tokens per document"
+    )
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="trainer override for every arm, e.g. optimizer.lr=1e-3")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    """`python -m workflows ablate`: exit 0 done, 1 a training failed (rerun to resume), 2 bad input."""
+    config = Path(args.config) if Path(args.config).is_file() else project_path(args.config)
+    if not config.is_file():
+        raise InputError(f"--config {args.config}: no such file")
+    if args.global_batch % args.processes:
+        raise InputError(
+            f"--global-batch {args.global_batch} is not a multiple of --processes {args.processes}"
+        )
+    opts = Options(
+        output=Path(args.output).resolve(), seeds=args.seeds, base_seed=args.base_seed,
+        trainer_config=config.resolve(), processes=args.processes, seq_len=args.seq_len,
+        global_batch=args.global_batch, overrides=tuple(args.overrides), eval_docs=args.eval_docs,
+        eval_chunks=args.eval_chunks, baseline=args.baseline,
+    )  # fmt: skip
+    try:
+        ablate(args.arms, opts, args.eval)
+    except StepFailed as e:
+        print(f"error: {e} (rerun to resume)", file=sys.stderr)
+        return 1 if e.status != 2 else 2
+    return 0

@@ -1,19 +1,19 @@
-"""`python -m classifiers train-lm`: train the perplexity scorer's reference LM with the project's own tools.
+"""`python -m workflows train-lm`: train the perplexity scorer's reference LM with the project's own tools.
 
-    python -m classifiers train-lm --output out/lm [--reference FILES] [--tokenizer tokenizer.json]
-                                   [--config FILE] [--set key=value ...] [--master local[2]]
+    python -m workflows train-lm --output out/lm [--reference FILES] [--tokenizer tokenizer.json]
+                                 [--config FILE] [--set key=value ...] [--master local[2]]
 
-Steps, each a separate process except the first and the last (a subprocess is not an import:
-classifiers sits below tokens, mixtures and trainer in the import layers):
+Steps, run by the one step runner (workflows/steps.py) in this process, except training (DeepSpeed's
+launcher, trainer/launch.py):
 
     reference/   the reference documents as Parquet (id, text, lang, source), split into train/ and
                  heldout/ by a keyed hash of the text (`heldout_fraction`); manifest.json last
-    tokenizer/   python -m tokens train-tokenizer (configs/tokenizer.yaml: byte-level BPE, 4,096 ids),
+    tokenizer/   tokens train-tokenizer (configs/tokenizer.yaml: byte-level BPE, 4,096 ids),
                  unless --tokenizer gives one
-    tokens/      python -m tokens tokenize (Spark, --master) of reference/train
+    tokens/      tokens tokenize (Spark, --master) of reference/train
     recipe.yaml  one source, one phase, exactly steps × global_batch rows of seq_len + 1 tokens
-    train/       the DeepSpeed launcher: trainer/train.py --config configs/train-lm.yaml (debug model)
-    model/       python -m trainer.export_lm (lm.pt2, tokenizer.json, metadata.json), then the held-out
+    train/       the DeepSpeed launcher: trainer.train --config configs/train-lm.yaml (debug model)
+    model/       trainer.export_lm (lm.pt2, tokenizer.json, metadata.json), then the held-out
                  documents scored by the PerplexityScorer itself (classifiers/perplexity.py) and the
                  result added to metadata.json; renamed into place last
 
@@ -29,11 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,9 +42,11 @@ from core.config import ConfigError, ConfigModel, fingerprint_of, load_config
 from core.errors import InputError
 from core.files import sha256_file
 from core.output import atomic_write_json, guard_folder
+from trainer.launch import launch_command
+from trainer.metrics import MetricsLog
+from workflows.paths import SHARED_DATA_ENV, default_shared_data, project_path
+from workflows.steps import StepFailed, StepRunner, call, launch
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA_ENV = "REFINERY_SHARED_DATA"
 SOURCE = "reference"
 
 
@@ -72,7 +70,7 @@ class LMTrainConfig(ConfigModel):
     global_batch: int = 8
     """Rows per optimizer step (no ramp-up)."""
     processes: int = 1
-    """Trainer ranks (deepspeed --num_gpus); on CPU one rank uses every core."""
+    """Trainer ranks (the launcher's --num_gpus); on CPU one rank uses every core."""
     trainer_overrides: tuple[str, ...] = ()
     """More `key=value` overrides for the trainer, e.g. [optimizer.lr=1e-3]."""
     eval_max_tokens: int = 512
@@ -104,10 +102,10 @@ class LMTrainConfig(ConfigModel):
     def load(cls, path: str | Path | None, overrides: list[str] = ()) -> LMTrainConfig:
         return load_config(cls, path, overrides)
 
-    def trainer_args(self, out: Path, recipe: Path) -> list[str]:
+    def trainer_overrides_for(self, out: Path, recipe: Path) -> list[str]:
+        """The trainer's `key=value` overrides for a run into `out` on `recipe`."""
         train = out / "train"
         return [
-            "--config", str(project_path(self.trainer_config)),
             f"data.recipe={recipe}", f"data.seq_len={self.seq_len}", f"schedule.steps={self.steps}",
             f"schedule.global_batch={self.global_batch}", "schedule.rampup=[]",
             f"schedule.micro_batch={self.global_batch // self.processes}",
@@ -115,22 +113,9 @@ class LMTrainConfig(ConfigModel):
         ]  # fmt: skip
 
 
-class StepFailed(RuntimeError):
-    """A step's process failed; `status` is its exit status (2: it refused its input or config)."""
-
-    def __init__(self, msg: str, status: int) -> None:
-        super().__init__(msg)
-        self.status = status
-
-
-def project_path(p: str | Path) -> Path:
-    p = Path(p)
-    return p if p.is_absolute() else ROOT / p
-
-
 def default_reference() -> list[Path]:
-    """The shared Wikipedia articles and WikiText-2 (../shared/data beside the checkout, or $REFINERY_SHARED_DATA)."""
-    data = Path(os.environ.get(SHARED_DATA_ENV) or ROOT.parent / "shared" / "data")
+    """The shared Wikipedia articles and WikiText-2 ($REFINERY_SHARED_DATA, or ../shared/data beside the project)."""
+    data = default_shared_data()
     files = [data / "quality" / "enwiki_sample_articles.jsonl", data / "quality" / "wikitext-2-valid.txt"]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
@@ -179,29 +164,6 @@ def write_reference(files: list[Path], out: Path, cfg: LMTrainConfig) -> dict[st
     return manifest
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _env() -> dict[str, str]:
-    python = Path(sys.executable)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env.setdefault("PYSPARK_PYTHON", str(python))  # Spark's Python workers: this interpreter
-    env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"  # the deepspeed launcher's python
-    return env
-
-
-def run_step(name: str, cmd: list[str], log: Callable[[str], None]) -> None:
-    """Run one step's process from the project root, its output streamed; StepFailed on a non-zero exit."""
-    log(f"$ {' '.join(cmd)}")
-    rc = subprocess.run(cmd, cwd=ROOT, env=_env()).returncode
-    if rc != 0:
-        raise StepFailed(f"train-lm step {name} failed (exit status {rc}): {' '.join(cmd)}", rc)
-
-
 def write_recipe(out: Path, cfg: LMTrainConfig) -> Path:
     """One source, one phase: exactly the rows the trainer will draw (steps × global_batch)."""
     import yaml
@@ -221,21 +183,9 @@ def write_recipe(out: Path, cfg: LMTrainConfig) -> Path:
     }  # fmt: skip
     path = out / "recipe.yaml"
     path.write_text(
-        "# Written by `python -m classifiers train-lm` (classifiers/train_lm.py)\n" + yaml.safe_dump(recipe)
+        "# Written by `python -m workflows train-lm` (workflows/train_lm.py)\n" + yaml.safe_dump(recipe)
     )
     return path
-
-
-def train_done(train_dir: Path, steps: int) -> bool:
-    """metrics.jsonl holds the trainer's `end` event at `steps`."""
-    path = train_dir / "metrics.jsonl"
-    if not path.is_file():
-        return False
-    return any(
-        (r := json.loads(line)).get("event") == "end" and r.get("step") == steps
-        for line in path.read_text().splitlines()
-        if line.strip()
-    )
 
 
 def heldout_perplexity(model_dir: Path, heldout: Path, max_tokens: int) -> dict[str, Any]:
@@ -296,70 +246,48 @@ def train_lm(
     out = Path(output).expanduser().resolve()
     fp, extra = _fingerprint(cfg, files, tok_given)
     guard_folder(out, "train-lm", cfg.to_dict(), fp, extra)
-    timings_path = out / "timings.json"
-    timings = json.loads(timings_path.read_text()) if timings_path.is_file() else {}
-
-    def step(name: str, done: bool, fn: Callable[[], Any]) -> None:
-        if done:
-            log(f"==> {name}: already done, skipped")
-            return
-        log(f"==> {name}")
-        t0 = time.perf_counter()
-        fn()
-        timings[name] = round(time.perf_counter() - t0, 1)
-        atomic_write_json(timings_path, timings)
-        log(f"==> {name}: {timings[name]:.1f} s")
-
-    py = sys.executable
+    steps = StepRunner(out / "timings.json", log)
     tok = tok_given.resolve() if tok_given else out / "tokenizer" / "tokenizer.json"
-    step(
+    steps.run(
         "reference", (out / "reference" / "manifest.json").is_file(), lambda: write_reference(files, out, cfg)
     )
     if tok_given is None:
-        cmd = [py, "-m", "tokens", "train-tokenizer", "--input", str(out / "reference" / "train"),
-               "--output", str(out / "tokenizer"), "--config", str(project_path(cfg.tokenizer_config))]  # fmt: skip
-        step("train-tokenizer", tok.is_file(), lambda: run_step("train-tokenizer", cmd, log))
-    cmd = [py, "-m", "tokens", "tokenize", "--input", str(out / "reference" / "train"), "--tokenizer", str(tok),
-           "--output", str(out / "tokens"), "--source", SOURCE, "--master", master, "--no-progress"]  # fmt: skip
-    step(
+        args = ["train-tokenizer", "--input", str(out / "reference" / "train"), "--output", str(out / "tokenizer"),
+                "--config", str(project_path(cfg.tokenizer_config))]  # fmt: skip
+        steps.run("train-tokenizer", tok.is_file(), lambda: call("tokens", args, log=log))
+    tokenize = ["tokenize", "--input", str(out / "reference" / "train"), "--tokenizer", str(tok),
+                "--output", str(out / "tokens"), "--source", SOURCE, "--master", master, "--no-progress"]  # fmt: skip
+    steps.run(
         "tokenize",
         (out / "tokens" / "shards" / SOURCE / "manifest.json").is_file(),
-        lambda: run_step("tokenize", cmd, log),
+        lambda: call("tokens", tokenize, log=log),
     )
     recipe = write_recipe(out, cfg)  # cheap, and always what this config says
-    _train(out, cfg, recipe, step, log)
-    step("export", (out / "model" / "metadata.json").is_file(), lambda: _export(out, cfg, tok, log))
+    steps.run(
+        "train", MetricsLog.read(out / "train").finished(cfg.steps), lambda: _train(out, cfg, recipe, log)
+    )
+    steps.run("export", (out / "model" / "metadata.json").is_file(), lambda: _export(out, cfg, tok, log))
     atomic_write_json(out / "_SUCCESS", {"fingerprint": fp})
     return json.loads((out / "model" / "metadata.json").read_text())
 
 
-def _train(out: Path, cfg: LMTrainConfig, recipe: Path, step, log) -> None:
-    def launch() -> None:
-        launcher = str(Path(sys.executable).parent / "deepspeed")
-        cmd = [
-            launcher,
-            "--num_gpus",
-            str(cfg.processes),
-            "--master_port",
-            str(_free_port()),
-            "trainer/train.py",
-        ]
-        run_step("train", [*cmd, *cfg.trainer_args(out, recipe)], log)
-        if not train_done(out / "train", cfg.steps):
-            raise StepFailed(
-                f"the trainer stopped before step {cfg.steps} (see {out / 'train' / 'metrics.jsonl'})", 1
-            )
-
-    step("train", train_done(out / "train", cfg.steps), launch)
+def _train(out: Path, cfg: LMTrainConfig, recipe: Path, log: Callable[[str], None]) -> None:
+    """The trainer through the one launch builder; StepFailed when it stopped short of `steps`."""
+    overrides = cfg.trainer_overrides_for(out, recipe)
+    launch(launch_command(str(project_path(cfg.trainer_config)), overrides, processes=cfg.processes), log)
+    if not MetricsLog.read(out / "train").finished(cfg.steps):
+        raise StepFailed(
+            f"the trainer stopped before step {cfg.steps} (see {out / 'train' / 'metrics.jsonl'})", 1
+        )
 
 
 def _export(out: Path, cfg: LMTrainConfig, tok: Path, log) -> None:
     """trainer.export_lm into a temporary folder, the held-out perplexity added, then renamed to model/."""
     tmp = out / ".model.export"
     shutil.rmtree(tmp, ignore_errors=True)  # a crashed attempt: exporting again is cheap
-    cmd = [sys.executable, "-m", "trainer.export_lm", "--checkpoints", str(out / "train" / "ckpt"),
-           "--output", str(tmp), "--tokenizer", str(tok), "--languages", *cfg.languages]  # fmt: skip
-    run_step("export", cmd, log)
+    args = ["--checkpoints", str(out / "train" / "ckpt"), "--output", str(tmp), "--tokenizer", str(tok),
+            "--languages", *cfg.languages]  # fmt: skip
+    call("trainer.export_lm", args, log=log)
     meta = json.loads((tmp / "metadata.json").read_text())
     meta["heldout"] = heldout_perplexity(tmp, out / "reference" / "heldout", cfg.eval_max_tokens)
     meta["train_lm"] = {

@@ -1,8 +1,8 @@
 """A reduced `make demo` that covers every stage: 3 real WARCs, 20 training steps, a 40K-token recipe.
 
 The full demo (all WARCs, 300 steps) takes several minutes on 2 cores; this variant
-(tests/support/demo.py, run once per session by the `demo_run` fixture) runs the same driver
-(scripts/demo.py) and so the same commands, WARC to report, with only the sizes changed. It checks that each stage ran, that the report's numbers are those of the stats files and the trainer's
+(tests/support/demo.py, run once per session by the `demo_run` fixture) runs the same workflow
+(`python -m workflows demo`) and so the same commands, WARC to report, with only the sizes changed. It checks that each stage ran, that the report's numbers are those of the stats files and the trainer's
 metrics, and that a rerun skips every finished stage (the demo is idempotent).
 """
 

@@ -1,10 +1,11 @@
 """The curation pipeline's commands, defined once: for `make demo`, the cluster tests and docker-compose.
 
 Each stage is a `Step`: a package whose `__main__.py` is the entry point plus its arguments. The same
-step renders as a local command (`python -m dedup run ...`, the embedded `local[*]` master) or as a
-`spark-submit --master spark://... dedup/__main__.py run ...` command, so what the demo runs locally,
-what `tests/cluster/` submits to a real standalone cluster, and what the compose `curate` service
-submits are provably the same arguments (tests/scripts/test_compose.py compares them).
+step runs in the demo's own process (`workflows.steps.call`: the package's `main(argv)`), renders as a
+local command (`python -m dedup run ...`, the embedded `local[*]` master) or as a
+`spark-submit --master spark://... dedup/__main__.py run ...` command, so what the demo runs, what
+`tests/cluster/` submits to a real standalone cluster, and what the compose `curate` service submits
+are provably the same arguments (tests/workflows/test_compose.py compares them).
 
 Only what differs between deployments is a parameter: where the WARCs are, where outputs go, the
 recipe, and whether a quality model is given (else one is trained: positives from Wikipedia/WikiText,
@@ -30,7 +31,7 @@ class Step:
     name: str
     """Stage name shown in progress lines and timings (e.g. `tokenize:web`)."""
     module: str
-    """Package with a `__main__.py` (curation, dedup, classifiers, tokens, mixtures)."""
+    """Package with a `__main__.py` (curation, dedup, classifiers, tokens, mixtures, workflows)."""
     args: tuple[str, ...]
     spark: bool = True
     """True: a Spark job (spark-submit can run it); False: plain Python (tokenizer training, plan)."""
@@ -55,6 +56,12 @@ class Step:
 
     def done(self, root: Path = Path(".")) -> bool:
         return bool(self.output) and (root / self.output / self.done_marker).exists()
+
+    def run(self, ok: tuple[int, ...] = (0,)) -> int:
+        """The command in this process (workflows/steps.py `call`); StepFailed on a status not in `ok`."""
+        from workflows.steps import call
+
+        return call(self.module, self.args, ok)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +132,7 @@ def curation_steps(lay: Layout) -> list[Step]:
             steps.append(
                 Step(
                     "train-lm",
-                    "classifiers",
+                    "workflows",
                     (
                         "train-lm",
                         "--output",

@@ -1,4 +1,4 @@
-"""`python -m mixtures ablate`: arms refused before training when they cannot be compared; identical
+"""`python -m workflows ablate` (workflows/ablate.py): arms refused before training when they cannot be compared; identical
 arms give identical bits per byte; a killed run resumes to the same result; the table and chart."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from classifiers.train_lm import StepFailed
 from core.errors import InputError
-from mixtures.__main__ import main
-from mixtures.ablate import Options, ablate, load_arms
 from tests.mixtures.corpus import build_corpus, build_source
 from tests.support.shared_data import shared_data_dir
 from tokens.tokenizer import TokenizerConfig, train_tokenizer
 from trainer.faults import ENV_VAR as FAULTS_ENV
+from workflows.ablate import Options, ablate, load_arms
+from workflows.cli import main
+from workflows.steps import StepFailed
 
 SEQ, BATCH, STEPS = 64, 4, 10
 BUDGET = STEPS * BATCH * (SEQ + 1)
