@@ -24,9 +24,10 @@ Loading never runs code from a file. A pickle (`torch.load(..., weights_only=Fal
 its author put in `__reduce__`; the sha256 in COMPLETE.json catches corruption, not a malicious author.
 So the trainer's own state is JSON, a `trainer_rank<r>.pt` of older versions is read only with
 `weights_only=True` and NumPy's array types allowed (what those files hold), and DeepSpeed's files, which
-DeepSpeed itself loads with `weights_only=False`, are read inside `safe_torch_load()`: torch's
-`TORCH_FORCE_WEIGHTS_ONLY_LOAD` turns every `torch.load` into a weights-only one, with the two plain
-DeepSpeed classes its ZeRO optimizer state holds allowed (`deepspeed_safe_globals`). Before that,
+DeepSpeed itself loads with `weights_only=False`, are read inside `safe_torch_load()`: the project's one
+weights-only guard (core/weights_only.py: torch's `TORCH_FORCE_WEIGHTS_ONLY_LOAD` turns every `torch.load`
+into a weights-only one), with the two plain DeepSpeed classes its ZeRO optimizer state holds allowed
+(`deepspeed_safe_globals`). Before that,
 `check_deepspeed_files` reads each file's pickle statically, so a refused file is named in the error.
 """
 
@@ -41,7 +42,7 @@ import random
 import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +52,10 @@ from numpy._core.multiarray import _reconstruct  # how NumPy pickles an array
 
 from core.errors import InputError
 from core.files import sha256_file
+from core.weights_only import weights_only_loads
 
 MARKER = "COMPLETE.json"
 TAG_RE = re.compile(r"^step_(\d{8})$")
-FORCE_WEIGHTS_ONLY = "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
 
 
 class CheckpointError(InputError):
@@ -97,14 +98,42 @@ def verify(ckpt: Path, mode: str = "sha256") -> str | None:
     return None
 
 
-def newest_good(root: Path, mode: str = "sha256", log=print) -> str | None:
-    """Tag of the newest checkpoint that verifies; logs each one skipped and why."""
-    for tag in list_tags(root):
-        why = verify(root / tag, mode)
+def first_good(
+    tags: list[str], check: Callable[[str], str | None], where: Callable[[str], Any], log
+) -> str | None:
+    """The first of `tags` (newest first) that `check` finds good (None); logs each one skipped and why.
+    One rule for a local folder and an object store (checkpoint_remote.newest_good)."""
+    for tag in tags:
+        why = check(tag)
         if why is None:
             return tag
-        log(f"[checkpoint] skipping {root / tag}: {why}; falling back to an older checkpoint")
+        log(f"[checkpoint] skipping {where(tag)}: {why}; falling back to an older checkpoint")
     return None
+
+
+def newest_good(root: Path, mode: str = "sha256", log=print) -> str | None:
+    """Tag of the newest checkpoint that verifies; logs each one skipped and why."""
+    return first_good(list_tags(root), lambda t: verify(root / t, mode), lambda t: root / t, log)
+
+
+def prune(
+    tags: list[str],
+    is_complete: Callable[[str], bool],
+    remove: Callable[[str], None],
+    keep: int,
+    where: Callable[[str], Any],
+    log,
+) -> None:
+    """Keep the newest `keep` complete checkpoints of `tags` (newest first); remove older ones and incomplete
+    ones older than them. One rule for a local folder and an object store (checkpoint_remote.save)."""
+    complete = [t for t in tags if is_complete(t)]
+    if len(complete) <= keep:
+        return
+    oldest_kept = complete[keep - 1]
+    for t in tags:
+        if t < oldest_kept:
+            remove(t)
+            log(f"[checkpoint] removed {where(t)} (keep last {keep})")
 
 
 def _b64(t: torch.Tensor) -> str:
@@ -189,15 +218,14 @@ def write_files(
 
 
 def _prune(root: Path, keep: int, log) -> None:
-    """Keep the newest `keep` complete checkpoints; drop older ones and incomplete ones older than them."""
-    complete = [t for t in list_tags(root) if (root / t / MARKER).is_file()]
-    if len(complete) <= keep:
-        return
-    oldest_kept = complete[keep - 1]
-    for t in list_tags(root):
-        if t < oldest_kept:
-            shutil.rmtree(root / t, ignore_errors=True)
-            log(f"[checkpoint] removed {root / t} (keep last {keep})")
+    prune(
+        list_tags(root),
+        lambda t: (root / t / MARKER).is_file(),
+        lambda t: shutil.rmtree(root / t, ignore_errors=True),
+        keep,
+        lambda t: root / t,
+        log,
+    )
 
 
 def read_trainer_state(ckpt: Path, rank: int = 0) -> dict[str, Any]:
@@ -382,7 +410,7 @@ def _load_legacy(path: Path) -> dict[str, Any]:
     """A pickled trainer state of earlier versions, read weights-only: a file that needs any other global
     (a `__reduce__` calling os.system, say) is refused with the name of the file, and nothing runs."""
     try:
-        with torch.serialization.safe_globals(_LEGACY_GLOBALS):
+        with weights_only_loads(_LEGACY_GLOBALS):
             return torch.load(path, weights_only=True)
     except Exception as e:  # pickle.UnpicklingError, or any error of the restricted unpickler
         raise load_error(path, e) from None
@@ -421,20 +449,8 @@ def check_deepspeed_files(ckpt: Path) -> None:
                 )
 
 
-@contextlib.contextmanager
-def safe_torch_load() -> Iterator[None]:
-    """Every `torch.load` inside is weights-only, also DeepSpeed's own `weights_only=False` calls.
-
-    torch reads TORCH_FORCE_WEIGHTS_ONLY_LOAD at each call and lets it override an explicit
-    `weights_only=False` (torch/serialization.py), so DeepSpeed's loaders need no patching.
-    """
-    old = os.environ.get(FORCE_WEIGHTS_ONLY)
-    os.environ[FORCE_WEIGHTS_ONLY] = "1"
-    try:
-        with torch.serialization.safe_globals(deepspeed_safe_globals()):
-            yield
-    finally:
-        if old is None:
-            os.environ.pop(FORCE_WEIGHTS_ONLY, None)
-        else:
-            os.environ[FORCE_WEIGHTS_ONLY] = old
+def safe_torch_load():
+    """Every `torch.load` inside is weights-only, also DeepSpeed's own `weights_only=False` calls, with
+    the plain DeepSpeed classes of its ZeRO files allowed: the project's one guard
+    (core/weights_only.py), so DeepSpeed's loaders need no patching."""
+    return weights_only_loads(deepspeed_safe_globals())

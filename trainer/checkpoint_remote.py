@@ -44,7 +44,16 @@ from core.errors import ConfigError
 from core.files import sha256_file
 from core.output import check_folder_path
 from core.storage import ObjectStore, join, staging_dir
-from trainer.checkpoint import MARKER, TAG_RE, CheckpointError, tag_for, verify, write_files
+from trainer.checkpoint import (
+    MARKER,
+    TAG_RE,
+    CheckpointError,
+    first_good,
+    prune,
+    tag_for,
+    verify,
+    write_files,
+)
 
 __all__ = [
     "all_ok",
@@ -182,17 +191,12 @@ def save(
 
 
 def _prune(store: ObjectStore, uri: str, keep: int, log) -> None:
-    """Keep the newest `keep` complete checkpoints; drop older ones and incomplete ones older than them."""
+    def remove(t: str) -> None:  # marker first: a prune cut short leaves an incomplete checkpoint
+        store.delete(join(uri, t, MARKER))
+        store.delete_tree(join(uri, t))
+
     tags = list_tags(store, uri)
-    complete = [t for t in tags if store.exists(join(uri, t, MARKER))]
-    if len(complete) <= keep:
-        return
-    oldest_kept = complete[keep - 1]
-    for t in tags:
-        if t < oldest_kept:
-            store.delete(join(uri, t, MARKER))
-            store.delete_tree(join(uri, t))
-            log(f"[checkpoint] removed {join(uri, t)} (keep last {keep})")
+    prune(tags, lambda t: store.exists(join(uri, t, MARKER)), remove, keep, lambda t: join(uri, t), log)
 
 
 def fetch(uri: str, tag: str, staging: Path, mode: str = "sha256") -> str | None:
@@ -245,9 +249,5 @@ def is_fetched(staging: Path, tag: str, token: str) -> bool:
 def newest_good(uri: str, staging: Path, mode: str = "sha256", log=print) -> str | None:
     """Tag of the newest checkpoint under `uri` that is complete and verifies, downloaded into
     `staging/tag`; logs each one skipped and why."""
-    for tag in list_tags(ObjectStore(uri), uri):
-        why = fetch(uri, tag, staging, mode)
-        if why is None:
-            return tag
-        log(f"[checkpoint] skipping {join(uri, tag)}: {why}; falling back to an older checkpoint")
-    return None
+    tags = list_tags(ObjectStore(uri), uri)
+    return first_good(tags, lambda t: fetch(uri, t, staging, mode), lambda t: join(uri, t), log)

@@ -1,4 +1,4 @@
-"""Typed training config: YAML -> nested frozen pydantic sections (core.config), the DeepSpeed JSON.
+"""Typed training config: YAML -> nested frozen pydantic sections (core.config), and their validation.
 
 torchtitan's habit (one typed config per component, validation next to its fields) on the project's one
 loader, `core.config`: every error is a `core.errors.ConfigError` naming the file and the dotted key, and
@@ -10,18 +10,14 @@ booleans). A run is a YAML file plus dotted overrides, positional on the trainer
 
 Override values are parsed as YAML scalars (`1e-3`, `true`, `[1, 2]`), so they get the same types as the file.
 Sections are frozen: a changed config is a validated copy (`cfg.replace(...)`), never a mutation.
-`deepspeed_config(cfg, ..., stage=)` generates the DeepSpeed JSON (bf16 + fp32 master weights and fp32
-gradient accumulation on GPU, fp32 + torch.autocast at stage 0; plain fp32 on CPU; ZeRO-3 tuned from
-d_model); `deepspeed.config_file` replaces it with a given file. `deepspeed.zero_stage: auto` is resolved
-by `plan_zero_stage`: the lowest stage whose model states and activations fit the device.
-Fault injection for tests is not configured here: see trainer/faults.py.
+Two `auto` values that depend only on the device are resolved here (`resolve_precision`,
+`compile_enabled`); the DeepSpeed JSON and the `deepspeed.zero_stage: auto` planning are in
+trainer/deepspeed_setup.py. Fault injection for tests is not configured here: see trainer/faults.py.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +40,9 @@ __all__ = [
     "ScheduleSection",
     "SpikeSection",
     "TrainConfig",
-    "ZeroPlan",
-    "activation_bytes",
     "compile_enabled",
-    "deepspeed_config",
     "load_config",
-    "model_state_bytes",
-    "plan_zero_stage",
+    "load_recipe",
     "resolve_precision",
 ]
 
@@ -301,7 +293,7 @@ class DeepSpeedSection(ConfigModel):
     """use this DeepSpeed JSON instead of the generated one"""
     zero_stage: int | str = "auto"
     """0 | 1 | 2 | 3 | auto: the lowest stage whose model states and activations fit the device
-    (plan_zero_stage; the fewest collectives that fit)"""
+    (deepspeed_setup.plan_zero_stage; the fewest collectives that fit)"""
     memory_margin: float = 0.2
     """auto stage: fraction of device memory not planned for (CUDA context, NCCL and allocator
     fragmentation, temporaries the activation estimate leaves out)"""
@@ -374,7 +366,7 @@ def load_recipe(cfg: TrainConfig):
     return recipe
 
 
-# ------------------------------------------------------------------ DeepSpeed JSON
+# ------------------------------------------------------------------ `auto` values resolved on the device
 
 
 def resolve_precision(cfg: TrainConfig, on_cuda: bool) -> str:
@@ -392,194 +384,3 @@ def compile_enabled(cfg: TrainConfig, on_cuda: bool) -> bool:
     """model.compile resolved: auto compiles on CUDA only (on CPU the one-off Inductor compile of every
     block costs more than a short CPU run gains; an explicit true still compiles there, as the tests do)."""
     return on_cuda if cfg.model.compile == "auto" else bool(cfg.model.compile)
-
-
-# ZeRO-3 bucket and persistence sizes from the model width h (d_model): the formulas the Hugging Face
-# Trainer substitutes for DeepSpeed's "auto" values (transformers/integrations/deepspeed.py,
-# HfTrainerDeepSpeedConfig.trainer_config_finalize): reduce_bucket_size = h², stage3_prefetch_bucket_size =
-# 0.9·h², stage3_param_persistence_threshold = 10·h. A bucket of about one h×h matrix keeps every
-# collective large enough to run at bandwidth while a block's gathers still overlap its compute; the
-# persistence threshold keeps every vector (norm weights, h elements) and nothing of matrix size resident,
-# so they are never gathered at all (DeepSpeed#5047: thousands of tiny gathers triple a small model's step).
-def zero3_tuning(d_model: int) -> dict[str, int]:
-    h = d_model
-    return {
-        "reduce_bucket_size": h * h,
-        "stage3_prefetch_bucket_size": int(0.9 * h * h),
-        "stage3_param_persistence_threshold": 10 * h,
-    }
-
-
-# ZeRO-3 leaf modules (DeepSpeed's `zero_optimization.leaf_module`, utils/z3_leaf_module.py): ZeRO-3
-# installs its gather/release hooks on every module that owns parameters, 9 per block here (4 attention
-# and 3 FFN linears, 2 norms); a leaf block gets one set, gathers all its parameters in one go when the
-# block starts and releases them when it ends. Fewer hooks and collectives per step (DeepSpeed#5047), and
-# the reason a compiled block works under ZeRO-3 at all: with hooks on its linears, Dynamo would break
-# the block's graph at each of them; with the hooks on the block, they run outside its compiled forward
-# (trainer/model.py, compile_blocks). The cost: a whole block's weights live at once (218M parameters,
-# 0.44 GB in bf16 at the 8B shape; 0.9 GB with the next block prefetched), which the memory margin holds.
-ZERO3_LEAF_MODULES = ["trainer.model.Block"]
-
-
-def deepspeed_config(
-    cfg: TrainConfig, world_size: int, on_cuda: bool, *, stage: int | None = None
-) -> dict[str, Any]:
-    """The DeepSpeed JSON of a run; `stage` is the resolved ZeRO stage (plan_zero_stage) and may be left
-    out only when deepspeed.zero_stage is a number.
-
-    Gradient accumulation is owned by the trainer (`managed_gradient_accumulation: false`): the number of
-    micro-batches per step changes with the batch ramp-up, and every `engine.step()` is a boundary. So
-    DeepSpeed sees gradient_accumulation_steps = 1 and train_batch_size = micro_batch × world_size.
-    The LR is set by the trainer each step (no DeepSpeed scheduler), and the optimizer is the trainer's own
-    torch AdamW (two param groups: decay on matrices only), hence zero_allow_untested_optimizer.
-
-    bf16, by stage (DeepSpeed 0.19.8, engine._do_optimizer_sanity_check):
-    - 1, 2, 3: bf16 parameters with fp32 master weights (DeepSpeed's bf16 mode) and fp32 gradient
-      accumulation (`data_types.grad_accum_dtype`): bf16 accumulation loses low bits over micro-batches
-      (DeepSpeed#2768). Stage 1 with this pair is DeepSpeed's BF16_Optimizer (fp32 gradients, sharded
-      fp32 master and Adam state), 2 and 3 its ZeRO optimizers.
-    - 0: DeepSpeed refuses bf16 parameters with fp32 accumulation without ZeRO (NotImplementedError:
-      "unsupported mix"); the one mix it accepts without ZeRO is bf16 gradients (its fp16-style wrapper),
-      which this trainer does not want. So stage 0 trains as the plain PyTorch loop does: fp32
-      parameters, gradients and Adam state, bf16 compute under torch.autocast (DeepSpeed's
-      `torch_autocast`, applied around the engine's forward). fp32 accumulation and fp32 all-reduce, no
-      master-weight copy: 16 bytes per parameter (4 + 4 + 8) against bf16 mode's 18 (2 + 4 + 12).
-    """
-    if cfg.deepspeed.config_file:
-        p = Path(cfg.deepspeed.config_file)
-        if not p.is_file():
-            raise ConfigError(f"deepspeed.config_file: {p} not found")
-        return json.loads(p.read_text())
-    if stage is None:
-        if cfg.deepspeed.zero_stage == "auto":
-            raise ValueError(
-                "deepspeed.zero_stage is auto: resolve it first (plan_zero_stage) and pass stage="
-            )
-        stage = int(cfg.deepspeed.zero_stage)
-    precision = resolve_precision(cfg, on_cuda)
-    zero: dict[str, Any] = {"stage": stage}
-    if stage == 3:
-        from trainer.model import model_config
-
-        d_model = model_config(cfg.model.size, **cfg.model.overrides).d_model
-        zero.update(
-            {
-                "overlap_comm": on_cuda,
-                "contiguous_gradients": True,
-                **zero3_tuning(d_model),
-                "stage3_gather_16bit_weights_on_model_save": False,
-                "leaf_module": {"classes": list(ZERO3_LEAF_MODULES)},
-            }
-        )
-    ds: dict[str, Any] = {
-        "train_micro_batch_size_per_gpu": cfg.schedule.micro_batch,
-        "gradient_accumulation_steps": 1,
-        "train_batch_size": cfg.schedule.micro_batch * world_size,
-        "managed_gradient_accumulation": False,
-        # stage 0: the trainer clips (train.py, Trainer._clip_stage0), because DeepSpeed's stage-0 clipping
-        # (engine.clip_fp32_gradients) computes the global norm and drops it, leaving no grad norm to log
-        "gradient_clipping": 0.0 if stage == 0 else cfg.optimizer.grad_clip,
-        "zero_optimization": zero,
-        "zero_allow_untested_optimizer": True,
-        "steps_per_print": 10**9,  # the trainer logs; DeepSpeed's own progress lines would only add noise
-        "wall_clock_breakdown": False,
-    }
-    if precision == "bf16":
-        if stage == 0:
-            ds["torch_autocast"] = {"enabled": True, "dtype": "bfloat16"}
-        else:
-            ds["bf16"] = {"enabled": True}
-            ds["data_types"] = {"grad_accum_dtype": "fp32"}
-    for k, v in cfg.deepspeed.overrides.items():
-        ds[k] = v
-    return ds
-
-
-# ------------------------------------------------------------------ ZeRO stage from memory
-#
-# Per-rank model-state bytes of Ψ parameters on N data-parallel ranks (ZeRO, Rajbhandari et al. 2020,
-# §5 and Figure 1; P, G, O = bytes per parameter of weights, gradients, optimizer state):
-#   stage 0: (P + G + O)·Ψ          stage 1: (P + G)·Ψ + O·Ψ/N
-#   stage 2: P·Ψ + (G + O)·Ψ/N      stage 3: (P + G + O)·Ψ/N
-# with (P, G, O) from what deepspeed_config generates:
-#   bf16, stages 1-3: 2 bf16 weights, 4 fp32 accumulated gradients, 12 fp32 master + Adam m + v;
-#   bf16, stage 0 (torch_autocast, fp32 model) and fp32: 4, 4, 8 (Adam m + v).
-# The paper's transient bf16 gradient buckets and ZeRO-3's gathered block (leaf module) are not counted:
-# the memory margin holds them.
-
-
-def _bytes_per_param(precision: str, stage: int) -> tuple[int, int, int]:
-    return (2, 4, 12) if precision == "bf16" and stage > 0 else (4, 4, 8)
-
-
-def model_state_bytes(n_params: int, world_size: int, precision: str, stage: int) -> int:
-    """Bytes of weights + gradients + optimizer state one rank holds at `stage` (formulas above)."""
-    p, g, o = _bytes_per_param(precision, stage)
-    n = world_size
-    per_param = {0: p + g + o, 1: p + g + o / n, 2: p + (g + o) / n, 3: (p + g + o) / n}[stage]
-    return int(per_param * n_params)
-
-
-def activation_bytes(mcfg: Any, seq_len: int, micro_batch: int, precision: str) -> int:
-    """Activations one micro-batch keeps for its backward (no recomputation), counted from the block's ops.
-
-    Per token and layer, with h = d_model, kv = n_kv_heads·head_dim, f = ffn_hidden, what the backward
-    reads: the block input and the attention-norm output (h each, the latter shared by wq, wk, wv), q, k, v
-    after RoPE (h + 2·kv), the attention output feeding wo (h; the fused attention keeps no T×T scores,
-    only a logsumexp per row), the FFN-norm input and output (2h), gate, up and their SwiGLU product
-    (3f): 6h + 2kv + 3f elements, 2 bytes each in bf16 (4 in fp32). Korthikanti et al. 2022 (Table 2)
-    count 34·h bytes for GPT's 4h MLP; this is the same count for SwiGLU and GQA. Plus the LM head's
-    (tokens, vocab) fp32 logits, which the reference loss materialises (the fused kernel keeps a chunk).
-    Eager reference ops may keep fp32 copies on top; deepspeed.memory_margin covers them.
-    """
-    a = 2 if precision == "bf16" else 4
-    h, kv, f = mcfg.d_model, mcfg.n_kv_heads * mcfg.head_dim, mcfg.ffn_hidden
-    tokens = seq_len * micro_batch
-    return tokens * (mcfg.n_layers * (6 * h + 2 * kv + 3 * f) * a + mcfg.vocab_size * 4)
-
-
-@dataclass(frozen=True)
-class ZeroPlan:
-    """The stage the auto rule picked, and the numbers it compared (logged at start)."""
-
-    stage: int
-    device_bytes: int  # memory of one rank's device (CUDA: total; CPU: available RAM / local ranks)
-    budget_bytes: int  # device_bytes × (1 − memory_margin)
-    activation_bytes: int
-    state_bytes: dict[int, int]  # stage → model-state bytes per rank
-    fits: bool  # False: not even stage 3 fits the budget (stage 3 is chosen, the run may run out)
-
-    def describe(self) -> str:
-        gib = 2**30
-        need = ", ".join(
-            f"{s}: {(b + self.activation_bytes) / gib:.2f}" for s, b in sorted(self.state_bytes.items())
-        )
-        verdict = "fits" if self.fits else "does NOT fit even at stage 3"
-        return (
-            f"ZeRO stage {self.stage} (auto; {verdict}): GiB per rank by stage, model states + "
-            f"activations {self.activation_bytes / gib:.2f}: {need}; budget {self.budget_bytes / gib:.2f} "
-            f"of {self.device_bytes / gib:.2f} device"
-        )
-
-
-def plan_zero_stage(
-    cfg: TrainConfig, mcfg: Any, world_size: int, on_cuda: bool, device_bytes: int
-) -> ZeroPlan:
-    """The lowest ZeRO stage whose per-rank model states plus activations fit `device_bytes` less the
-    margin: the lowest stage fits with the fewest collectives (stage 0 none but the gradient all-reduce,
-    3 gathers every block's weights twice per step). Stage 3 when none fits (the most that sharding
-    alone does; offloading is the user's call, through deepspeed.overrides)."""
-    precision = resolve_precision(cfg, on_cuda)
-    n = mcfg.num_params()
-    acts = activation_bytes(mcfg, cfg.data.seq_len, cfg.schedule.micro_batch, precision)
-    budget = int(device_bytes * (1 - cfg.deepspeed.memory_margin))
-    states = {s: model_state_bytes(n, world_size, precision, s) for s in (0, 1, 2, 3)}
-    fitting = [s for s in (0, 1, 2, 3) if states[s] + acts <= budget]
-    return ZeroPlan(
-        stage=fitting[0] if fitting else 3,
-        device_bytes=device_bytes,
-        budget_bytes=budget,
-        activation_bytes=acts,
-        state_bytes=states,
-        fits=bool(fitting),
-    )

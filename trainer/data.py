@@ -3,7 +3,8 @@
 `mixtures.sampler.MixtureSampler` already gives each rank its own slice of one global stream (rank r takes
 global sequences r, r+W, …) with exact per-source quotas and a resumable cursor; this adapter only stacks
 its samples into (micro_batch, seq_len + 1) arrays and skips data windows the spike guard quarantined.
-Every rank calls it the same number of times, so the samplers stay in lockstep.
+Every rank calls it the same number of times, so the samplers stay in lockstep. `open_rank_data` builds
+a rank's batches and held-out rows from the run's config, before the process group starts.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mixtures.recipe import RecipeError
 from mixtures.sampler import MixtureSampler
+from tokens.shards import ShardFormatError
+from trainer.config import ConfigError, TrainConfig, load_recipe
 
 
 @dataclass(slots=True)
@@ -57,3 +61,34 @@ class Batches:
             indices=[r.index for r in rows],
             phase=rows[-1].phase,
         )
+
+
+@dataclass
+class RankData:
+    """What one rank trains and evaluates on."""
+
+    batches: Batches  # this rank's slice of the recipe's stream
+    heldout: dict[str, np.ndarray]  # (sequences_per_source, seq_len + 1) per source, the same on every rank
+    sources: list[str]  # sorted source names
+    tokenizer: dict  # the shards' tokenizer entry: vocab_size, eod_id, path
+
+
+def open_rank_data(cfg: TrainConfig, rank: int, world: int) -> RankData:
+    """Rank `rank`'s slice of the recipe's stream and the held-out rows (never in the training stream).
+
+    Runs before the process group starts: every recipe and shard error is a ConfigError naming
+    `data.recipe` (exit 2), from the same checks as `mixtures plan` (mixtures/validate.py)."""
+    try:
+        sampler = MixtureSampler(
+            load_recipe(cfg),
+            cfg.data.seq_len + 1,
+            rank,
+            world,
+            allow_over_cap=cfg.data.allow_over_cap,
+            heldout_sequences=cfg.eval.sequences_per_source,
+        )
+    except (RecipeError, ShardFormatError) as e:
+        raise ConfigError(f"data.recipe: {e}") from None
+    heldout = sampler.heldout() if cfg.eval.sequences_per_source else {}
+    tok = next(iter(sampler.streams.values())).manifest["tokenizer"]
+    return RankData(Batches(sampler), heldout, sorted(sampler.streams), tok)

@@ -13,18 +13,24 @@ The launcher starts every rank with the environment it was given, so every rank 
 (the poison must scale the loss on whichever rank draws a poisoned row, and the spike guard decides on
 all-reduced values). Only on one host: a multi-node launch (pdsh) passes on only what `.deepspeed_env`
 lists. A run with faults says so on its first lines, so one cannot go unnoticed.
+
+`FaultHook` puts them at their sites through the trainer's step hooks (trainer/hooks.py): one registration
+in trainer/train.py, no fault code in the loop.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from pydantic import model_validator
 
 from core.config import ConfigModel, build_config
 from core.errors import ConfigError
+from trainer.hooks import Hook, StepEnd
 
 ENV_VAR = "REFINERY_TRAIN_FAULTS"
 
@@ -72,3 +78,50 @@ def faults_from_env(environ: Mapping[str, str] = os.environ) -> Faults:
     except json.JSONDecodeError as e:
         raise ConfigError(f"{ENV_VAR}: not valid JSON ({e})") from None
     return build_config(Faults, data, source=ENV_VAR)
+
+
+class FaultHook(Hook):
+    """The faults of one run at their sites in the loop (trainer/hooks.py): a poisoned micro-batch loss, a
+    SIGKILL after a step or mid-upload, and the state dumps after a save or a resume."""
+
+    def __init__(self, faults: Faults):
+        self.faults = faults
+        self.poison = set(faults.poison_indices)
+
+    def on_start(self, t) -> None:
+        if self.faults.active and t.rank == 0:  # a run with faults says so, so one cannot go unnoticed
+            print(f"[trainer] TEST FAULTS ACTIVE ({ENV_VAR}): {self.faults.to_dict()}", flush=True)
+
+    def on_loss(self, t, loss, indices: Sequence[int]):
+        if self.poison and self.poison.intersection(indices):
+            return loss * self.faults.poison_factor  # a deterministic "bad batch"
+        return loss
+
+    def on_step_end(self, t, step: StepEnd) -> None:
+        if self.faults.kill_at_step and t.step == self.faults.kill_at_step and t.rank == 0:
+            _kill_self()
+
+    def on_upload(self, t, n: int) -> None:
+        if self.faults.kill_in_upload_step == t.step and t.rank == 0 and n == 1:
+            _kill_self()
+
+    def on_checkpoint(self, t, event: str) -> None:
+        """dump_state_steps: the full fp32 weights, Adam moments, step counts and optimizer hyperparameters
+        (checkpoint.gather_full_state) go to `<logging.dir>/state_dump/<event>_step_XXXXXXXX.safetensors`.
+        Collective; it only reads the state."""
+        if t.step not in self.faults.dump_state_steps:
+            return
+        from trainer import checkpoint as ckpt
+
+        tensors, meta = ckpt.gather_full_state(t.engine, t.optimizer)
+        if t.rank == 0:
+            from safetensors.torch import save_file
+
+            out = Path(t.cfg.logging.dir or ".") / "state_dump"
+            out.mkdir(parents=True, exist_ok=True)
+            name = out / f"{event}_{ckpt.tag_for(t.step)}.safetensors"
+            save_file(tensors, str(name), metadata={"state": json.dumps(meta)})
+
+
+def _kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)  # a crash with no cleanup at all

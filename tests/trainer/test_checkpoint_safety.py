@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from core.files import sha256_file
+from core.weights_only import FORCE_WEIGHTS_ONLY
 from trainer import checkpoint as ckpt
 
 
@@ -101,7 +102,7 @@ def test_deepspeed_checkpoint_engine_load_is_forced_weights_only(tmp_path):
     with ckpt.safe_torch_load(), pytest.raises(Exception, match=r"(?i)weights only load failed"):
         TorchCheckpointEngine().load(str(path))
     assert not marker.exists()
-    assert ckpt.FORCE_WEIGHTS_ONLY not in os.environ  # restored on the way out
+    assert FORCE_WEIGHTS_ONLY not in os.environ  # restored on the way out
 
 
 def test_deepspeed_optimizer_state_classes_load_weights_only(tmp_path):

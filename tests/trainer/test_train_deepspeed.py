@@ -455,7 +455,7 @@ def test_zero_stage_auto_picks_0_which_trains_like_zero3_and_resumes_at_another_
     activations against the host's available RAM) and logs why. Run Z, 2 ranks, 10 steps: its first 5
     (warmup only, so the learning rates of the 30-step run A) have A's rows, losses and pre-clip gradient
     norms, which ZeRO-3 computes from the gradient partitions and stage 0 from the all-reduced gradients
-    inside engine.step() (Trainer._clip_stage0); tolerance as test_one_rank_and_two_ranks_agree (fp32,
+    inside engine.step() (deepspeed_setup.Stage0Clip); tolerance as test_one_rank_and_two_ranks_agree (fp32,
     summation order only). Z's step-5 checkpoint continues on 1 rank (a stage-0 checkpoint holds the
     full state on every rank: no universal conversion) with Z's losses; resuming it as ZeRO-3 is refused
     by name (DeepSpeed loads a checkpoint only into the stage that wrote it). Z's step-5 checkpoint exports

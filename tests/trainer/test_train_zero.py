@@ -5,7 +5,7 @@ engine._do_optimizer_sanity_check: bf16 parameters with fp32 gradient accumulati
 `deepspeed.initialize` runs on each of the four configs `deepspeed_config` writes for a GPU
 (`on_cuda=True`, precision bf16), in one process on DeepSpeed's CPU accelerator (it computes in bf16 on
 CPU), followed by two optimizer steps of the debug model: the optimizer DeepSpeed builds, the parameter
-dtype and the ZeRO-3 leaf blocks are what config.deepspeed_config says, and the loss falls. A subprocess,
+dtype and the ZeRO-3 leaf blocks are what deepspeed_setup.deepspeed_config says, and the loss falls. A subprocess,
 so the process group it starts does not outlive the test.
 """
 
@@ -23,9 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = r"""
 import json, os, sys
 import deepspeed, torch
-from trainer.config import deepspeed_config, load_config
+from trainer.config import load_config
+from trainer.deepspeed_setup import deepspeed_config, param_groups
 from trainer.model import Block, Transformer, model_config
-from trainer.train import param_groups
+
 
 deepspeed.init_distributed()
 cfg = load_config(None, ["data.recipe=r.yaml", "schedule.micro_batch=2", "schedule.global_batch=2",
