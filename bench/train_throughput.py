@@ -331,9 +331,9 @@ def ceiling_worker(a: argparse.Namespace) -> int:
     from mixtures.sampler import MixtureSampler
     from trainer.config import load_config, load_recipe, resolve_precision
     from trainer.data import Batches
+    from trainer.deepspeed_setup import param_groups
     from trainer.model import Transformer, document_ids_from_eod, model_config
     from trainer.schedule import lr_at
-    from trainer.train import param_groups
 
     cfg = load_config(a.config, a.overrides)
     on_cuda = torch.cuda.is_available()

@@ -40,10 +40,8 @@ tests/classifiers/test_hostile_models.py plants sizes, depths and functions that
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import os
 import re
 import zipfile
 from collections.abc import Iterator
@@ -51,8 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from classifiers.model import ModelError
+from core.weights_only import weights_only_loads
 
-FORCE_WEIGHTS_ONLY = "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
 MODEL = "model"  # the program name torch.export.save gives the one program of an archive
 
 # File names under the archive's root folder, as torch.export.save (torch 2.13) writes them.
@@ -400,21 +398,6 @@ def check_archive(path: str | Path) -> None:
         _check_payloads(f"{p}: {cc}", read_json(cc), True, record_sizes("data/constants"))
         si = f"data/sample_inputs/{MODEL}.pt"
         _check_sample_inputs(f"{p}: {si}", read(si, MAX_JSON_BYTES))
-
-
-@contextlib.contextmanager
-def weights_only_loads() -> Iterator[None]:
-    """Every `torch.load` inside is weights-only, also torch's own `weights_only=False` calls
-    (torch reads TORCH_FORCE_WEIGHTS_ONLY_LOAD at each call and lets it override the argument)."""
-    old = os.environ.get(FORCE_WEIGHTS_ONLY)
-    os.environ[FORCE_WEIGHTS_ONLY] = "1"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(FORCE_WEIGHTS_ONLY, None)
-        else:
-            os.environ[FORCE_WEIGHTS_ONLY] = old
 
 
 def load_program(path: str | Path):

@@ -7,8 +7,8 @@ themselves. torch reads TORCH_FORCE_WEIGHTS_ONLY_LOAD at each call and lets it o
 `weights_only=False` (torch/serialization.py), so those loaders need no patching: the guard sets it for
 the block, with the few plain classes a caller's files are known to hold allowed through torch's
 `safe_globals`. torch is imported only when such classes are given (core imports no heavy dependency).
-Users: trainer/checkpoint.py (DeepSpeed files, legacy trainer states); classifiers/lm_archive.py has the
-same guard without allowed classes.
+Users: trainer/checkpoint.py (DeepSpeed files, legacy trainer states) and classifiers/lm_archive.py
+(the LM archive, no allowed classes).
 """
 
 from __future__ import annotations

@@ -61,7 +61,6 @@ from trainer.deepspeed_setup import (
     start_process_group,
     zero3_grad_norm,
 )
-from trainer.deepspeed_setup import param_groups as param_groups  # re-export: bench/train_throughput.py
 from trainer.evaluation import HeldoutEval, generate
 from trainer.faults import FaultHook, Faults, faults_from_env
 from trainer.hooks import Hooks, MetricsLog, StepEnd
