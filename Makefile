@@ -22,11 +22,19 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # WARCs -> extract -> dedup -> quality -> tokenizer -> shards (mixtures/demo.yaml) -> plan -> training
-# -> $(DEMO_OUT)/report.html. Reruns skip finished stages. Options go in DEMO_ARGS, e.g.
-# DEMO_ARGS='--quality-model out/my-model --steps 100' (see `.venv/bin/python -m workflows demo --help`).
+# -> $(DEMO_OUT)/report.html. Reruns skip finished stages. Inputs (workflows/demo_inputs.py; without them,
+# the shared data folder's): WARCS='paths/globs, s3:// or https:// URLs, a warc.paths listing' or
+# INDEX=cc-index [WHERE='SQL'] [RECORDS=N], WARC_BASE=URL, POSITIVES='good text, JSONL with `text`'.
+# Other options go in DEMO_ARGS, e.g. DEMO_ARGS='--quality-model out/my-model --steps 100 --dry-run'
+# (see `.venv/bin/python -m workflows demo --help`).
 DEMO_ARGS ?=
+# Each word single-quoted: globs reach the job as given (it expands them, s3:// ones included).
+quoted = $(foreach w,$(1),'$(w)')
+DEMO_INPUTS = $(if $(WARCS),--warcs $(call quoted,$(WARCS))) $(if $(INDEX),--index '$(INDEX)') \
+	$(if $(WHERE),--where "$(WHERE)") $(if $(RECORDS),--records $(RECORDS)) \
+	$(if $(WARC_BASE),--warc-base '$(WARC_BASE)') $(if $(POSITIVES),--positives $(call quoted,$(POSITIVES)))
 demo: install
-	$(BIN)/python -m workflows demo --out $(DEMO_OUT) --shared-data $(SHARED_DATA) $(DEMO_ARGS)
+	$(BIN)/python -m workflows demo --out $(DEMO_OUT) --shared-data $(SHARED_DATA) $(strip $(DEMO_INPUTS)) $(DEMO_ARGS)
 
 # Does each stage improve the data? One annotate-mode extract of the shared WARCs, five arms
 # (mixtures/ablations/: raw, +langid, +filters, +dedup, +quality top 25%), the debug model trained on

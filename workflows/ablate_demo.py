@@ -33,8 +33,7 @@ import os
 import sys
 from pathlib import Path
 
-from workflows.demo import shared_warcs
-from workflows.paths import PROJECT_ROOT, default_shared_data, project_path
+from workflows.paths import PROJECT_ROOT, default_shared_data, project_path, shared_warcs
 from workflows.steps import StepRunner, call
 
 ARMS = ("raw", "langid", "filters", "dedup", "quality")

@@ -1,4 +1,4 @@
-"""Command line: `python -m workflows demo | train-lm | ablate | ablate-demo | compose`.
+"""Command line: `python -m workflows demo | train-lm | ablate | ablate-demo | compose | pick-records`.
 
 Each workflow's module adds its own arguments (`add_arguments`) and runs them (`run`), except train-lm, whose
 config keys come through `--config`/`--set` (LMTrainConfig). Bad input is a core `UserError`: `error: ...`,
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.cli import add_config_args, guarded, setup_logging
-from workflows import ablate, ablate_demo, compose, demo
+from workflows import ablate, ablate_demo, compose, demo, pick_records
 from workflows.steps import StepFailed
 
 
@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser("ablate-demo", help="does each stage of the demo path help? (`make ablate`)")
     )
     compose.add_arguments(sub.add_parser("compose", help="regenerate docker-compose.yml"))
+    pick_records.add_arguments(
+        sub.add_parser("pick-records", help="the first N records a condition selects in a cc-index")
+    )
     return parser
 
 
@@ -68,6 +71,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ablate": ablate.run,
     "ablate-demo": ablate_demo.run,
     "compose": compose.run,
+    "pick-records": pick_records.run,
 }
 
 

@@ -1,6 +1,12 @@
 """`make demo`: real WARCs → extract → dedup → quality → tokenizer → shards → plan → training → report.
 
-    python -m workflows demo [--out out/demo] [--steps 300] [--warcs GLOB ...] [--quality-model DIR]
+    python -m workflows demo [--out out/demo] [--steps 300] [--quality-model DIR] [--dry-run]
+        [--warcs WARC ... | --index INDEX [--where SQL] [--records N]] [--warc-base URL] [--positives FILE ...]
+
+Its inputs (workflows/demo_inputs.py): any WARCs (paths, globs, s3://, https://, a warc.paths listing, or
+N records of a cc-index by ranged reads) and any good text as the quality classifier's positives; what is
+not given comes from the shared data folder, and with neither it says what to pass and exits 2.
+`--dry-run` prints the commands it would run, in order, and exits.
 
 Every command comes from workflows/pipeline.py (the same definitions the cluster tests submit and the
 compose `curate` service runs); this workflow runs them in order in its own process (each package's
@@ -27,8 +33,9 @@ from pathlib import Path
 
 from trainer.launch import default_processes, launch_command, without_port
 from trainer.metrics import MetricsLog
-from workflows.paths import PROJECT_ROOT, default_shared_data, project_path
-from workflows.pipeline import Layout, pipeline, plan_step
+from workflows import demo_inputs
+from workflows.paths import PROJECT_ROOT, project_path
+from workflows.pipeline import Layout, Step, pipeline, plan_step, shell
 from workflows.steps import StepFailed, StepRunner, call, launch
 
 DEFAULT_RECIPE = PROJECT_ROOT / "mixtures" / "demo.yaml"
@@ -67,17 +74,7 @@ def train_command(out: Path, recipe: Path, steps: int, overrides: list[str] = ()
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", default="out/demo", help="output root (default out/demo)")
-    ap.add_argument(
-        "--shared-data",
-        default=None,
-        help="the shared data folder (default $REFINERY_SHARED_DATA, else ../shared/data beside the project)",
-    )
-    ap.add_argument(
-        "--warcs",
-        nargs="+",
-        default=None,
-        help="WARC paths/globs (default: every WARC in <shared-data>/warc, quirks and WET fragments included)",
-    )
+    demo_inputs.add_arguments(ap)
     ap.add_argument("--quality-model", default=None, help="a train-quality model folder (default: train one)")
     ap.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
     ap.add_argument("--total-tokens", default=None, help="override the recipe's token budget (e.g. 100K)")
@@ -89,32 +86,44 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         help="trainer config override, e.g. schedule.warmup_steps=5 (repeatable)",
     )
     ap.add_argument("--skip-train", action="store_true", help="stop after the plan (no trainer run)")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands it would run, and exit")
 
 
-def shared_warcs(shared: Path) -> list[str]:
-    """Every WARC of the shared data: the crawl samples, the quirks and the WET fragments."""
-    return [f"{shared}/warc/*.warc.gz", f"{shared}/warc/quirks/*", f"{shared}/warc/wet-cc-main-2016-50/*"]
+def dry_run(lay: Layout, steps: list[Step], train: list[str] | None, report: list[str]) -> int:
+    """The commands in order, after resolving the WARCs as `extract` will (so a bad WARCS fails here)."""
+    from curation.inputs import resolve_inputs
+
+    if lay.warcs:
+        files = resolve_inputs(list(lay.warcs), *([lay.warc_base] if lay.warc_base else []))
+        shown = files if len(files) <= 3 else [files[0], "...", files[-1]]
+        print(f"# WARCs: {len(files)} files ({', '.join(shown)})")
+    print(f"# positives: {' '.join(lay.positive_files())}")
+    for step in steps:
+        print(shell(step.local()))
+    print(shell(train) if train else "# train: skipped (--skip-train)")
+    print(shell(report))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    shared = Path(args.shared_data) if args.shared_data else default_shared_data()
-    if not (shared / "warc").is_dir():
-        print(
-            f"error: no WARC folder at {shared / 'warc'} (set SHARED_DATA / --shared-data)", file=sys.stderr
-        )
-        return 2
+    inputs = demo_inputs.layout_inputs(args)  # MissingInputs (exit 2) says what to pass
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     recipe = demo_recipe(out, args.total_tokens)
-    lay = Layout(warcs=tuple(args.warcs or shared_warcs(shared)), out=str(out), shared_data=str(shared),
-                 quality_model=args.quality_model, tokenizer_config=str(project_path(TOKENIZER_CONFIG)))  # fmt: skip
+    lay = Layout(out=str(out), quality_model=args.quality_model,
+                 tokenizer_config=str(project_path(TOKENIZER_CONFIG)), **inputs)  # fmt: skip
+    steps, plan = pipeline(lay, recipe), plan_step(recipe, str(out))
+    report = ["report", "--demo-dir", str(out)]
+    if args.dry_run:
+        train = None if args.skip_train else train_command(out, recipe, args.steps, args.train_set)
+        return dry_run(lay, [*steps, plan], train, ["python", "-m", *report])
     runner = StepRunner(out / "timings.json")
     t_all = time.perf_counter()
     try:
-        for step in pipeline(lay, recipe):
+        for step in steps:
             runner.run(step.name, step.done(), step.run, ["python", "-m", step.module, *step.args])
         # Exit 1 = the plan printed warnings (e.g. a source repeated past its cap): worth reading, not fatal.
-        runner.run("plan", False, lambda: plan_step(recipe, str(out)).run(ok=(0, 1)))
+        runner.run("plan", False, lambda: plan.run(ok=(0, 1)))
         if not args.skip_train:
             if importlib.util.find_spec("deepspeed") is None:
                 raise StepFailed("DeepSpeed is not installed (make install installs the train extra)", 1)
@@ -122,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             done = MetricsLog.read(out / "train").finished(args.steps)
             # The port changes per run, so it is left out of the command that identifies the stage.
             runner.run("train", done, lambda: launch(cmd), without_port(cmd))
-        runner.run("report", False, lambda: call("report", ["--demo-dir", str(out)]))
+        runner.run("report", False, lambda: call(report[0], report[1:]))
     except StepFailed as e:
         print(f"\ndemo failed: {e}\nRerun the same command: finished stages are skipped.", file=sys.stderr)
         return 1

@@ -3,7 +3,8 @@
 The configs (configs/*.yaml) and the demo's recipes (mixtures/*.yaml) are files of the project beside its
 packages, so they are found from the installed packages' own location (an editable install or a checkout
 on PYTHONPATH), not from the caller's working folder. The shared test data is `$REFINERY_SHARED_DATA`, else
-`../shared/data` beside the project.
+`../shared/data` beside the project; `make demo` and `make ablate` take their WARCs from it when none are
+given (`shared_warcs`).
 """
 
 from __future__ import annotations
@@ -26,3 +27,8 @@ def project_path(p: str | Path) -> Path:
 def default_shared_data() -> Path:
     """$REFINERY_SHARED_DATA, else the shared data folder beside the project (../shared/data)."""
     return Path(os.environ.get(SHARED_DATA_ENV) or PROJECT_ROOT.parent / "shared" / "data")
+
+
+def shared_warcs(shared: Path) -> list[str]:
+    """Every WARC of the shared data: the crawl samples, the quirks and the WET fragments."""
+    return [f"{shared}/warc/*.warc.gz", f"{shared}/warc/quirks/*", f"{shared}/warc/wet-cc-main-2016-50/*"]

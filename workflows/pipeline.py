@@ -7,9 +7,12 @@ local command (`python -m dedup run ...`, the embedded `local[*]` master) or as 
 `tests/cluster/` submits to a real standalone cluster, and what the compose `curate` service submits
 are provably the same arguments (tests/workflows/test_compose.py compares them).
 
-Only what differs between deployments is a parameter: where the WARCs are, where outputs go, the
-recipe, and whether a quality model is given (else one is trained: positives from Wikipedia/WikiText,
-negatives from the extracted documents, as DCLM's fastText classifier does with its own data).
+Only what differs between deployments is a parameter: where the WARCs are (paths, globs, s3:// or
+https:// URLs, a warc.paths listing, or a cc-index table with a condition: `IndexSource`), where
+outputs go, the recipe, the good text (`positives`: the quality classifier's positive class and the
+reference LM's text; by default the shared data's Wikipedia/WikiText), and whether a quality model is
+given (else one is trained: those positives against the extracted documents as negatives, as DCLM's
+fastText classifier does with its own data).
 """
 
 from __future__ import annotations
@@ -65,15 +68,38 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexSource:
+    """Extract the records a cc-index query selects, by ranged reads (`extract --index`), not whole WARCs."""
+
+    index: str
+    """A cc-index table (Parquet file or folder, local or s3://) or a CDXJ file; with `records`, also an
+    http(s):// Parquet file (workflows/pick_records.py reads it)."""
+    where: str
+    """The SQL condition over the index columns (curation/where.py)."""
+    warc_base: str
+    """Where the index's `warc_filename`s live (https://data.commoncrawl.org/, s3://commoncrawl/, ...)."""
+    records: int | None = None
+    """Only the first N selected records (a `pick-records` step writes them as a small index); None: all."""
+
+
+@dataclass(frozen=True, slots=True)
 class Layout:
     """Where one pipeline run reads and writes (all paths as the commands will see them)."""
 
     warcs: tuple[str, ...]
-    """WARC paths or globs (quoted for the shell by `shell()`; the job expands globs itself)."""
+    """WARC paths, globs, s3:// or https:// URLs or warc.paths listings (the job expands and reads them)."""
     out: str
     """Output root: extract/, dedup/, quality-model/, scored/, tokenizer/, tokens/."""
-    shared_data: str
-    """The shared data folder (quality positives for the classifier)."""
+    shared_data: str = ""
+    """The shared data folder: the default positives (`quality_positives`) when `positives` is empty."""
+    positives: tuple[str, ...] = ()
+    """Good text (JSONL with a `text` field, Parquet, or one document per line): the quality classifier's
+    positive class and the reference LM's text. Empty: the shared data's Wikipedia and WikiText."""
+    index: IndexSource | None = None
+    """Extract from a cc-index query instead of `warcs` (which is then empty)."""
+    warc_base: str | None = None
+    """Where the relative lines of a remote warc.paths listing live (extract's `cc_base_url`); None: its
+    default, https://data.commoncrawl.org/."""
     quality_model: str | None = None
     """A trained quality model folder; None: train one into <out>/quality-model first."""
     lm_model: str | None = None
@@ -88,6 +114,9 @@ class Layout:
     def path(self, name: str) -> str:
         return f"{self.out.rstrip('/')}/{name}"
 
+    def positive_files(self) -> list[str]:
+        return list(self.positives) or quality_positives(self.shared_data)
+
 
 def quality_positives(shared_data: str) -> list[str]:
     """High-quality reference text: Wikipedia articles and WikiText paragraphs (one doc per line)."""
@@ -95,15 +124,40 @@ def quality_positives(shared_data: str) -> list[str]:
     return [f"{q}/enwiki_sample_articles.jsonl", f"{q}/wikitext-2-valid.txt"]
 
 
+SAMPLE_DIR, SAMPLE_FILE = "index-sample", "records.parquet"
+
+
+def extract_steps(lay: Layout) -> list[Step]:
+    """`extract` of the WARCs, or of an index query (first `pick-records` when only N records are wanted)."""
+    extract = lay.path("extract")
+    if lay.index is None:
+        source = ["--input", *lay.warcs]
+        if lay.warc_base is not None:
+            source += ["--set", f"cc_base_url={lay.warc_base}"]
+        return [Step("extract", "curation", ("extract", *source, "--output", extract), output=extract)]
+    ix, steps = lay.index, []
+    index = ix.index
+    if ix.records is not None:
+        # The sample holds exactly the picked rows (and the condition's columns), so the same
+        # condition selects all of them again in `extract`, which records it in its _config.json.
+        sample = lay.path(SAMPLE_DIR)
+        index = f"{sample}/{SAMPLE_FILE}"
+        pick = ("pick-records", "--index", ix.index, "--where", ix.where, "--records", str(ix.records))
+        steps.append(Step("pick-records", "workflows", (*pick, "--output", index), spark=False,
+                          output=sample, done_marker=SAMPLE_FILE))  # fmt: skip
+    source = ("--index", index, "--where", ix.where, "--warc-base", ix.warc_base)
+    return [*steps, Step("extract", "curation", ("extract", *source, "--output", extract), output=extract)]
+
+
 def curation_steps(lay: Layout) -> list[Step]:
-    """extract → dedup → (train-quality) → (train-lm) → score: the Spark part the cluster runs.
+    """(pick-records) → extract → dedup → (train-quality) → (train-lm) → score: the Spark part the cluster runs.
 
     The score step writes quality, perplexity (the reference LM) and toxicity (profanity-check).
     """
     extract, dedup, scored = lay.path("extract"), lay.path("dedup"), lay.path("scored")
     model = lay.quality_model or lay.path("quality-model")
     steps = [
-        Step("extract", "curation", ("extract", "--input", *lay.warcs, "--output", extract), output=extract),
+        *extract_steps(lay),
         Step("dedup", "dedup", ("run", "--input", extract, "--output", dedup), output=dedup),
     ]
     if lay.quality_model is None:
@@ -114,7 +168,7 @@ def curation_steps(lay: Layout) -> list[Step]:
                 (
                     "train-quality",
                     "--positive",
-                    *quality_positives(lay.shared_data),
+                    *lay.positive_files(),
                     "--negative",
                     extract,
                     "--output",
@@ -138,7 +192,7 @@ def curation_steps(lay: Layout) -> list[Step]:
                         "--output",
                         lay.path("lm"),
                         "--reference",
-                        *quality_positives(lay.shared_data),
+                        *lay.positive_files(),
                     ),
                     spark=False,  # its tokenize step starts its own local Spark; training is DeepSpeed
                     output=lay.path("lm"),

@@ -1,5 +1,10 @@
 """The reduced `make demo` the suite runs once: 3 real WARCs, 20 training steps, a 40K-token recipe.
 
+Its inputs are given as a user without the shared data folder gives them (`make demo WARCS=...
+POSITIVES=...`): the WARCs and the Wikipedia/WikiText positives named explicitly, and `--shared-data`
+pointing at a folder that does not exist. They are the files the default path takes from the shared
+folder, so the commands, and every output, are those of `--shared-data` (workflows/demo_inputs.py).
+
 Shared by tests/workflows/test_demo.py (every stage, report, rerun) and the slow tier of
 tests/classifiers/test_perplexity.py, whose trained reference LM is this run's `lm/` folder: the demo
 trains one with `train-lm`'s defaults anyway, and a second, separate training cost ~160 s of a CI run.
@@ -17,13 +22,15 @@ WARCS = (
     "crawl-2024-sample-0001.warc.gz",
     "BL-20140325121225068-00000-32090~opera~8443.warc.gz",
 )
+POSITIVES = ("enwiki_sample_articles.jsonl", "wikitext-2-valid.txt")
 STEPS = 20
 
 
 def run_demo(out: Path, warc_dir: Path, data_dir: Path) -> subprocess.CompletedProcess:
     """`python -m workflows demo` into `out` with the reduced sizes; reruns skip finished stages."""
-    cmd = [sys.executable, "-m", "workflows", "demo", "--out", str(out), "--shared-data", str(data_dir),
-           "--warcs", *(str(warc_dir / w) for w in WARCS), "--steps", str(STEPS), "--total-tokens", "40K",
-           "--train-set", "schedule.warmup_steps=5", "--train-set", "checkpoint.every=10"]  # fmt: skip
+    positives = [str(data_dir / "quality" / f) for f in POSITIVES]
+    cmd = [sys.executable, "-m", "workflows", "demo", "--out", str(out), "--shared-data", str(out / "no-shared-data"),
+           "--warcs", *(str(warc_dir / w) for w in WARCS), "--positives", *positives, "--steps", str(STEPS),
+           "--total-tokens", "40K", "--train-set", "schedule.warmup_steps=5", "--train-set", "checkpoint.every=10"]  # fmt: skip
     # 1200 s: the whole demo takes ~210 s on CI's 2 cores; at load 9 here it passed 600 s (a guard for a hung run)
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200)
