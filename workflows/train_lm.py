@@ -45,6 +45,7 @@ from core.output import atomic_write_json, guard_folder
 from trainer.launch import launch_command
 from trainer.metrics import MetricsLog
 from workflows.paths import SHARED_DATA_ENV, default_shared_data, project_path
+from workflows.pipeline import quality_positives
 from workflows.steps import StepFailed, StepRunner, call, launch
 
 SOURCE = "reference"
@@ -115,8 +116,7 @@ class LMTrainConfig(ConfigModel):
 
 def default_reference() -> list[Path]:
     """The shared Wikipedia articles and WikiText-2 ($REFINERY_SHARED_DATA, or ../shared/data beside the project)."""
-    data = default_shared_data()
-    files = [data / "quality" / "enwiki_sample_articles.jsonl", data / "quality" / "wikitext-2-valid.txt"]
+    files = [Path(f) for f in quality_positives(str(default_shared_data()))]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise InputError(f"default reference text not found ({', '.join(missing)}): give --reference FILES "
