@@ -150,7 +150,12 @@ def run_ours(inp: Path, work: Path, cores: int, full: bool) -> dict:
     with TreeRss(os.getpid()) as rss:
         t0 = time.perf_counter()
         res = run_dedup(
-            str(inp), str(out), DedupJobConfig.from_dict(cfg), f"local[{cores}]", conf, progress=False
+            str(inp),
+            str(out),
+            DedupJobConfig.from_dict(cfg),
+            master=f"local[{cores}]",
+            spark_conf=conf,
+            progress=False,
         )
         wall = time.perf_counter() - t0
     info = json.loads((out / "stats.json").read_text())

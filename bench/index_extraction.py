@@ -44,7 +44,7 @@ from core.runner import run_unit  # noqa: E402
 from curation.ccindex import build_index  # noqa: E402
 from curation.config import ExtractJobConfig  # noqa: E402
 from curation.fetch import RangeFetcher, RecordRange  # noqa: E402
-from curation.index_job import _plan_bytes, open_index, plan_tasks, process_index_unit, select_records  # noqa: E402
+from curation.index_job import open_index, plan_bytes, plan_tasks, process_index_unit, select_records  # noqa: E402
 from curation.pipeline import process_unit  # noqa: E402
 from curation.where import parse_where  # noqa: E402
 from tests.support.range_server import serving  # noqa: E402
@@ -137,7 +137,7 @@ def main() -> None:
             t0, c0 = time.perf_counter(), cpu()
             for unit, table in plan_tasks(selected, cfg.fetch.task_bytes, srv.url):
                 plan = out.path("plan", f"{unit}.parquet")
-                out.store.write_bytes(plan, _plan_bytes(table))
+                out.store.write_bytes(plan, plan_bytes(table))
                 assert run_unit(process_index_unit, (plan, unit), cfg, str(out.root))["status"] == "done"
             rows["index (ranged)"].update(extract_s=time.perf_counter() - t0, cpu_s=cpu() - c0)
             index_docs = docs_of(tmp / "index")

@@ -62,7 +62,7 @@ def make_index(path: Path, rows: int) -> None:
 
 
 def run_path(which: str, index: str, task_bytes: int, out: str) -> dict:
-    from curation.index_job import _plan_bytes, open_index, plan_tasks, select_records, spark_plan
+    from curation.index_job import open_index, plan_bytes, plan_tasks, select_records, spark_plan
     from curation.where import parse_where
 
     dataset, _ = open_index(index)
@@ -72,7 +72,7 @@ def run_path(which: str, index: str, task_bytes: int, out: str) -> dict:
     if which == "driver":
         tasks = plan_tasks(select_records(dataset, expr), task_bytes, BASE)
         for unit, rows in tasks:
-            Path(out, f"{unit}.parquet").write_bytes(_plan_bytes(rows))
+            Path(out, f"{unit}.parquet").write_bytes(plan_bytes(rows))
         units = [u for u, _ in tasks]
         rows = sum(t.num_rows for _, t in tasks)
     else:

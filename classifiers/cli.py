@@ -7,6 +7,11 @@ that is not a model, an output that exists) is a core `UserError`, reported as `
 exit status 2 before any work starts (core/cli.py). `score` exits 1 when the job ran but some
 input files failed (a rerun retries them).
 `evaluate` prints a table and, as its last line, one JSON object with the metrics.
+
+Every command takes `--config FILE` and `--set key=value` (core/cli.py). For `score` a scorer's options
+are the section named by its KIND (`--set perplexity.max_tokens=512`; a file maps KIND to its options);
+`--option KIND.KEY=VALUE`, the older spelling, is the same list. `evaluate`'s `--threshold` is an alias of
+`--set threshold=...`; `train-*` read their training config.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import argparse
 import json
 from pathlib import Path
 
+from pydantic import ConfigDict
+
 from classifiers.config import QualityTrainConfig, ToxicityTrainConfig
 from classifiers.evaluate import evaluate
 from classifiers.metrics import metrics_table
@@ -22,11 +29,23 @@ from classifiers.score import run_score
 from classifiers.scorer import BUILTIN, ScorerSpec, make_spec
 from classifiers.toxicity import train_toxicity
 from classifiers.train import train_quality
-from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
+from core.cli import add_config_args, add_spark_args, guarded, load_settings, print_run, setup_logging
+from core.config import ConfigModel, read_yaml_mapping
 from core.errors import ConfigError, OutputConflict
 from core.output import check_folder_path
 from core.safe_yaml import load_yaml
-from core.spark import parse_spark_conf
+from core.spark import SparkOptions
+
+
+class EvaluateSettings(ConfigModel):
+    """What `evaluate` reads besides its model and data (`--threshold` is an alias of `threshold`)."""
+
+    # NaN and infinities pass here: classifiers.evaluate refuses every value outside [0, 1] with one
+    # message ("--threshold must be in [0, 1]"), whether it came as the flag or by --set.
+    model_config = ConfigDict(allow_inf_nan=True)  # merged with ConfigModel's
+
+    threshold: float = 0.5
+    """Score at or above which a document counts as positive, for precision and recall."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evaluate", help="ROC-AUC, precision, recall on labelled JSONL")
     ev.add_argument("--model", required=True, metavar="MODEL_DIR")
     ev.add_argument("--labelled", required=True, metavar="FILE", help="JSONL with text and label (1/0)")
-    ev.add_argument("--threshold", type=float, default=0.5, help="for precision/recall (default 0.5)")
+    ev.add_argument("--threshold", type=float, default=None, help="for precision/recall (default 0.5)")
     ev.add_argument("--predictions", default=None, metavar="FILE", help="also write per-document scores")
+    add_config_args(ev, "EvaluateSettings in classifiers/cli.py", "threshold=0.6")
 
     sc = sub.add_parser(
         "score", help="add score columns (quality, perplexity, toxicity) to Parquet documents"
@@ -76,16 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODEL",
         help="alias of --scorer toxicity=MODEL (see classifiers/toxicity.py)",
     )
+    add_config_args(sc, "the scorers' options: a mapping KIND -> options", "perplexity.max_tokens=512")
     sc.add_argument(
         "--option",
+        dest="overrides",
         action="append",
-        default=[],
         metavar="KIND.KEY=VALUE",
-        help="a scorer option, e.g. perplexity.max_tokens=512 (YAML value)",
+        help="alias of --set KIND.KEY=VALUE",
     )
     add_spark_args(sc)
     sc.add_argument("--batch-size", type=int, default=1024, help="rows per prediction call")
-    sc.add_argument("--no-progress", action="store_true", help="do not print the progress line")
     return parser
 
 
@@ -118,6 +138,7 @@ def _train(args: argparse.Namespace, config_cls=QualityTrainConfig, train=train_
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    cfg = load_settings(EvaluateSettings, args, {"threshold": args.threshold})
     if args.predictions:  # checked before the model runs, not when its scores are written
         pred = Path(args.predictions).expanduser()
         if pred.is_dir():
@@ -125,7 +146,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         if not pred.parent.is_dir():  # open() does not make folders; neither do we
             raise OutputConflict(f"--predictions {pred}: folder {pred.parent} does not exist")
         check_folder_path(pred.parent, "--predictions folder")
-    metrics, scores = evaluate(args.model, args.labelled, args.threshold)
+    metrics, scores = evaluate(args.model, args.labelled, cfg.threshold)
     if args.predictions:
         with open(args.predictions, "w", encoding="utf-8") as f:
             for i, s in enumerate(scores):
@@ -149,26 +170,42 @@ def _wanted(args: argparse.Namespace) -> list[tuple[str, str]]:
     return sorted(pairs, key=lambda p: order.index(p[0]) if p[0] in order else len(order))
 
 
-def _scorer_specs(args: argparse.Namespace) -> tuple[str | None, list[ScorerSpec]]:
-    """(the quality model, every other scorer with its --option values), described (checked) before Spark."""
-    wanted = _wanted(args)
-    if not wanted:
-        raise ConfigError("score: give at least one --scorer KIND=DIR (or --model, --perplexity, --toxicity)")
-    kinds = {k for k, _ in wanted}
+def _scorer_options(args: argparse.Namespace, kinds: set[str]) -> dict[str, dict[str, object]]:
+    """KIND -> options: the `--config` file's sections, then each `--set`/`--option KIND.KEY=VALUE`.
+
+    Not core.config.apply_overrides: KIND may hold dots (an import path), so a key's section is the
+    longest kind given that prefixes it.
+    """
     options: dict[str, dict[str, object]] = {}
-    for raw in args.option:
+    if args.config is not None:
+        for kind, section in read_yaml_mapping(args.config).items():
+            if kind not in kinds or not isinstance(section, dict):
+                raise ConfigError(
+                    f"{args.config}: {kind!r} must be a scorer given ({', '.join(sorted(kinds))}) "
+                    "mapped to its options"
+                )
+            options[kind] = dict(section)
+    for raw in args.overrides or ():
         key, sep, value = raw.partition("=")
-        # KIND may hold dots (an import path): the longest kind given that prefixes the key
         kind = max((k for k in kinds if key.startswith(k + ".")), key=len, default=None)
         if not sep or kind is None or not key[len(kind) + 1 :]:
             raise ConfigError(
-                f"--option {raw!r}: expected KIND.KEY=VALUE with KIND a scorer given "
+                f"--set {raw!r}: expected KIND.KEY=VALUE with KIND a scorer given "
                 f"({', '.join(sorted(kinds))}), e.g. perplexity.max_tokens=512"
             )
         name = key[len(kind) + 1 :]
-        options.setdefault(kind, {})[name] = load_yaml(value, f"--option {key}") if value.strip() else ""
+        options.setdefault(kind, {})[name] = load_yaml(value, f"--set {key}") if value.strip() else ""
     if "quality" in options:
-        raise ConfigError("--option quality.…: the quality scorer takes no options")
+        raise ConfigError("--set quality.…: the quality scorer takes no options")
+    return options
+
+
+def _scorer_specs(args: argparse.Namespace) -> tuple[str | None, list[ScorerSpec]]:
+    """(the quality model, every other scorer with its options), described (checked) before Spark."""
+    wanted = _wanted(args)
+    if not wanted:
+        raise ConfigError("score: give at least one --scorer KIND=DIR (or --model, --perplexity, --toxicity)")
+    options = _scorer_options(args, {k for k, _ in wanted})
     # The first quality model goes as run_score's `model_dir` (first column, the fingerprint's own
     # key); a second one is a spec, refused by the job's config as a second model of one kind.
     first = next((i for i, (k, _) in enumerate(wanted) if k == "quality"), None)
@@ -184,10 +221,8 @@ def _score(args: argparse.Namespace) -> int:
         args.output,
         quality,
         scorers=specs,
-        master=args.master,
-        spark_conf=parse_spark_conf(args.spark_conf),
         batch_size=args.batch_size,
-        progress=not args.no_progress,
+        spark=SparkOptions.from_args(args),
     )
     status = print_run("score", res)
     bins = {k: v for k, v in sorted(res.stats.counters.items()) if k.startswith("quality_bin_")}

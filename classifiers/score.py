@@ -1,6 +1,6 @@
 """Scoring as a stage: adds float32 score columns (quality, perplexity, toxicity) to documents.
 
-`python -m classifiers score --input DIR --output DIR --scorer KIND=DIR ... [--option KIND.KEY=VALUE ...]`
+`python -m classifiers score --input DIR --output DIR --scorer KIND=DIR ... [--set KIND.KEY=VALUE ...]`
 (KIND a registry name, quality/perplexity/toxicity, or a Scorer's import path; `--model DIR`,
 `--perplexity DIR`, `--toxicity MODEL` are aliases of `--scorer quality=DIR`, ...) runs `run_score`, a job of core's per-file
 runner (core.runner.run_per_file): one Spark task per input Parquet file (a file is never split);
@@ -45,8 +45,9 @@ from core.errors import ConfigError, InputError
 from core.files import doc_parquet_uris, parquet_schema
 from core.output import OutputDir, check_disjoint
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
+from core.spark import SparkOptions
 from core.stats import Stats
-from core.storage import is_remote, local_input
+from core.storage import is_object_store, local_input
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ class ScoreJobConfig(ConfigModel):
 
 def unit_for(path: Path | str, root: Path | str) -> str:
     """Output unit name: the input's path under the input folder, without `.parquet`."""
-    if is_remote(path):
+    if is_object_store(path):
         path, root = str(path), str(root)
         rel = path[len(root) + 1 :] if path.startswith(root + "/") else path.rsplit("/", 1)[-1]
         return rel.removesuffix(".parquet").replace("/", "__")
@@ -118,7 +119,7 @@ def list_inputs(input_dir: str | Path) -> tuple[Path | str, list[Path] | list[st
     """(root, Parquet files): an extract output's docs/, or the .parquet files under a folder (or one file).
 
     On an object store (`s3://...`): URIs, listed by core.files.doc_parquet_uris."""
-    if is_remote(input_dir):
+    if is_object_store(input_dir):
         return _list_remote_inputs(str(input_dir).rstrip("/"))
     p = Path(input_dir)
     if not p.exists():
@@ -308,14 +309,17 @@ def run_score(
     input_dir: str | Path,
     output: str | Path,
     model_dir: str | Path | None,
+    batch_size: int = 1024,
+    scorers: list[ScorerSpec] = (),
+    *,
+    spark: SparkOptions | None = None,
     master: str | None = None,
     spark_conf: dict[str, str] | None = None,
-    batch_size: int = 1024,
-    progress: bool = True,
-    scorers: list[ScorerSpec] = (),
+    progress: bool | None = None,
 ) -> RunResult:
     """Score every Parquet file of `input_dir` on Spark with the quality model (`model_dir`) and/or
     `scorers` (classifiers.scorer.make_spec); DataError/ModelError/OutputConflict up front."""
+    spark = SparkOptions.given(spark, master, spark_conf, progress)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         # 0 would start Spark and fail every input on its first read
         raise ConfigError(f"--batch-size must be a positive integer, got {batch_size!r}")
@@ -326,7 +330,7 @@ def run_score(
     out_root = OutputDir(output, SUBDIRS).root
     same = (
         {str(input_dir).rstrip("/"), str(root)}
-        if is_remote(input_dir)
+        if is_object_store(input_dir)
         else {Path(input_dir).resolve(), Path(root).resolve()}
     )
     if out_root in same:
@@ -342,4 +346,4 @@ def run_score(
         stats_extra=partial(_model_hashes, cfg),
     )
     units = [(str(f), unit_for(f, root)) for f in files]
-    return run_per_file(job, units, str(out_root), master, spark_conf, progress)
+    return run_per_file(job, units, str(out_root), spark)

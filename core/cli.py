@@ -1,5 +1,11 @@
 """What every command line shares: config and Spark arguments, the exit-status rule, the funnel print.
 
+One override syntax: every command takes `--config FILE` and repeatable `--set section.key=value`
+(`add_config_args`, read by core/config.py). A setting that also has a flag of its own (`tokenize
+--source web`) is the same setting: the flag is an alias of `--set source=web`, and a given flag wins
+over the file and `--set` (`load_settings`). Spark jobs take `--master`, `--spark-conf` and
+`--no-progress` (`add_spark_args`), read into one `core.spark.SparkOptions`.
+
 Exit status, for every command: 0 done; 1 the job ran but some inputs failed unexpectedly (they are
 listed; a rerun retries them); 2 a `UserError` (bad config, input or output folder), reported as
 `error: <message>` before any Spark job or process group starts; 130 (128 + SIGINT, what a shell
@@ -20,8 +26,9 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+from core.config import ConfigModel, load_config
 from core.errors import UserError
 from core.runner import RunResult
 from core.stats import funnel_table
@@ -33,6 +40,7 @@ __all__ = [
     "guarded",
     "handle_interrupts",
     "interrupted",
+    "load_settings",
     "print_run",
     "setup_logging",
 ]
@@ -76,8 +84,11 @@ def _quiet_interrupt_logs() -> None:
         root.addFilter(_NoInterruptTracebacks())
 
 
-def add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
-    """`--config FILE` and repeatable `--set section.key=value` overrides (core/config.py)."""
+def add_config_args(
+    parser: argparse.ArgumentParser, example: str, set_example: str = "langid.threshold=0.5"
+) -> None:
+    """`--config FILE` and repeatable `--set section.key=value` overrides (core/config.py), into
+    `args.config` and `args.overrides`."""
     parser.add_argument("--config", default=None, metavar="FILE", help=f"YAML config (see {example})")
     parser.add_argument(
         "--set",
@@ -85,11 +96,22 @@ def add_config_args(parser: argparse.ArgumentParser, example: str) -> None:
         action="append",
         default=[],
         metavar="SECTION.KEY=VALUE",
-        help="override one config value, e.g. langid.threshold=0.5 (repeatable; YAML values)",
+        help=f"override one config value, e.g. {set_example} (repeatable; YAML values)",
     )
 
 
+M = TypeVar("M", bound=ConfigModel)
+
+
+def load_settings(cls: type[M], args: argparse.Namespace, flags: dict[str, Any]) -> M:
+    """`--config`/`--set` of a command whose settings also have flags: the flags given (not None) win."""
+    cfg = load_config(cls, args.config, args.overrides)
+    given = {k: v for k, v in flags.items() if v is not None}
+    return cfg.replace(**given) if given else cfg
+
+
 def add_spark_args(parser: argparse.ArgumentParser) -> None:
+    """`--master`, `--spark-conf` and `--no-progress`: read them with `SparkOptions.from_args(args)`."""
     parser.add_argument(
         "--master", default=None, help="Spark master URL (default: spark-submit's, else local[*])"
     )
@@ -100,6 +122,7 @@ def add_spark_args(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="extra Spark setting (repeatable)",
     )
+    parser.add_argument("--no-progress", action="store_true", help="do not print progress lines")
 
 
 _bodies = 0  # command bodies running under guarded(): a Ctrl-C then unwinds them (KeyboardInterrupt)

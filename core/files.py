@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from core.errors import InputError
-from core.storage import LocalStore, ObjectStore, Store, is_remote, join
+from core.storage import LocalStore, ObjectStore, Store, is_object_store, join
 
 __all__ = [
     "cache_dir",
@@ -65,7 +65,7 @@ def doc_parquet_uris(path: str | Path) -> list[str]:
     output there is read marker first (`_finished_docs`): S3 has no rename, so a killed upload can
     leave a data key whose marker was never written (`finished_docs`, as for a local folder).
     """
-    if not is_remote(path):
+    if not is_object_store(path):
         return [str(p.resolve()) for p in doc_parquet_files(path)]
     uri = str(path).rstrip("/")
     store = ObjectStore(uri)
@@ -132,7 +132,7 @@ def parquet_schema(path: str | Path):
     import pyarrow.parquet as pq
 
     try:
-        if is_remote(path):  # only the footer is fetched (ranged reads)
+        if is_object_store(path):  # only the footer is fetched (ranged reads)
             store = ObjectStore(str(path))
             with store.fs.open(store._key(str(path)), "rb") as f:
                 return pq.read_schema(f)

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError, OutputConflict
-from core.storage import LocalStore, Store, file_identities, is_remote, join, open_store, staging_dir
+from core.storage import LocalStore, Store, file_identities, is_object_store, join, open_store, staging_dir
 
 __all__ = [
     "OutputConflict",
@@ -95,7 +95,7 @@ class OutputDir:
     """
 
     def __init__(self, root: str | Path, subdirs: tuple[str, ...] = SUBDIRS) -> None:
-        self.remote = is_remote(root)
+        self.remote = is_object_store(root)
         self.root: Path | str = str(root).rstrip("/") if self.remote else Path(root).expanduser().resolve()
         self.uri = str(self.root)
         self.store: Store = open_store(self.uri) if self.remote else LocalStore()
@@ -240,7 +240,7 @@ def check_folder_path(path: str | Path, what: str = "output") -> Path | str:
     user cannot write, would otherwise fail only once the job runs, with an OS traceback. An
     object-store URI is checked by reaching its bucket (credentials, endpoint, existence).
     """
-    if is_remote(path):
+    if is_object_store(path):
         return _check_remote_folder(str(path).rstrip("/"), what)
     p = Path(path).expanduser().resolve()
     if p.exists() and not p.is_dir():
@@ -286,7 +286,7 @@ def guard_folder(
     """
     check_folder_path(root)
     store = open_store(root)
-    if not is_remote(root):
+    if not is_object_store(root):
         Path(root).mkdir(parents=True, exist_ok=True)
     cfg_path = join(root, "_config.json")
     extra = extra or {}
@@ -341,7 +341,7 @@ def check_layout(
     stats.json or its markers. (An object store has no such clash: a key is never a prefix's
     stand-in.) `_config.json` and `_inputs.json` are checked by reading them (`_read_json`).
     """
-    if is_remote(root):
+    if is_object_store(root):
         return
     root = Path(root)
     for name in folders:
@@ -468,7 +468,7 @@ def check_disjoint(
             )
         if _inside(src, out):
             raise OutputConflict(f"--input {given} lies inside --output {output}; name another output folder")
-        if nested and _inside(out, src) and (is_remote(given) or Path(given).expanduser().is_dir()):
+        if nested and _inside(out, src) and (is_object_store(given) or Path(given).expanduser().is_dir()):
             raise OutputConflict(
                 f"--output {output} lies inside --input {given}: a rerun would read the job's own files "
                 "as inputs. Name an output folder outside the input."

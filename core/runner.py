@@ -31,7 +31,7 @@ from functools import partial
 from typing import Any
 
 from core.output import SUBDIRS, OutputDir, check_disjoint
-from core.spark import check_master, configure_worker_logging, get_spark
+from core.spark import SparkOptions, check_master, configure_worker_logging, get_spark
 from core.stats import Stats
 
 log = logging.getLogger(__name__)
@@ -112,12 +112,11 @@ def run_per_file(
     job: PerFileJob,
     units: list[tuple[str, str]],
     output: str,
-    master: str | None = None,
-    spark_conf: dict[str, str] | None = None,
-    progress: bool = True,
+    spark: SparkOptions | None = None,
 ) -> RunResult:
     """Run the units (input, unit name) of `job` that are not done yet, one Spark task each."""
-    check_master(master)  # before a folder is made or a JVM started
+    spark = spark or SparkOptions()
+    check_master(spark.master)  # before a folder is made or a JVM started
     check_disjoint(output, files=[u for u, _ in units])  # an input inside the output: refused
     out = OutputDir(output, job.subdirs)
     extra = {"inputs": input_list(units)} if job.guard_inputs else {}
@@ -138,16 +137,16 @@ def run_per_file(
     if todo:
         out.set_success(False)
         try:
-            spark = get_spark(master, f"refinery-{job.name}", spark_conf)
+            session = get_spark(spark.master, f"refinery-{job.name}", spark.conf)
         except BaseException:
             if created:
                 out.discard()
             raise
-        sc = spark.sparkContext
+        sc = session.sparkContext
         payload_bc = sc.broadcast(job.payload)  # travels once per executor, not once per task
         rdd = sc.parallelize(todo, numSlices=len(todo))  # one partition = one task per unit
         fn = partial(_task, process=job.process, payload_bc=payload_bc, out_root=str(out.root))
-        with _Progress(job.name, out, [n for _, n in todo], progress):
+        with _Progress(job.name, out, [n for _, n in todo], spark.progress):
             results = rdd.map(fn).collect()
         failed = [r for r in results if r["status"] != "done"]
         for r in failed:

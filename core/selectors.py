@@ -99,7 +99,7 @@ def parse_selector(column: str, spec: Any) -> Selector:
     )
 
 
-_AND = re.compile(r"\s+and\s+", re.IGNORECASE)
+AND_SEPARATOR = re.compile(r"\s+and\s+", re.IGNORECASE)
 
 
 def parse_selectors(spec: Any, where: str = "select") -> tuple[Selector, ...]:
@@ -110,7 +110,7 @@ def parse_selectors(spec: Any, where: str = "select") -> tuple[Selector, ...]:
     out: list[Selector] = []
     try:
         for column, cond in spec.items():
-            parts = _AND.split(cond.strip()) if isinstance(cond, str) else [cond]
+            parts = AND_SEPARATOR.split(cond.strip()) if isinstance(cond, str) else [cond]
             if len(parts) > 1 and not all(_CMP.match(p) for p in parts):
                 # `lang: "en and de"` is not a band: only comparisons join with `and`
                 raise SelectorError(

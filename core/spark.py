@@ -11,6 +11,9 @@ authentication: anyone on the network could fetch blocks or submit work to the d
 cluster (spark://, YARN, Kubernetes) the driver must be reachable from the executors, so nothing is
 bound to loopback; there `spark.authenticate` with a shared secret is the guard (docker-compose.yml
 requires one), and a driver started without it is warned about.
+
+`SparkOptions` is the one object a command line builds (`SparkOptions.from_args(args)`: `--master`,
+`--spark-conf`, `--no-progress`) and every job's `run_*` takes as `spark=`, down to the per-file runner.
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 from core.errors import ConfigError
 
 __all__ = [
+    "SparkOptions",
     "check_master",
     "configure_worker_logging",
     "get_spark",
@@ -71,6 +78,52 @@ def check_master(master: str | None) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class SparkOptions:
+    """Where a job's Spark runs and how it reports: what `--master`, `--spark-conf` and `--no-progress` say."""
+
+    master: str | None = None
+    """Spark master URL; None: spark-submit's, else the embedded local[*] (get_spark)."""
+    conf: Mapping[str, str] = field(default_factory=dict)
+    """Extra Spark settings (`--spark-conf KEY=VALUE`), applied over the local-only defaults."""
+    progress: bool = True
+    """Print the job's progress line (or a line per dedup stage)."""
+
+    def __post_init__(self) -> None:
+        # Frozen all the way down: a shared default object can never be changed by one job.
+        object.__setattr__(self, "conf", MappingProxyType(dict(self.conf)))
+
+    @classmethod
+    def from_args(cls, args: Any) -> SparkOptions:
+        """From the arguments `core.cli.add_spark_args` declares; ConfigError on a malformed --spark-conf.
+
+        The master is checked by the job (`check_master`), before it makes a folder, as it always was.
+        """
+        conf = parse_spark_conf(args.spark_conf)
+        return cls(args.master, conf, not args.no_progress)
+
+    @classmethod
+    def given(
+        cls,
+        spark: SparkOptions | None,
+        master: str | None = None,
+        spark_conf: Mapping[str, str] | None = None,
+        progress: bool | None = None,
+    ) -> SparkOptions:
+        """`spark`, or one made from the three separate arguments `run_*` took before SparkOptions.
+
+        Kept only for callers outside the CLIs that still pass them (bench/); giving both is refused.
+        """
+        legacy = master is not None or spark_conf is not None or progress is not None
+        if spark is not None and legacy:
+            raise TypeError("give spark=SparkOptions(...) or master/spark_conf/progress, not both")
+        if spark is not None:
+            if not isinstance(spark, SparkOptions):
+                raise TypeError(f"spark= takes a SparkOptions, got {type(spark).__name__}")
+            return spark
+        return cls(master, spark_conf or {}, True if progress is None else progress)
+
+
 # What an embedded Spark sets unless the user's --spark-conf says otherwise (see the docstring).
 LOCAL_ONLY_CONF = {
     "spark.driver.host": "127.0.0.1",
@@ -86,7 +139,7 @@ def is_local_master(master: str | None) -> bool:
     return master.startswith("local")
 
 
-def get_spark(master: str | None, app_name: str, conf: dict[str, str] | None = None):
+def get_spark(master: str | None, app_name: str, conf: Mapping[str, str] | None = None):
     """SparkSession: `master` if given, else spark-submit's, else the embedded local[*]."""
     from pyspark.sql import SparkSession
 

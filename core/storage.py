@@ -13,6 +13,11 @@ then its completion marker (last; readers look at the marker first).
                  killed unit leaves at most data keys without their marker: not done, so the rerun
                  overwrites them.
 
+Two questions, two names: `is_object_store(uri)`, a store this layer can write an output to (and
+read one from); `is_remote(uri)`, anything read over the network, which adds http(s):// (read-only:
+WARCs and listings are fetched from there, nothing is written). `local_input` is the one download
+helper: a task's input as a local path, a remote one copied to a temporary file with retries.
+
 Credentials and endpoint come from the standard AWS chain that botocore reads (AWS_ACCESS_KEY_ID /
 AWS_PROFILE / ~/.aws/config, AWS_ENDPOINT_URL for S3-compatible servers), never from a project
 config file. Listings are not cached (`use_listings_cache=False`): a marker written by another
@@ -24,9 +29,11 @@ from __future__ import annotations
 import abc
 import contextlib
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +45,7 @@ __all__ = [
     "ObjectStore",
     "Store",
     "file_identities",
+    "is_object_store",
     "is_remote",
     "join",
     "local_input",
@@ -45,12 +53,20 @@ __all__ = [
     "staging_dir",
 ]
 
-REMOTE_PREFIXES = ("s3://", "s3a://", "gs://", "gcs://", "az://", "abfs://", "memory://")
+log = logging.getLogger(__name__)
+
+OBJECT_STORE_PREFIXES = ("s3://", "s3a://", "gs://", "gcs://", "az://", "abfs://", "memory://")
+READ_ONLY_PREFIXES = ("http://", "https://")
+
+
+def is_object_store(uri: str | Path) -> bool:
+    """True for an object-store URI this layer writes to and reads from (an output may live there)."""
+    return str(uri).startswith(OBJECT_STORE_PREFIXES)
 
 
 def is_remote(uri: str | Path) -> bool:
-    """True for an object-store URI this layer writes to (http(s) is read-only: not an output)."""
-    return str(uri).startswith(REMOTE_PREFIXES)
+    """True for anything read over the network: an object store, or http(s) (read-only: inputs only)."""
+    return str(uri).startswith((*OBJECT_STORE_PREFIXES, *READ_ONLY_PREFIXES))
 
 
 def join(root: str | Path, *parts: str) -> str:
@@ -278,7 +294,7 @@ class ObjectStore(Store):
 
 def open_store(uri: str | Path) -> Store:
     """The store for a path or URI (a new object each call: cheap, fsspec caches the client)."""
-    return ObjectStore(str(uri)) if is_remote(uri) else LocalStore()
+    return ObjectStore(str(uri)) if is_object_store(uri) else LocalStore()
 
 
 def staging_dir(uri: str) -> Path:
@@ -294,24 +310,46 @@ def staging_dir(uri: str) -> Path:
 
 
 @contextlib.contextmanager
-def local_input(uri: str | Path) -> Iterator[str]:
-    """A local path for reading `uri` whole: the path itself, or a temporary download of the object.
+def local_input(uri: str | Path, retries: int = 1, tmp_dir: str | None = None) -> Iterator[str]:
+    """A local path for reading `uri` whole: the path itself, or a temporary download of a remote file.
 
-    Tasks read their one input file this way (Parquet readers seek, and a download is retried by
-    the client), so the reading code is the same for local and object-store inputs.
+    Tasks read their one input file this way (Parquet readers and the WARC reader's resync seek), so
+    the reading code is the same for local, object-store and http(s) inputs. The copy is removed on exit.
     """
     if not is_remote(uri):
         yield str(uri)
         return
-    store = ObjectStore(str(uri))
-    fd, tmp = tempfile.mkstemp(prefix="refinery-in-", suffix=Path(str(uri)).suffix)
+    fd, tmp = tempfile.mkstemp(prefix="refinery-in-", suffix=Path(str(uri)).suffix, dir=tmp_dir)
     os.close(fd)
     try:
-        store._io(str(uri), store.fs.get_file, store._key(str(uri)), tmp)
+        download(str(uri), tmp, retries)
         yield tmp
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def download(uri: str, local: str | Path, retries: int = 1) -> None:
+    """Copy the remote file `uri` to `local`, trying `retries` times with a backoff (2, 4, ... 30 s).
+
+    Every attempt starts a clean copy (a failed one may have written part of the file). The last
+    failure is raised as an OSError naming the URI and the attempts, the one type callers catch.
+    """
+    for attempt in range(1, retries + 1):
+        try:
+            if is_object_store(uri):
+                ObjectStore(uri).download(uri, Path(local))
+            else:  # http(s): fsspec's HTTP filesystem, streamed in 4 MiB blocks
+                import fsspec
+
+                with fsspec.open(uri, "rb") as src, open(local, "wb") as dst:
+                    shutil.copyfileobj(src, dst, length=4 * 2**20)
+            return
+        except Exception as e:
+            if attempt == retries:
+                raise OSError(f"download of {uri} failed after {retries} attempts: {e}") from e
+            log.warning("download of %s failed (attempt %d/%d): %s", uri, attempt, retries, e)
+            time.sleep(min(2**attempt, 30))
 
 
 # -- what a file is, cheaply ------------------------------------------------------------------------
@@ -341,7 +379,7 @@ def file_identities(uris: Iterable[str]) -> dict[str, dict[str, Any] | None]:
     uris = list(dict.fromkeys(uris))
     out: dict[str, dict[str, Any] | None] = {u: None for u in uris}
     local = [u for u in uris if "://" not in u or u.startswith("file://")]
-    remote = [u for u in uris if is_remote(u)]
+    remote = [u for u in uris if is_object_store(u)]
     with ThreadPoolExecutor(max_workers=8) as pool:  # a shared filesystem answers in parallel
         out.update(zip(local, pool.map(_local_identity, local), strict=True))
     by_folder: dict[str, list[str]] = {}

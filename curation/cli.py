@@ -2,7 +2,9 @@
 
 `extract --input ...` reads whole WARCs; `extract --index INDEX --where SQL --warc-base URL` reads
 only the records an index query selects (curation/index_job.py); `index WARC... --output X.parquet`
-writes such an index of local WARCs (curation/ccindex.py).
+writes such an index of local WARCs (curation/ccindex.py). Both take `--config FILE` and `--set
+key=value` (core/cli.py): extract's keys are configs/extract.yaml's, index's are `IndexSettings`
+below, whose flags (`--root`, `--no-languages`) are aliases.
 
 It also runs under spark-submit (`spark-submit curation/__main__.py extract ...`); the token
 jobs (train-tokenizer, tokenize) are `python -m tokens ...`.
@@ -16,10 +18,20 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
+from core.cli import add_config_args, add_spark_args, guarded, load_settings, print_run, setup_logging
+from core.config import ConfigModel
 from core.errors import InputError
-from core.spark import parse_spark_conf
+from core.spark import SparkOptions
 from curation.config import ExtractJobConfig
+
+
+class IndexSettings(ConfigModel):
+    """What `index` reads besides its WARCs and outputs (`--set languages=false` is `--no-languages`)."""
+
+    root: str | None = None
+    """Folder warc_filename is relative to (default: the WARCs' common folder)."""
+    languages: bool = True
+    """Fill content_languages/content_charset (decodes each HTML page and runs lid.176 on it)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,7 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--output", required=True, metavar="DIR", help="output folder (created)")
     add_config_args(ex, "configs/extract.yaml")
     add_spark_args(ex)
-    ex.add_argument("--no-progress", action="store_true", help="do not print the progress line")
 
     ix = sub.add_parser("index", help="local WARCs -> a cc-index table (Parquet), optionally CDXJ")
     ix.add_argument("warcs", nargs="+", metavar="WARC", help="local WARC files (per-record gzip or plain)")
@@ -69,9 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--cdxj", metavar="FILE", help="also write a sorted CDXJ index (cdxj-indexer)")
     ix.add_argument(
         "--no-languages",
-        action="store_true",
+        dest="languages",
+        action="store_const",
+        const=False,
+        default=None,
         help="leave content_languages/content_charset null (skips decoding and lid.176 per HTML page)",
     )
+    add_config_args(ix, "IndexSettings in curation/cli.py", "languages=false")
     return parser
 
 
@@ -97,9 +112,7 @@ def _extract(args: argparse.Namespace) -> int:
         args.input,
         args.output,
         cfg,
-        master=args.master,
-        spark_conf=parse_spark_conf(args.spark_conf),
-        progress=not args.no_progress,
+        spark=SparkOptions.from_args(args),
     )
     return print_run("extract", result, f"config {cfg.fingerprint()}")
 
@@ -115,9 +128,7 @@ def _extract_index(args: argparse.Namespace, cfg: ExtractJobConfig) -> int:
         args.warc_base,
         args.output,
         cfg,
-        master=args.master,
-        spark_conf=parse_spark_conf(args.spark_conf),
-        progress=not args.no_progress,
+        spark=SparkOptions.from_args(args),
     )
     fetched = {k: v for k, v in result.stats.counters.items() if k.startswith("fetch_")}
     detail = f"config {cfg.fingerprint()}; " + ", ".join(f"{k} {v}" for k, v in sorted(fetched.items()))
@@ -129,10 +140,11 @@ def _index(args: argparse.Namespace) -> int:
 
     from curation.ccindex import build_index
 
+    cfg = load_settings(IndexSettings, args, {"root": args.root, "languages": args.languages})
     missing = [w for w in args.warcs if not Path(w).is_file()]
     if missing:
         raise InputError(f"not a file: {', '.join(missing[:5])}")
-    report = build_index(args.warcs, args.output, args.root, args.cdxj, languages=not args.no_languages)
+    report = build_index(args.warcs, args.output, cfg.root, args.cdxj, languages=cfg.languages)
     print(f"Refinery index -> {args.output}: {report.rows} records of {len(report.files)} WARCs")
     for name, n in report.files.items():
         err = report.errors.get(name)

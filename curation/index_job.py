@@ -67,8 +67,8 @@ import pyarrow.parquet as pq
 from core.errors import InputError
 from core.output import SUBDIRS, OutputDir, check_folder_path
 from core.runner import RunResult, run_per_file
-from core.spark import check_master, get_spark
-from core.storage import is_remote as is_object_store
+from core.spark import SparkOptions, check_master, get_spark
+from core.storage import is_object_store
 from curation.ccindex import LOCATION_COLUMNS, read_cdxj
 from curation.config import ExtractJobConfig
 from curation.fetch import RangeFetcher, RecordRange, check_base, record_url
@@ -81,6 +81,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "open_index",
+    "plan_bytes",
     "plan_tasks",
     "process_index_unit",
     "run_index_extract",
@@ -425,7 +426,7 @@ def _write_plans(batches, base: str, plan_dir: str):
         rows = table.slice(start, size).select(SELECT_SCHEMA.names).cast(SELECT_SCHEMA)
         start += size
         unit, plan = _unit(k, rows, base)
-        store.write_bytes(join(plan_dir, f"{unit}.parquet"), _plan_bytes(plan))
+        store.write_bytes(join(plan_dir, f"{unit}.parquet"), plan_bytes(plan))
         summary = {
             "k": [k],
             "unit": [unit],
@@ -436,7 +437,7 @@ def _write_plans(batches, base: str, plan_dir: str):
         yield pa.RecordBatch.from_pydict(summary, schema=SUMMARY_SCHEMA)
 
 
-def _plan_bytes(rows: pa.Table) -> bytes:
+def plan_bytes(rows: pa.Table) -> bytes:
     buf = io.BytesIO()
     # cast() drops the schema metadata: the base the task resolves against is put back
     pq.write_table(
@@ -451,11 +452,14 @@ def run_index_extract(
     warc_base: str,
     output: str,
     cfg: ExtractJobConfig,
+    *,
+    spark: SparkOptions | None = None,
     master: str | None = None,
     spark_conf: dict[str, str] | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> RunResult:
     """Validate, select, plan, then run the missing tasks on Spark; raises UserError on bad input."""
+    spark = SparkOptions.given(spark, master, spark_conf, progress)
     try:
         base = check_base(warc_base)
     except ValueError as e:
@@ -463,7 +467,7 @@ def run_index_extract(
     dataset, ident = open_index(index)
     expr, _columns = parse_where(where, dataset.schema)
     check_folder_path(output)  # before the selection reads anything large
-    check_master(master)
+    check_master(spark.master)
     rows_in_index = dataset.count_rows() if cfg.fetch.select == "auto" else None  # footers only
     on_spark = select_on_spark(index, cfg.fetch.select, rows_in_index, cfg.fetch.driver_max_rows)
     tasks: list[tuple[str, pa.Table]] = []
@@ -486,9 +490,9 @@ def run_index_extract(
     units: list[tuple[str, str]] = []
     try:
         if on_spark:  # Spark writes the plan files; the driver gets (unit, rows, bytes) per unit
-            spark = get_spark(master, "refinery-extract", spark_conf)
+            session = get_spark(spark.master, "refinery-extract", spark.conf)
             planned = spark_plan(
-                spark,
+                session,
                 _spark_uri(index, ident),
                 where,
                 dataset.schema,
@@ -504,7 +508,7 @@ def run_index_extract(
             for unit, plan_rows in tasks:
                 plan = out.path("plan", f"{unit}.parquet")
                 if not out.is_done(unit):
-                    out.store.write_bytes(plan, _plan_bytes(plan_rows))
+                    out.store.write_bytes(plan, plan_bytes(plan_rows))
                 units.append((plan, unit))
             rows = sum(t.num_rows for _, t in tasks)
             nbytes = sum(pc.sum(t["warc_record_length"]).as_py() for _, t in tasks)
@@ -516,7 +520,7 @@ def run_index_extract(
             "Spark" if on_spark else "the driver",
             len(units),
         )
-        return run_per_file(job, units, output, master=master, spark_conf=spark_conf, progress=progress)
+        return run_per_file(job, units, output, spark)
     except BaseException:
         if created and not any(out.is_done(u) for _, u in units):
             out.discard()  # nothing done: leave no folder that claims this query

@@ -6,8 +6,10 @@ or remote) whose relative entries are joined to `cc_base_url`. Everything that c
 user's input (a glob that matches nothing, a missing file, an unreadable listing) fails here with
 an `InputError`, so no Spark job starts on a bad command line.
 
-In the task, a remote WARC is downloaded to a local temporary file first: the reader needs a
-seekable stream to resynchronise after a corrupt record, and a retry restarts a clean download.
+In the task, a remote WARC is downloaded to a local temporary file first (core.storage.local_input,
+`reader.download_retries` attempts): the reader needs a seekable stream to resynchronise after a
+corrupt record, and a retry restarts a clean download. `is_remote` is core.storage's: an object
+store or http(s).
 
 What comes from data never chooses what we read (CONVENTIONS.md, 14). A name found in an index
 row (`warc_filename`, curation/index_job.py) or in a remote listing is resolved by ONE function,
@@ -21,26 +23,18 @@ is the user's own command line, written down.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import gzip
-import logging
 import os
 import re
-import shutil
-import tempfile
-import time
 import unicodedata
-from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from core.errors import InputError
+from core.storage import is_remote
 
-log = logging.getLogger(__name__)
-
-REMOTE_SCHEMES = ("s3://", "s3a://", "https://", "http://")
 LISTING_SUFFIXES = (".paths", ".paths.gz")
 
 
@@ -164,10 +158,6 @@ def resolve_under(base: str, name: object) -> str:
     return joined
 
 
-def is_remote(uri: str) -> bool:
-    return uri.startswith(REMOTE_SCHEMES)
-
-
 def is_listing(uri: str) -> bool:
     return uri.endswith(LISTING_SUFFIXES)
 
@@ -262,30 +252,3 @@ def _read_listing(arg: str, cc_base_url: str) -> list[str]:
     if not entries:
         raise InputError(f"listing {arg!r} is empty")
     return entries
-
-
-@contextlib.contextmanager
-def local_copy(uri: str, retries: int = 3, tmp_dir: str | None = None) -> Iterator[str]:
-    """Yield a local path for `uri`: the path itself if local, else a downloaded temporary copy."""
-    if not is_remote(uri):
-        yield uri
-        return
-    import fsspec
-
-    fd, tmp = tempfile.mkstemp(prefix="refinery-warc-", suffix=Path(uri).suffix, dir=tmp_dir)
-    os.close(fd)
-    try:
-        for attempt in range(1, retries + 1):
-            try:
-                with fsspec.open(uri, "rb") as src, open(tmp, "wb") as dst:
-                    shutil.copyfileobj(src, dst, length=4 * 2**20)
-                break
-            except Exception as e:
-                if attempt == retries:
-                    raise OSError(f"download of {uri} failed after {retries} attempts: {e}") from e
-                log.warning("download of %s failed (attempt %d/%d): %s", uri, attempt, retries, e)
-                time.sleep(min(2**attempt, 30))
-        yield tmp
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from core.output import check_disjoint, unit_name
 from core.runner import RunResult, run_per_file
+from core.spark import SparkOptions
 from curation.config import ExtractJobConfig
 from curation.inputs import resolve_inputs
 from curation.pipeline import extract_job, process_unit
@@ -33,11 +34,14 @@ def run_extract(
     inputs: list[str],
     output: str,
     cfg: ExtractJobConfig,
+    *,
+    spark: SparkOptions | None = None,
     master: str | None = None,
     spark_conf: dict[str, str] | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
 ) -> RunResult:
     """Resolve inputs, run the missing files on Spark, merge stats; raises on bad input/output."""
+    spark = SparkOptions.given(spark, master, spark_conf, progress)
     uris = resolve_inputs(inputs, cfg.cc_base_url)  # InputError before Spark starts
     # --output == an --input folder would list the job's own files as inputs on a rerun. A folder
     # input is listed one level deep, files only: an output folder inside it is never listed.
@@ -49,7 +53,7 @@ def run_extract(
         split = None
     job = extract_job(cfg, process_unit, guard_extra=None if legacy else {"split_bytes": split})
     units = [unit for uri in uris for unit in split_units(uri, unit_name(uri), split)]
-    return run_per_file(job, units, output, master=master, spark_conf=spark_conf, progress=progress)
+    return run_per_file(job, units, output, spark)
 
 
 def _made_before_ranges(output: str) -> bool:

@@ -63,10 +63,10 @@ from core.stage import (
     utf8_len,
 )
 from core.stats import Stats
+from core.storage import is_remote, local_input
 from curation.config import ExtractJobConfig, stage_name, uses_section
 from curation.extract import ExtractStep, decoded_html
 from curation.filters import build_filter_steps
-from curation.inputs import is_remote, local_copy
 from curation.langid import LanguageIdentifier, PreLanguageFilter
 from curation.pii import PiiScrubber, PiiStage
 from curation.ranges import parse_range_unit
@@ -385,7 +385,7 @@ def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> d
 
     def read(run: UnitRun) -> None:
         try:
-            with local_copy(uri, retries=cfg.reader.download_retries) as path:
+            with local_input(uri, retries=cfg.reader.download_retries) as path:
                 run.read_file(path, warc_name, span)
         except (FileNotFoundError, PermissionError) as e:
             if is_remote(uri) and isinstance(e, FileNotFoundError):

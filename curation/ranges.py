@@ -32,7 +32,7 @@ import re
 import zlib
 from typing import BinaryIO
 
-from curation.inputs import is_remote
+from core.storage import is_remote
 from curation.warc_warcio import GZIP_MAGIC
 
 __all__ = ["parse_range_unit", "plan_ranges", "range_unit", "split_units"]

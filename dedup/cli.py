@@ -12,7 +12,7 @@ import argparse
 
 from core.cli import add_config_args, add_spark_args, guarded, setup_logging
 from core.output import ON_CHANGED_INPUT
-from core.spark import parse_spark_conf
+from core.spark import SparkOptions
 from core.stats import funnel_table
 from dedup.config import DedupJobConfig
 from dedup.job import run_dedup
@@ -28,7 +28,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", required=True, metavar="DIR", help="output folder (created; reruns resume)")
     add_config_args(run, "configs/dedup.yaml")
     add_spark_args(run)
-    run.add_argument("--no-progress", action="store_true", help="do not print a line per stage")
     run.add_argument(
         "--on-changed-input",
         choices=ON_CHANGED_INPUT,
@@ -51,10 +50,8 @@ def _run(args: argparse.Namespace) -> int:
         args.input,
         args.output,
         cfg,
-        master=args.master,
-        spark_conf=parse_spark_conf(args.spark_conf),
-        progress=not args.no_progress,
         on_changed_input=args.on_changed_input,
+        spark=SparkOptions.from_args(args),
     )
     print(f"\nRefinery dedup -> {result.output}  (config {cfg.fingerprint()}, minhash {cfg.minhash})")
     if result.resumed:

@@ -42,9 +42,9 @@ from core.output import (
     guard_inputs,
     input_identities,
 )
-from core.spark import check_master
+from core.spark import SparkOptions, check_master
 from core.stats import Stats, funnel_table
-from core.storage import is_remote, local_input, staging_dir
+from core.storage import is_object_store, local_input, staging_dir
 from dedup.config import DedupJobConfig
 from dedup.stages import STAGES, Flow, StageContext, StageStore, job_stages
 from dedup.stages.base import progress_printer
@@ -83,10 +83,12 @@ def run_dedup(
     input_path: str,
     output: str,
     cfg: DedupJobConfig,
+    on_changed_input: str | None = None,
+    *,
+    spark: SparkOptions | None = None,
     master: str | None = None,
     spark_conf: dict[str, str] | None = None,
-    progress: bool = True,
-    on_changed_input: str | None = None,
+    progress: bool | None = None,
 ) -> DedupResult:
     """Run (or resume) the whole job; raises InputError / OutputConflict before Spark starts.
 
@@ -97,22 +99,21 @@ def run_dedup(
     """
     # Before the input is listed: an output inside it would be listed as input (and fail on its
     # schema, far from the cause).
+    spark = SparkOptions.given(spark, master, spark_conf, progress)
     check_disjoint(output, [input_path])
     files = resolve_input(input_path)
     check_disjoint(output, files=files)
-    check_master(master)  # a bad --master is a ConfigError before the folder is made
+    check_master(spark.master)  # a bad --master is a ConfigError before the folder is made
     identities = input_identities(files)
-    if is_remote(output):
+    if is_object_store(output):
         uri = str(output).rstrip("/")
-        return _run_to_object_store(
-            files, uri, cfg, master, spark_conf, progress, on_changed_input, identities
-        )
+        return _run_to_object_store(files, uri, cfg, spark, on_changed_input, identities)
     root = Path(output).expanduser().resolve()
     check_layout(root, (*_PUBLISHED_FOLDERS, "stages", "_inputs"))
     # The input list decides the outputs like the config does: a changed list is refused too.
     guard_folder(root, "dedup", cfg.to_dict(), cfg.fingerprint(), extra={"inputs": files})
     guard_inputs(root, files, on_changed_input, lambda _: _start_over(root), identities)
-    return _run(files, root, cfg, master, spark_conf, progress)
+    return _run(files, root, cfg, spark)
 
 
 def _start_over(root: Path) -> None:
@@ -131,9 +132,7 @@ def _run(
     files: list[str],
     root: Path,
     cfg: DedupJobConfig,
-    master: str | None,
-    spark_conf: dict[str, str] | None,
-    progress: bool,
+    spark: SparkOptions,
 ) -> DedupResult:
     """Every stage into the local (or shared) folder `root`, guarded already."""
     store = StageStore(root)
@@ -141,11 +140,11 @@ def _run(
 
     from core.spark import get_spark
 
-    spark = get_spark(master, "refinery-dedup", spark_conf)
-    partitions = cfg.output.partitions or max(2, 2 * spark.sparkContext.defaultParallelism)
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    session = get_spark(spark.master, "refinery-dedup", spark.conf)
+    partitions = cfg.output.partitions or max(2, 2 * session.sparkContext.defaultParallelism)
+    session.conf.set("spark.sql.shuffle.partitions", str(partitions))
     stages = job_stages(cfg, STAGES)  # STAGES read here, so that tests can patch this module's list
-    ctx = StageContext(spark, cfg, root, store, local_files, partitions, progress_printer(progress))
+    ctx = StageContext(session, cfg, root, store, local_files, partitions, progress_printer(spark.progress))
     ctx.stages = stages
     for stage in stages:
         if stage.enabled(cfg):
@@ -180,12 +179,12 @@ def _local_inputs(files: list[str], cache: Path) -> list[str]:
     does not download them again. On a cluster the output folder (and so `cache`) must be on a
     filesystem every executor sees, as for any local output of this job.
     """
-    if not any(is_remote(f) for f in files):
+    if not any(is_object_store(f) for f in files):
         return files
     cache.mkdir(parents=True, exist_ok=True)
     out = []
     for i, f in enumerate(files):
-        if not is_remote(f):
+        if not is_object_store(f):
             out.append(f)
             continue
         local = cache / f"{i:05d}-{f.rsplit('/', 1)[-1]}"
@@ -205,9 +204,7 @@ def _run_to_object_store(
     files: list[str],
     uri: str,
     cfg: DedupJobConfig,
-    master: str | None,
-    spark_conf: dict[str, str] | None,
-    progress: bool,
+    spark: SparkOptions,
     on_changed_input: str | None,
     identities: dict,
 ) -> DedupResult:
@@ -241,7 +238,7 @@ def _run_to_object_store(
     guard_folder(work, "dedup", cfg.to_dict(), cfg.fingerprint(), extra=extra)
     # The local stages too: a work folder left by a run on other content is never resumed.
     guard_inputs(work, files, on_changed_input, lambda _: _start_over(work), identities)
-    result = _run(files, work, cfg, master, spark_conf, progress)
+    result = _run(files, work, cfg, spark)
     for sub in _PUBLISHED_FOLDERS:
         out.store.delete_tree(out.path(sub))
         for f in sorted((work / sub).rglob("*")):

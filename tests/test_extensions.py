@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from core.spark import SparkOptions
 from tests.support.neardup import real_documents
 
 pytestmark = pytest.mark.spark
@@ -87,7 +88,9 @@ def test_a_user_extractor_and_annotator_run_in_the_extract_job(spark, tmp_path, 
     )
     out = tmp_path / "extract"
     warc = warc_dir / "cc-main-2020-34-sample.warc.gz"
-    res = run_extract([str(warc)], str(out), cfg, master=spark.sparkContext.master, progress=False)
+    res = run_extract(
+        [str(warc)], str(out), cfg, spark=SparkOptions(spark.sparkContext.master, progress=False)
+    )
     assert res.ok, res
     docs = pq.read_table(out / "docs").to_pylist()
     assert len(docs) > 10
@@ -161,7 +164,7 @@ def test_a_user_dedup_stage_runs_in_the_dedup_job(spark, tmp_path, monkeypatch, 
         }
     )
     out = tmp_path / "dedup"
-    res = run_dedup(str(inp), str(out), cfg, master=spark.sparkContext.master, progress=False)
+    res = run_dedup(str(inp), str(out), cfg, spark=SparkOptions(spark.sparkContext.master, progress=False))
     stats = json.loads((out / "stats.json").read_text())
     row = next(s for s in stats["stages"] if s["stage"] == "drop_word")
     assert row["drops"] == {"has_word": expected}

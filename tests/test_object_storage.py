@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.files import doc_parquet_uris
+from core.spark import SparkOptions
 from core.storage import ObjectStore, join, local_input
 from tests.support.s3 import s3_env, upload_tree
 
@@ -77,13 +78,18 @@ def local_chain(tmp_path_factory, warc_dir: Path, spark) -> dict:
     root = tmp_path_factory.mktemp("local-chain")
     p = {k: str(root / k) for k in ("extract", "dedup", "scored", "tokens")}
     assert run_extract(
-        [str(warc_dir / w) for w in WARCS], p["extract"], ExtractJobConfig(), progress=False
+        [str(warc_dir / w) for w in WARCS],
+        p["extract"],
+        ExtractJobConfig(),
+        spark=SparkOptions(progress=False),
     ).ok
-    run_dedup(p["extract"], p["dedup"], DedupJobConfig(), progress=False)
+    run_dedup(p["extract"], p["dedup"], DedupJobConfig(), spark=SparkOptions(progress=False))
     scorers = [make_spec("toxicity", TOXICITY)]
-    assert run_score(p["dedup"], p["scored"], None, scorers=scorers, progress=False).ok
+    assert run_score(p["dedup"], p["scored"], None, scorers=scorers, spark=SparkOptions(progress=False)).ok
     p["tokenizer"] = str(train_tokenizer(p["scored"], root / "tok", TokenizerConfig(vocab_size=768)))
-    assert run_tokenize(p["scored"], p["tokenizer"], p["tokens"], source="web", progress=False).manifest
+    assert run_tokenize(
+        p["scored"], p["tokenizer"], p["tokens"], source="web", spark=SparkOptions(progress=False)
+    ).manifest
     return p
 
 
@@ -294,7 +300,9 @@ def test_a_stray_unit_file_is_never_read_downstream(tmp_path, warc_dir, spark, s
     shutil.copy(ex / "docs" / f"{unit}.parquet", ex / "docs" / "stray.parquet")  # real rows, no marker
     scorers = [make_spec("toxicity", TOXICITY)]
     with caplog.at_level(logging.WARNING, logger="core.files"):
-        assert run_score(str(ex), str(tmp_path / "scored"), None, scorers=scorers, progress=False).ok
+        assert run_score(
+            str(ex), str(tmp_path / "scored"), None, scorers=scorers, spark=SparkOptions(progress=False)
+        ).ok
     assert sorted(p.name for p in (tmp_path / "scored" / "docs").iterdir()) == [f"{unit}.parquet"]
     assert "1 file(s) in docs/ without a completion marker in done/ skipped" in caplog.text
     assert "stray.parquet" in caplog.text

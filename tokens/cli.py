@@ -1,7 +1,9 @@
 """Command line of the token jobs: `python -m tokens train-tokenizer|tokenize ...`.
 
 `tokenize` also runs under spark-submit (`spark-submit tokens/__main__.py tokenize ...`);
-`train-tokenizer` is a single process. Exit status (core/cli.py): 0 done; 1 some input files
+`train-tokenizer` is a single process. Both take `--config FILE` and `--set key=value`; tokenize's
+flags `--source`, `--select`, `--eod-token`, `--encoder` are aliases of its keys (tokens/config.py).
+Exit status (core/cli.py): 0 done; 1 some input files
 failed (a rerun retries them); 2 bad input (a config that does not validate, no documents, a
 tokenizer without an EOD token, an output folder made by another config), reported as
 `error: ...` before Spark starts.
@@ -14,11 +16,12 @@ import json
 
 import yaml
 
-from core.cli import add_config_args, add_spark_args, guarded, print_run, setup_logging
+from core.cli import add_config_args, add_spark_args, guarded, load_settings, print_run, setup_logging
 from core.config import ConfigError
 from core.errors import InputError
 from core.safe_yaml import load_yaml
-from core.spark import parse_spark_conf
+from core.spark import SparkOptions
+from tokens.config import TokenizeConfig
 from tokens.job import run_tokenize
 from tokens.tokenizer import ENCODERS, TokenizerConfig, train_tokenizer
 
@@ -42,20 +45,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--tokenizer", required=True, metavar="FILE", help="tokenizer.json (trained here or given)"
     )
     tk.add_argument("--output", required=True, metavar="DIR", help="writes DIR/shards/<source>/")
-    tk.add_argument("--source", default="default", help="source name: the shards/<source> folder")
+    tk.add_argument(
+        "--source", default=None, help="source name: the shards/<source> folder (default: default)"
+    )
     tk.add_argument(
         "--select",
         action="append",
         default=[],
         metavar="COLUMN=CONDITION",
-        help="keep documents where COLUMN matches, e.g. lang=en, 'quality=>= 0.6' (repeatable)",
+        help="keep documents where COLUMN matches, e.g. lang=en, 'quality=>= 0.6' (repeatable; "
+        "alias of --set select.COLUMN=CONDITION)",
     )
     tk.add_argument("--eod-token", default=None, help="end-of-document token of a given tokenizer.json")
     tk.add_argument(
-        "--encoder", default="auto", choices=ENCODERS, help="auto: tiktoken where exact, else Hugging Face"
+        "--encoder",
+        default=None,
+        choices=ENCODERS,
+        help="auto (default): tiktoken where exact, else Hugging Face",
     )
+    add_config_args(tk, "configs/tokenize.yaml", "select.lang=en")
     add_spark_args(tk)
-    tk.add_argument("--no-progress", action="store_true", help="do not print the progress line")
     return parser
 
 
@@ -93,17 +102,18 @@ def parse_select(pairs: list[str]) -> dict[str, object]:
 
 
 def _tokenize(args: argparse.Namespace) -> int:
+    flags = {"source": args.source, "eod_token": args.eod_token, "encoder": args.encoder}
+    cfg = load_settings(TokenizeConfig, args, flags)
+    select = {**cfg.select, **parse_select(args.select)}  # a --select column replaces the config's
     result = run_tokenize(
         args.input,
         args.tokenizer,
         args.output,
-        source=args.source,
-        select=parse_select(args.select),
-        eod_token=args.eod_token,
-        master=args.master,
-        spark_conf=parse_spark_conf(args.spark_conf),
-        encoder=args.encoder,
-        progress=not args.no_progress,
+        source=cfg.source,
+        select=select,
+        eod_token=cfg.eod_token,
+        encoder=cfg.encoder,
+        spark=SparkOptions.from_args(args),
     )
     status = print_run("tokenize", result, f"encoder {result.encoder}")
     if result.manifest:

@@ -40,9 +40,9 @@ from core.files import doc_parquet_uris, parquet_schema, sha256_file
 from core.output import OutputDir, check_disjoint, check_layout
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
 from core.selectors import Selector, SelectorError, parse_selectors, selection_mask, selectors_spec
-from core.spark import check_master
+from core.spark import SparkOptions, check_master
 from core.stats import Stats
-from core.storage import is_remote, join, local_input
+from core.storage import is_object_store, join, local_input
 from tokens.shards import build_manifest, dtype_for_vocab, write_shard_files
 from tokens.tokenizer import build_encoder, load_tokenizer
 
@@ -275,11 +275,13 @@ def run_tokenize(
     source: str = "default",
     select: dict[str, Any] | None = None,
     eod_token: str | None = None,
+    encoder: str = "auto",
+    on_changed_input: str | None = None,
+    *,
+    spark: SparkOptions | None = None,
     master: str | None = None,
     spark_conf: dict[str, str] | None = None,
-    encoder: str = "auto",
-    progress: bool = True,
-    on_changed_input: str | None = None,
+    progress: bool | None = None,
 ) -> TokenizeResult:
     """Tokenize every Parquet file of `input_dir` into `output/shards/<source>/` on Spark.
 
@@ -290,6 +292,7 @@ def run_tokenize(
     input whose content changed since its part was made is refused ("refuse", the default unless
     $REFINERY_ON_CHANGED_INPUT says otherwise) or its part redone ("restart").
     """
+    spark = SparkOptions.given(spark, master, spark_conf, progress)
     if not source or "/" in source or source.startswith("."):
         raise InputError(f"--source must be a plain folder name, got {source!r}")
     selectors = parse_selectors(select or {}, where="--select")
@@ -306,12 +309,12 @@ def run_tokenize(
         raise InputError(str(e)) from None
     encoder_used = enc.backend + (f" ({enc.reason})" if enc.reason else "")
     log.info("tokenize: encoder %s", encoder_used)
-    base = str(output) if is_remote(output) else Path(output).expanduser()
+    base = str(output) if is_object_store(output) else Path(output).expanduser()
     out = OutputDir(join(base, "shards", source), SUBDIRS)
     config = tokenize_config(source, selectors, tok, files)
     fingerprint = config_fingerprint(config)
     units = [(f, part_name(i)) for i, f in enumerate(files)]
-    check_master(master)  # before the folder below is made
+    check_master(spark.master)  # before the folder below is made
     # Guarded here as well as in the runner: the manifest below is removed only from our own folder.
     check_layout(out.root, files=("manifest.json",))
     created = out.prepare("tokenize", config, fingerprint)
@@ -340,7 +343,7 @@ def run_tokenize(
         on_changed_input=on_changed_input,
     )
     try:
-        res = run_per_file(job, units, out.uri, master, spark_conf, progress)
+        res = run_per_file(job, units, out.uri, spark)
     except BaseException:
         if created:  # Spark did not start: no empty folder claims this source for this config
             out.discard()

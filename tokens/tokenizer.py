@@ -252,7 +252,7 @@ PROBE_TEXTS = (
 )
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's byte -> printable character map, which ByteLevel vocabularies are written in."""
     bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     cs = list(bs)
@@ -306,7 +306,7 @@ def _tiktoken_encoding(spec: dict[str, Any], hf: Any) -> tuple[Any | None, str]:
         return None, f"merge {merges[results.index(None)]} makes a token that is not in the vocabulary"
     if any(x >= y for x, y in itertools.pairwise(results)):
         return None, "merge order is not id order (tiktoken ranks merges by result id)"
-    u2b = {c: b for b, c in _bytes_to_unicode().items()}
+    u2b = {c: b for b, c in bytes_to_unicode().items()}
     added = {t["id"] for t in spec.get("added_tokens", [])}
     ranks: dict[bytes, int] = {}
     for tok, i in vocab.items():

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from core.storage import is_remote
+from core.storage import is_object_store
 from trainer import checkpoint as ckpt
 from trainer import checkpoint_remote as remote
 from trainer.config import CheckpointSection
@@ -36,7 +36,7 @@ from trainer.hooks import Hook, StepEnd
 def check_store(cfg: CheckpointSection) -> None:
     """Checkpoints on object storage: the bucket must answer and take a write, or a ConfigError (exit 2)
     now, before the process group starts. Nothing to check for a local folder."""
-    if is_remote(cfg.dir):
+    if is_object_store(cfg.dir):
         remote.check_writable(cfg.dir)
 
 
@@ -59,7 +59,7 @@ class Checkpointer:
 
     def __init__(self, cfg: CheckpointSection, dist, rank: int, world: int, log: Callable[[str], None]):
         self.cfg, self.dist, self.rank, self.world, self.log = cfg, dist, rank, world, log
-        self.uri = cfg.dir if is_remote(cfg.dir) else None
+        self.uri = cfg.dir if is_object_store(cfg.dir) else None
         # where DeepSpeed reads and writes: the checkpoint folder, or for an object store the local
         # staging folder checkpoints are made in and downloaded to (trainer/checkpoint_remote.py)
         self.root: Path | None = (

@@ -39,6 +39,7 @@ from classifiers.score import run_score
 from core.errors import InputError
 from core.fasttext_header import FastTextFileError, check_fasttext_file
 from core.files import sha256_file
+from core.spark import SparkOptions
 
 pytestmark = pytest.mark.security
 
@@ -411,7 +412,7 @@ def test_score_refuses_a_non_string_text_column_before_making_the_folder(quality
     pq.write_table(pa.table({"id": ["a", "b"], "text": column}), tmp_path / "in.parquet")
     out = tmp_path / "scored"
     with pytest.raises(InputError, match=r"column 'text' is .*, not a string column"):
-        run_score(tmp_path / "in.parquet", out, quality_model, progress=False)
+        run_score(tmp_path / "in.parquet", out, quality_model, spark=SparkOptions(progress=False))
     assert not out.exists()
 
 
@@ -421,12 +422,12 @@ def test_score_refuses_a_non_string_lang_column_and_a_hostile_model_before_makin
     pq.write_table(pa.table({"text": ["a b", "c d"], "lang": pa.array([[1], [2]])}), tmp_path / "in.parquet")
     out = tmp_path / "scored"
     with pytest.raises(InputError, match=r"column 'lang' is list<element: int64>"):
-        run_score(tmp_path / "in.parquet", out, quality_model, progress=False)
+        run_score(tmp_path / "in.parquet", out, quality_model, spark=SparkOptions(progress=False))
     assert not out.exists()
     pq.write_table(pa.table({"text": ["a b", "c d"]}), tmp_path / "ok.parquet")
     bad = _folder_with(
         quality_model, tmp_path / "bad", _args((quality_model / "model.bin").read_bytes(), bucket=0)
     )
     with pytest.raises(ModelError, match=r"bucket 0"):
-        run_score(tmp_path / "ok.parquet", out, bad, progress=False)
+        run_score(tmp_path / "ok.parquet", out, bad, spark=SparkOptions(progress=False))
     assert not out.exists()

@@ -29,11 +29,13 @@ import pytest
 import torch
 
 from classifiers.data import iter_jsonl
-from classifiers.lm_archive import check_archive, weights_only_loads
+from classifiers.lm_archive import check_archive
 from classifiers.model import ModelError
 from classifiers.perplexity import PerplexityScorer, read_lm_metadata
 from core.config import ConfigError
 from core.files import sha256_file
+from core.spark import SparkOptions
+from core.weights_only import weights_only_loads
 
 SEQ = 64  # the untrained model's rows: short, so the fast tier stays fast
 
@@ -600,7 +602,9 @@ def test_score_job_writes_perplexity_columns(trained_lm, tmp_path, wiki):
     src.mkdir()
     pq.write_table(pa.table({"id": ["a", "b", "c", "d"], "text": texts, "lang": langs}), src / "p.parquet")
     spec = make_spec("perplexity", str(trained_lm / "model"), {"max_tokens": 256})
-    res = run_score(src, tmp_path / "out", None, master="local[2]", scorers=[spec], progress=False)
+    res = run_score(
+        src, tmp_path / "out", None, scorers=[spec], spark=SparkOptions("local[2]", progress=False)
+    )
     assert not res.failed
     out = pq.read_table(tmp_path / "out" / "docs" / "p.parquet")
     assert out.column_names == ["id", "text", "lang", "perplexity", "perplexity_bpb"]

@@ -16,6 +16,7 @@ from classifiers.model import QualityModel
 from classifiers.score import ScoreJobConfig, score_file
 from classifiers.scorer import Scorer
 from core.output import OutputDir
+from core.spark import SparkOptions
 from core.stage import register
 from curation.schema import DOC_SCHEMA
 
@@ -95,7 +96,7 @@ def test_score_job_on_spark(spark, tmp_path, extract_out, model_dir, positives, 
     from core.output import OutputConflict
 
     master = spark.sparkContext.master
-    res = run_score(extract_out, tmp_path / "scored", model_dir, master=master)
+    res = run_score(extract_out, tmp_path / "scored", model_dir, spark=SparkOptions(master))
     inputs = sorted((extract_out / "docs").glob("*.parquet"))
     assert res.ok and res.inputs == res.processed == len(inputs)
     model = QualityModel(model_dir)
@@ -109,7 +110,7 @@ def test_score_job_on_spark(spark, tmp_path, extract_out, model_dir, positives, 
     assert stats["docs_written"] == total and (tmp_path / "scored" / "_SUCCESS").exists()
     hist = sum(v for k, v in stats["counters"].items() if k.startswith("quality_bin_"))
     assert hist == total
-    again = run_score(extract_out, tmp_path / "scored", model_dir, master=master)
+    again = run_score(extract_out, tmp_path / "scored", model_dir, spark=SparkOptions(master))
     assert again.processed == 0 and again.skipped == len(inputs)  # done markers: nothing redone
     # Another model into the same folder is refused: outputs say which model made them.
     from classifiers.train import train_quality
@@ -118,7 +119,7 @@ def test_score_job_on_spark(spark, tmp_path, extract_out, model_dir, positives, 
     other = tmp_path / "other-model"
     train_quality(positives, [extract_out], other, small_config(seed=7))
     with pytest.raises(OutputConflict):
-        run_score(extract_out, tmp_path / "scored", other, master=master)
+        run_score(extract_out, tmp_path / "scored", other, spark=SparkOptions(master))
 
 
 def test_score_batch_size_zero_refused_before_spark(tmp_path, extract_out, model_dir, capsys):

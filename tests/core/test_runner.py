@@ -13,7 +13,9 @@ import core.runner
 from core.errors import ConfigError, OutputConflict
 from core.output import OutputDir, check_folder_path
 from core.runner import PerFileJob, input_list, run_per_file
-from core.spark import check_master
+from core.spark import SparkOptions, check_master
+
+NO_PROGRESS = SparkOptions(progress=False)
 
 
 def _noop(uri, unit, payload, out_root):  # never called: these runs stop before Spark
@@ -54,7 +56,7 @@ def test_master_forms_spark_accepts(master):
 def test_bad_master_refused_before_the_folder_is_made(tmp_path, master):
     out = tmp_path / "o"
     with pytest.raises(ConfigError, match="is not a Spark master URL"):
-        run_per_file(_job(), [("a", "a")], str(out), master=master)
+        run_per_file(_job(), [("a", "a")], str(out), SparkOptions(master))
     assert not out.exists()
 
 
@@ -62,11 +64,11 @@ def test_failed_spark_start_leaves_no_folder(tmp_path, spark_down):
     """Left behind, the folder claimed by this config refused a corrected command."""
     out = tmp_path / "o"
     with pytest.raises(_SparkDown):
-        run_per_file(_job(), [("a", "a")], str(out), progress=False)
+        run_per_file(_job(), [("a", "a")], str(out), NO_PROGRESS)
     assert not out.exists()
     other = PerFileJob(name="t", config={"k": 2}, fingerprint="f2", process=_noop)
     with pytest.raises(_SparkDown):  # not OutputConflict: the folder did not survive
-        run_per_file(other, [("a", "a")], str(out), progress=False)
+        run_per_file(other, [("a", "a")], str(out), NO_PROGRESS)
 
 
 def _made_by_an_earlier_run(out, units, done=()):
@@ -80,7 +82,7 @@ def test_failed_spark_start_keeps_a_folder_it_did_not_make(tmp_path, spark_down)
     out = tmp_path / "o"
     _made_by_an_earlier_run(out, [("/d/a", "a")])
     with pytest.raises(_SparkDown):
-        run_per_file(_job(), [("/d/a", "a")], str(out), progress=False)
+        run_per_file(_job(), [("/d/a", "a")], str(out), NO_PROGRESS)
     assert (out / "_config.json").exists()
 
 
@@ -90,20 +92,20 @@ def test_other_inputs_refused_same_inputs_resume(tmp_path, spark_down):
     _made_by_an_earlier_run(out, units, done=("a", "b"))
     # the same inputs, in any order: resumed, both skipped (nothing to run, so Spark is not needed)
     for again in (units, units[::-1]):
-        res = run_per_file(_job(), again, str(out), progress=False)
+        res = run_per_file(_job(), again, str(out), NO_PROGRESS)
         assert (res.skipped, res.processed) == (2, 0)
     assert json.loads((out / "_config.json").read_text())["inputs"] == ["/d/a.warc.gz", "/d/b.warc.gz"]
     with pytest.raises(
         OutputConflict, match=r"differs in: inputs\); inputs: 1 added \(/d/c.warc.gz\), 2 removed"
     ):
-        run_per_file(_job(), [("/d/c.warc.gz", "c")], str(out), progress=False)
+        run_per_file(_job(), [("/d/c.warc.gz", "c")], str(out), NO_PROGRESS)
     with pytest.raises(OutputConflict, match=r"inputs: 1 removed \(/d/b.warc.gz\)"):
-        run_per_file(_job(), units[:1], str(out), progress=False)
+        run_per_file(_job(), units[:1], str(out), NO_PROGRESS)
 
 
 def test_job_that_records_its_own_inputs_opts_out(tmp_path):
     out = tmp_path / "o"
-    run_per_file(_job(guard_inputs=False), [], str(out), progress=False)
+    run_per_file(_job(guard_inputs=False), [], str(out), NO_PROGRESS)
     assert "inputs" not in json.loads((out / "_config.json").read_text())
 
 

@@ -12,7 +12,7 @@ import math
 import pyarrow as pa
 import pytest
 
-from core.selectors import _AND, SelectorError, parse_selector, parse_selectors, selection_mask
+from core.selectors import AND_SEPARATOR, SelectorError, parse_selector, parse_selectors, selection_mask
 
 NUMBERS = [-math.inf, -1.0, 0.0, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 1000.0, math.inf, math.nan, None]
 WORDS = ["a", "b", "de", "en", "fr", None]
@@ -50,7 +50,7 @@ CASES = [
 
 def _rows_selected(column: str, cond: str) -> int:
     """What the job would select: the conditions applied as they are, without the static check."""
-    sels = tuple(parse_selector(column, p) for p in _AND.split(cond))
+    sels = tuple(parse_selector(column, p) for p in AND_SEPARATOR.split(cond))
     table = pa.table({column: pa.array(WORDS if column == "w" else NUMBERS)})
     mask, _ = selection_mask(table, sels)
     return sum(mask.to_pylist())
@@ -65,7 +65,7 @@ def test_refused_exactly_when_no_row_can_pass(column, cond, refused):
             parse_selectors({column: cond}, where="sources.web.select")
     else:
         assert selected > 0
-        assert len(parse_selectors({column: cond})) == len(_AND.split(cond))
+        assert len(parse_selectors({column: cond})) == len(AND_SEPARATOR.split(cond))
 
 
 def test_message_names_the_place_the_column_and_the_empty_range():

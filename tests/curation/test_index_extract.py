@@ -22,12 +22,13 @@ import pytest
 from core.errors import InputError
 from core.output import OutputConflict, OutputDir
 from core.runner import run_unit
+from core.spark import SparkOptions
 from curation.ccindex import build_index
 from curation.cli import main
 from curation.config import ExtractJobConfig, FetchConfig
 from curation.index_job import (
-    _plan_bytes,
     open_index,
+    plan_bytes,
     plan_tasks,
     process_index_unit,
     run_index_extract,
@@ -90,7 +91,9 @@ def test_job_equals_whole_file_extraction_of_the_selected_records(spark, index, 
     assert len(expected) >= 5
     out = tmp_path / "out"
     with serving(warc_dir, fail_every=4) as srv:
-        result = run_index_extract(str(index), WHERE, srv.url, str(out), cfg, progress=False)
+        result = run_index_extract(
+            str(index), WHERE, srv.url, str(out), cfg, spark=SparkOptions(progress=False)
+        )
         assert result.ok and result.processed >= 2  # several units of ~60 KB
         assert _docs(out) == expected  # ids, texts, URLs, warc_file/warc_offset: every column
         stats = json.loads((out / "stats.json").read_text())
@@ -104,18 +107,31 @@ def test_job_equals_whole_file_extraction_of_the_selected_records(spark, index, 
         assert cfg.fingerprint() == ExtractJobConfig().fingerprint()  # fetching is not in it
 
         srv.reset_counts()
-        again = run_index_extract(str(index), WHERE, srv.url, str(out), cfg, progress=False)
+        again = run_index_extract(
+            str(index), WHERE, srv.url, str(out), cfg, spark=SparkOptions(progress=False)
+        )
         assert again.processed == 0 and again.skipped == result.processed and srv.requests == 0
         marker = sorted((out / "done").glob("index-*.json"))[0]
         marker.unlink()
-        resumed = run_index_extract(str(index), WHERE, srv.url, str(out), cfg, progress=False)
+        resumed = run_index_extract(
+            str(index), WHERE, srv.url, str(out), cfg, spark=SparkOptions(progress=False)
+        )
         assert resumed.processed == 1 and resumed.ok and (out / "_SUCCESS").exists()
         assert _docs(out) == expected  # nothing lost or duplicated
 
         with pytest.raises(OutputConflict, match="where"):
-            run_index_extract(str(index), "content_languages = 'deu'", srv.url, str(out), cfg, progress=False)
+            run_index_extract(
+                str(index),
+                "content_languages = 'deu'",
+                srv.url,
+                str(out),
+                cfg,
+                spark=SparkOptions(progress=False),
+            )
         with pytest.raises(OutputConflict, match="warc_base"):
-            run_index_extract(str(index), WHERE, str(warc_dir), str(out), cfg, progress=False)
+            run_index_extract(
+                str(index), WHERE, str(warc_dir), str(out), cfg, spark=SparkOptions(progress=False)
+            )
 
     # on the Spark path an empty selection is known after Spark's scan: the same error, no folder
     empty = tmp_path / "empty"
@@ -132,7 +148,7 @@ def _plan_units(index: Path, where: str, base: str, out: Path, task_bytes: int) 
     folder.prepare("extract", cfg.to_dict(), cfg.fingerprint())
     units = []
     for unit, rows in tasks:
-        folder.store.write_bytes(folder.path("plan", f"{unit}.parquet"), _plan_bytes(rows))
+        folder.store.write_bytes(folder.path("plan", f"{unit}.parquet"), plan_bytes(rows))
         units.append((folder.path("plan", f"{unit}.parquet"), unit))
     return units
 

@@ -19,8 +19,8 @@ import pytest
 from core.errors import InputError
 from curation.ccindex import build_index
 from curation.index_job import (
-    _plan_bytes,
     open_index,
+    plan_bytes,
     plan_tasks,
     select_on_spark,
     select_records,
@@ -105,7 +105,7 @@ def test_spark_plan_equals_driver_plan(spark, indexes, tmp_path, name, where, ta
     assert sorted(p.name for p in plan_dir.iterdir()) == sorted(f"{u}.parquet" for u, _ in want)
     for unit, rows in want:
         # the very bytes the driver path writes (so a rerun on the other path finds the same plans)
-        assert (plan_dir / f"{unit}.parquet").read_bytes() == _plan_bytes(rows), unit
+        assert (plan_dir / f"{unit}.parquet").read_bytes() == plan_bytes(rows), unit
     if name == "layout":
         assert set(pq.read_table(plan_dir / f"{want[0][0]}.parquet")["crawl"].to_pylist()) == {
             "CC-MAIN-LOCAL"

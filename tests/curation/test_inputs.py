@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from curation.inputs import InputError, local_copy, resolve_inputs
+from core.storage import local_input
+from curation.inputs import InputError, resolve_inputs
 
 
 def test_glob_and_dir(warc_dir):
@@ -60,7 +61,7 @@ def http_server(warc_dir):
 def test_remote_fetch_over_http(http_server, warc_dir):
     uri = f"{http_server}/cc-main-2020-34-sample.warc.gz"
     assert resolve_inputs([uri]) == [uri]
-    with local_copy(uri) as path:
+    with local_input(uri) as path:
         data = Path(path).read_bytes()
     assert data == (warc_dir / "cc-main-2020-34-sample.warc.gz").read_bytes()
 
@@ -68,7 +69,7 @@ def test_remote_fetch_over_http(http_server, warc_dir):
 def test_remote_missing_raises_after_retries(http_server):
     with (
         pytest.raises(OSError, match="failed after 1 attempts"),
-        local_copy(f"{http_server}/nope.warc.gz", retries=1),
+        local_input(f"{http_server}/nope.warc.gz", retries=1),
     ):
         pass
 
@@ -94,8 +95,8 @@ def test_a_failed_download_is_retried_and_the_copy_is_whole(warc_dir, caplog):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         with (
-            caplog.at_level("WARNING", logger="curation.inputs"),
-            local_copy(f"http://127.0.0.1:{srv.server_address[1]}/{name}", retries=2) as path,
+            caplog.at_level("WARNING", logger="core.storage"),
+            local_input(f"http://127.0.0.1:{srv.server_address[1]}/{name}", retries=2) as path,
         ):
             data = Path(path).read_bytes()
     finally:

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.output import OutputConflict
+from core.spark import SparkOptions
 from curation.config import ExtractJobConfig
 from curation.job import run_extract
 from curation.pipeline import process_file
@@ -45,7 +46,7 @@ def _inputs(warc_dir) -> list[str]:
 @pytest.fixture(scope="module")
 def job_out(spark, warc_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("job") / "out"
-    result = run_extract(_inputs(warc_dir), str(out), CFG, progress=False)
+    result = run_extract(_inputs(warc_dir), str(out), CFG, spark=SparkOptions(progress=False))
     return out, result
 
 
@@ -70,7 +71,7 @@ def test_job_outputs_match_direct_runs(job_out, warc_dir, tmp_path):
 def test_rerun_skips_finished_files(job_out, warc_dir):
     out, _ = job_out
     before = _docs(out)
-    again = run_extract(_inputs(warc_dir), str(out), CFG, progress=False)
+    again = run_extract(_inputs(warc_dir), str(out), CFG, spark=SparkOptions(progress=False))
     assert again.processed == 0 and again.skipped == len(FILES)
     assert _docs(out) == before
 
@@ -79,7 +80,7 @@ def test_other_config_is_refused(job_out, warc_dir):
     out, _ = job_out
     other = ExtractJobConfig.from_dict({"langid": {"threshold": 0.5}})
     with pytest.raises(OutputConflict, match=r"langid\.threshold"):
-        run_extract(_inputs(warc_dir), str(out), other, progress=False)
+        run_extract(_inputs(warc_dir), str(out), other, spark=SparkOptions(progress=False))
 
 
 def _cli(*args, **kw):
@@ -152,11 +153,18 @@ def test_other_input_list_is_refused_same_list_resumes(job_out, warc_dir):
     out, _ = job_out
     before = sorted(p.name for p in (out / "docs").iterdir())
     with pytest.raises(OutputConflict, match=r"differs in: inputs\); inputs: 1 added \(.*BL-2014"):
-        run_extract([*_inputs(warc_dir), str(warc_dir / FILES_OTHER)], str(out), CFG, progress=False)
+        run_extract(
+            [*_inputs(warc_dir), str(warc_dir / FILES_OTHER)],
+            str(out),
+            CFG,
+            spark=SparkOptions(progress=False),
+        )
     with pytest.raises(OutputConflict, match=r"inputs: \d+ removed"):
-        run_extract(_inputs(warc_dir)[:2], str(out), CFG, progress=False)
+        run_extract(_inputs(warc_dir)[:2], str(out), CFG, spark=SparkOptions(progress=False))
     assert sorted(p.name for p in (out / "docs").iterdir()) == before
-    again = run_extract(_inputs(warc_dir)[::-1], str(out), CFG, progress=False)  # order is not a change
+    again = run_extract(
+        _inputs(warc_dir)[::-1], str(out), CFG, spark=SparkOptions(progress=False)
+    )  # order is not a change
     assert again.processed == 0 and again.skipped == len(FILES)
 
 

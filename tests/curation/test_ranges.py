@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.output import OutputConflict, OutputDir, unit_name
+from core.spark import SparkOptions
 from core.stats import Stats
 from curation.config import ExtractJobConfig, ReaderConfig
 from curation.job import run_extract
@@ -251,7 +252,7 @@ def test_job_runs_ranges_as_units_and_resumes(spark, warc_dir, tmp_path):
     cfg = ExtractJobConfig().replace(reader=ReaderConfig(split_bytes=SPLIT))
     uris = [str(warc_dir / f) for f in JOB_FILES]
     out = tmp_path / "out"
-    result = run_extract(uris, str(out), cfg, progress=False)
+    result = run_extract(uris, str(out), cfg, spark=SparkOptions(progress=False))
     n_units = len([x for u in uris for x in split_units(u, unit_name(u), SPLIT)])
     assert result.ok and result.processed == n_units > len(uris)
     assert cfg.fingerprint() == ExtractJobConfig().fingerprint()  # the split is not in it
@@ -265,17 +266,17 @@ def test_job_runs_ranges_as_units_and_resumes(spark, warc_dir, tmp_path):
     whole = [OutputDir(direct).read_stats(unit_name(u)) for u in uris]
     assert _funnel([json.loads((out / "stats.json").read_text())]) == _funnel(whole)
 
-    again = run_extract(uris, str(out), cfg, progress=False)
+    again = run_extract(uris, str(out), cfg, spark=SparkOptions(progress=False))
     assert again.processed == 0 and again.skipped == n_units
     marker = sorted((out / "done").glob("*@*.json"))[1]
     marker.unlink()
-    resumed = run_extract(uris, str(out), cfg, progress=False)
+    resumed = run_extract(uris, str(out), cfg, spark=SparkOptions(progress=False))
     assert resumed.processed == 1 and resumed.ok and (out / "_SUCCESS").exists()
     assert _rows(out, "docs") == _rows(direct, "docs")
 
     other = ExtractJobConfig().replace(reader=ReaderConfig(split_bytes=SPLIT * 2))
     with pytest.raises(OutputConflict, match="split_bytes"):
-        run_extract(uris, str(out), other, progress=False)
+        run_extract(uris, str(out), other, spark=SparkOptions(progress=False))
 
 
 def test_folder_made_before_ranges_keeps_whole_units(warc_dir, tmp_path):
@@ -286,6 +287,6 @@ def test_folder_made_before_ranges_keeps_whole_units(warc_dir, tmp_path):
     OutputDir(out).prepare("extract", cfg.to_dict(), cfg.fingerprint(), {"inputs": sorted(uris)})
     for u in uris:
         assert process_file(u, cfg, str(out))["status"] == "done"
-    result = run_extract(uris, str(out), cfg, progress=False)
+    result = run_extract(uris, str(out), cfg, spark=SparkOptions(progress=False))
     assert result.processed == 0 and result.skipped == len(uris) and result.ok
     assert not list((out / "docs").glob("*@*"))

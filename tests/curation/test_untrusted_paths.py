@@ -25,13 +25,14 @@ import pytest
 from core.errors import InputError
 from core.output import OutputDir
 from core.runner import run_unit
+from core.spark import SparkOptions
 from curation.ccindex import build_index
 from curation.cli import main
 from curation.config import ExtractJobConfig, FetchConfig
 from curation.index_job import (
     REFUSED,
-    _plan_bytes,
     open_index,
+    plan_bytes,
     plan_tasks,
     process_index_unit,
     run_index_extract,
@@ -237,7 +238,7 @@ def _plan(index: Path, base: str, out: Path) -> tuple[str, str]:
     folder = OutputDir(out, ("docs", "rejected", "stats", "done", "plan"))
     cfg = ExtractJobConfig()
     folder.prepare("extract", cfg.to_dict(), cfg.fingerprint())
-    folder.store.write_bytes(folder.path("plan", f"{unit}.parquet"), _plan_bytes(rows))
+    folder.store.write_bytes(folder.path("plan", f"{unit}.parquet"), plan_bytes(rows))
     return folder.path("plan", f"{unit}.parquet"), unit
 
 
@@ -296,7 +297,9 @@ def test_on_spark_hostile_rows_are_counted_not_fetched(site, tmp_path, spark):
         index = _index_naming(site, tmp_path / "mixed.parquet", f"../outside/{NAME}", every=2)
         hostile = sum(1 for f in pq.read_table(index)["warc_filename"].to_pylist() if f.startswith(".."))
         out = tmp_path / "out"
-        result = run_index_extract(str(index), WHERE, good.url, str(out), cfg, progress=False)
+        result = run_index_extract(
+            str(index), WHERE, good.url, str(out), cfg, spark=SparkOptions(progress=False)
+        )
         assert result.ok
         assert trap.requests == 0
     stats = json.loads((out / "stats.json").read_text())

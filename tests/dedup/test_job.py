@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.errors import InputError, OutputConflict
+from core.spark import SparkOptions
 from dedup import job
 from dedup.config import DedupJobConfig
 from dedup.job import resolve_input, run_dedup
@@ -111,7 +112,9 @@ def _read(out: Path) -> list[dict]:
 def first_run(spark, corpus, tmp_path_factory):
     folder, *_ = corpus
     out = tmp_path_factory.mktemp("dedup-out") / "run1"
-    result = run_dedup(str(folder), str(out), DedupJobConfig.from_dict(CFG), progress=False)
+    result = run_dedup(
+        str(folder), str(out), DedupJobConfig.from_dict(CFG), spark=SparkOptions(progress=False)
+    )
     return out, result
 
 
@@ -200,7 +203,7 @@ def test_lines_max_fraction_raises_the_bar(spark, corpus, tmp_path):
     folder, _, plan, boiler = corpus
     out = tmp_path / "frac"
     cfg = {**CFG, "lines": {**CFG["lines"], "max_fraction": 0.9}}
-    run_dedup(str(folder), str(out), DedupJobConfig.from_dict(cfg), progress=False)
+    run_dedup(str(folder), str(out), DedupJobConfig.from_dict(cfg), spark=SparkOptions(progress=False))
     info = json.loads((out / "stages" / "lines.json").read_text())
     stats = json.loads((out / "stats.json").read_text())
     surviving = next(st["docs_out"] for st in stats["stages"] if st["stage"] == "cluster")
@@ -227,13 +230,15 @@ def test_rerun_is_deterministic_and_resumes(first_run, corpus, tmp_path):
     out1, _ = first_run
     folder, *_ = corpus
     out2 = tmp_path / "run2"
-    run_dedup(str(folder), str(out2), DedupJobConfig.from_dict(CFG), progress=False)
+    run_dedup(str(folder), str(out2), DedupJobConfig.from_dict(CFG), spark=SparkOptions(progress=False))
     assert _read(out2) == _read(out1)
     # A crash after minhash: later markers and outputs are gone. The rerun resumes there.
     for name in ("cluster", "lines", "output"):
         (out2 / "stages" / f"{name}.json").unlink()
     shutil.rmtree(out2 / "docs")
-    again = run_dedup(str(folder), str(out2), DedupJobConfig.from_dict(CFG), progress=False)
+    again = run_dedup(
+        str(folder), str(out2), DedupJobConfig.from_dict(CFG), spark=SparkOptions(progress=False)
+    )
     assert again.resumed == ["prepare", "ids", "exact", "url", "minhash"]
     assert _read(out2) == _read(out1)
     with pytest.raises(OutputConflict, match="lines"):
@@ -278,7 +283,7 @@ def test_verified_removals_are_checked_against_the_kept_document(spark, data_dir
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "chains.parquet")
     out = tmp_path / "out"
     cfg = DedupJobConfig.from_dict({**CFG, "minhash": mh.to_dict(), "lines": {"enabled": False}})
-    run_dedup(str(tmp_path / "chains.parquet"), str(out), cfg, progress=False)
+    run_dedup(str(tmp_path / "chains.parquet"), str(out), cfg, spark=SparkOptions(progress=False))
     kept = {r["id"]: r for r in _read(out)}
     removed = {r["id"]: r for r in pq.read_table(out / "removed_ids").to_pylist()}
     text = {r["id"]: r["text"] for r in rows}
@@ -319,7 +324,7 @@ def test_giant_cluster(spark, data_dir, tmp_path):
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "giant.parquet")
     out = tmp_path / "out"
     cfg = DedupJobConfig.from_dict({**CFG, "lines": {"enabled": False}})
-    result = run_dedup(str(tmp_path / "giant.parquet"), str(out), cfg, progress=False)
+    result = run_dedup(str(tmp_path / "giant.parquet"), str(out), cfg, spark=SparkOptions(progress=False))
     kept = _read(out)
     assert len(kept) == 1
     assert kept[0]["dup_cluster_size"] == 10_000  # exact copies folded in count too
@@ -399,7 +404,7 @@ def test_the_stage_list_drives_markers_and_funnel(spark, corpus, tmp_path, monke
     monkeypatch.setattr(job, "STAGES", tuple(stages))
     out = tmp_path / "listed"
     cfg = DedupJobConfig.from_dict({**CFG, "url": {"enabled": False}})
-    result = run_dedup(str(folder), str(out), cfg, progress=False)
+    result = run_dedup(str(folder), str(out), cfg, spark=SparkOptions(progress=False))
     markers = sorted(p.stem for p in (out / "stages").glob("*.json"))
     assert markers == sorted(["prepare", "ids", "exact", "planted", "minhash", "cluster", "lines", "output"])
     assert not (out / "stages" / "url").exists()
@@ -430,7 +435,12 @@ def test_null_id_is_a_counted_drop(spark, data_dir, tmp_path):
     rows.append({**_row(90, ""), "id": None})  # no id and no text: the text reason comes first
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
     out = tmp_path / "out"
-    result = run_dedup(str(tmp_path / "in.parquet"), str(out), DedupJobConfig.from_dict(CFG), progress=False)
+    result = run_dedup(
+        str(tmp_path / "in.parquet"),
+        str(out),
+        DedupJobConfig.from_dict(CFG),
+        spark=SparkOptions(progress=False),
+    )
     kept = pq.read_table(out / "docs").to_pylist()
     assert all(r["id"] is not None and r["dup_cluster"] is not None for r in kept)
     assert sorted(r["id"] for r in kept) == sorted(r["id"] for r in rows if r["id"] is not None)

@@ -21,6 +21,7 @@ import pytest
 
 from core.errors import OutputConflict
 from core.output import OutputDir, unit_name
+from core.spark import SparkOptions
 from curation.config import ExtractJobConfig
 from curation.pipeline import process_file
 from dedup import job
@@ -68,7 +69,9 @@ def test_dedup_killed_after_exact_then_input_rewritten(spark, data_dir, tmp_path
     with monkeypatch.context() as m:
         m.setattr(job, "STAGES", tuple(stages))
         with pytest.raises(_Killed):
-            job.run_dedup(str(inp), str(out), DedupJobConfig.from_dict(CFG), progress=False)
+            job.run_dedup(
+                str(inp), str(out), DedupJobConfig.from_dict(CFG), spark=SparkOptions(progress=False)
+            )
     assert sorted(p.stem for p in (out / "stages").glob("*.json")) == ["exact", "ids", "prepare"]
 
     _write(inp / "b.parquet", [f"b{i}" for i in range(30)], new_b)  # same name, other texts
@@ -88,20 +91,26 @@ def test_dedup_killed_after_exact_then_input_rewritten(spark, data_dir, tmp_path
     (inp / "b.parquet").write_bytes(bytes(data))
     os.utime(inp / "b.parquet", ns=(st.st_atime_ns, st.st_mtime_ns))
     with pytest.raises(OutputConflict, match=r"b\.parquet \(.*content differs"):
-        job.run_dedup(str(inp), str(out), DedupJobConfig.from_dict(CFG), progress=False)
+        job.run_dedup(str(inp), str(out), DedupJobConfig.from_dict(CFG), spark=SparkOptions(progress=False))
     _write(inp / "b.parquet", [f"b{i}" for i in range(30)], new_b)
 
     again = job.run_dedup(
-        str(inp), str(out), DedupJobConfig.from_dict(CFG), progress=False, on_changed_input="restart"
+        str(inp),
+        str(out),
+        DedupJobConfig.from_dict(CFG),
+        spark=SparkOptions(progress=False),
+        on_changed_input="restart",
     )
     assert again.resumed == []  # every stage redone: prepare read the old b.parquet
     clean = tmp_path / "clean"
-    job.run_dedup(str(inp), str(clean), DedupJobConfig.from_dict(CFG), progress=False)
+    job.run_dedup(str(inp), str(clean), DedupJobConfig.from_dict(CFG), spark=SparkOptions(progress=False))
     assert _docs(out) == _docs(clean)
     assert {t for i, t in _docs(out) if i.startswith("b")} <= set(new_b)
     assert again.docs_in == 60 and (out / "_SUCCESS").exists()
     # the restarted folder now resumes as any other
-    assert job.run_dedup(str(inp), str(out), DedupJobConfig.from_dict(CFG), progress=False).resumed
+    assert job.run_dedup(
+        str(inp), str(out), DedupJobConfig.from_dict(CFG), spark=SparkOptions(progress=False)
+    ).resumed
 
 
 @pytest.mark.spark
@@ -118,16 +127,16 @@ def test_extract_warc_replaced_under_the_same_name(spark, warc_dir, tmp_path, mo
         shutil.copy(warc_dir / name, inp / name)
     uris = sorted(str(p) for p in inp.iterdir())
     out = tmp_path / "out"
-    first = run_extract([str(inp)], str(out), cfg, progress=False)
+    first = run_extract([str(inp)], str(out), cfg, spark=SparkOptions(progress=False))
     assert first.ok and first.processed == 2
 
     replaced = str(inp / "cc-main-2024-22-whirlwind.warc.gz")
     shutil.copy(warc_dir / "crawl-2024-sample-0001.warc.gz", replaced)
     with pytest.raises(OutputConflict, match=r"cc-main-2024-22-whirlwind\.warc\.gz \(size"):
-        run_extract([str(inp)], str(out), cfg, progress=False)
+        run_extract([str(inp)], str(out), cfg, spark=SparkOptions(progress=False))
 
     monkeypatch.setenv("REFINERY_ON_CHANGED_INPUT", "restart")
-    again = run_extract([str(inp)], str(out), cfg, progress=False)
+    again = run_extract([str(inp)], str(out), cfg, spark=SparkOptions(progress=False))
     assert again.ok and (again.skipped, again.processed) == (1, 1)
     clean = tmp_path / "clean"
     OutputDir(clean).prepare("extract", cfg.to_dict(), cfg.fingerprint())

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,16 +23,11 @@ import yaml
 from tests.mixtures.corpus import build_corpus, build_source
 from tests.support.shared_data import REPO_ROOT, shared_data_dir
 from tokens.tokenizer import TokenizerConfig, train_tokenizer
+from trainer.launch import free_port
 
 pytestmark = pytest.mark.faults
 
 JVM_LOG = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) ")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _interrupt_when(
@@ -76,7 +70,7 @@ def test_trainer_interrupted_between_steps_exits_130_and_leaves_its_process_grou
     cfg["logging"].update(dir=str(tmp_path / "log"), tensorboard=False, every=1, sample_tokens=0)
     cfg["eval"].update(sequences_per_source=0, every=0)
     (tmp_path / "train.yaml").write_text(yaml.safe_dump(cfg))
-    port = _free_port()
+    port = free_port()
     # one rank as the launcher starts it: RANK/WORLD_SIZE/MASTER_* set, so init_distributed makes a gloo group
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "RANK": "0", "WORLD_SIZE": "1",
            "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip

@@ -23,13 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from trainer.launch import free_port
+
 __all__ = ["S3Server", "s3_env", "upload_tree"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class S3Server:
@@ -38,7 +34,7 @@ class S3Server:
             "moto.server", reason="moto[server] is a test dependency: pip install -e '.[test]'"
         )
         self._cls = moto_server.ThreadedMotoServer
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._server = None
 

@@ -30,8 +30,8 @@ from tokens.job import TokenizeTask, run_tokenize, tokenize_file
 from tokens.tokenizer import (
     PROBE_TEXTS,
     TokenizerConfig,
-    _bytes_to_unicode,
     build_encoder,
+    bytes_to_unicode,
     load_tokenizer,
     train_tokenizer,
 )
@@ -108,7 +108,7 @@ def test_identical_ids_on_random_token_concatenations(texts_and_tok):
     # result" (tiktoken) and "merge by rule order" (HF) could part ways.
     _, _, tok = texts_and_tok
     fast, slow = _encoders(tok)
-    u2b = {c: b for b, c in _bytes_to_unicode().items()}
+    u2b = {c: b for b, c in bytes_to_unicode().items()}
     vocab = json.loads(tok.read_text())["model"]["vocab"]
     pieces = [bytes(u2b[c] for c in t) for t, i in vocab.items() if i > 1]  # not the 2 specials
     rng = random.Random(0)
@@ -219,7 +219,7 @@ def test_merge_order_check_is_needed(texts_and_tok):
     spec = json.loads(tok_path.read_text())
     _swap_first_merges(spec)
     slow = build_encoder(json.dumps(spec))
-    u2b = {c: b for b, c in _bytes_to_unicode().items()}
+    u2b = {c: b for b, c in bytes_to_unicode().items()}
     ranks = {bytes(u2b[c] for c in t): i for t, i in spec["model"]["vocab"].items() if i > 1}
     naive = tiktoken.Encoding("naive", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
     sample = texts[:50]

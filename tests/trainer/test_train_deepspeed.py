@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +39,7 @@ import yaml
 from tests.mixtures.corpus import build_corpus, build_source
 from tokens.tokenizer import TokenizerConfig, train_tokenizer
 from trainer.faults import ENV_VAR as FAULTS_ENV
+from trainer.launch import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -58,17 +58,11 @@ DUMPS = [15, 25]  # steps whose full optimizer state the runs dump (trainer/faul
 ELASTIC_REL = 1e-6
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(
     cfg_path: Path, *overrides: str, procs: int = 2, check: bool = True, faults: dict | None = None
 ) -> subprocess.CompletedProcess:
     """The real launcher; `faults` (trainer/faults.py) reach every rank through the environment."""
-    port = _free_port()
+    port = free_port()
     cmd = [str(DEEPSPEED), "--num_gpus", str(procs), "--master_port", str(port)]
     cmd += ["trainer/train.py", "--config", str(cfg_path), *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
