@@ -67,6 +67,9 @@ class PerFileJob:
     on_changed_input: str | None = None
     """An input whose content changed since its units were made: "refuse" (OutputConflict) or
     "restart" (its units are redone); None: $REFINERY_ON_CHANGED_INPUT, else "refuse"."""
+    units_are_plans: bool = False
+    """The units' files are plans this job wrote into its own output folder (index extraction): they
+    may sit inside the output, and their content is derived from `guard_extra`, which is what is guarded."""
 
 
 @dataclass
@@ -117,14 +120,16 @@ def run_per_file(
     """Run the units (input, unit name) of `job` that are not done yet, one Spark task each."""
     spark = spark or SparkOptions()
     check_master(spark.master)  # before a folder is made or a JVM started
-    check_disjoint(output, files=[u for u, _ in units])  # an input inside the output: refused
+    if not job.units_are_plans:
+        check_disjoint(output, files=[u for u, _ in units])  # an input inside the output: refused
     out = OutputDir(output, job.subdirs)
     extra = {"inputs": input_list(units)} if job.guard_inputs else {}
     # OutputConflict before Spark; the same inputs resume (done units are skipped below)
     created = out.prepare(job.name, job.config, job.fingerprint, {**extra, **(job.guard_extra or {})})
     # ... if their content is the same too: a unit made from other bytes is refused or redone
     try:
-        out.guard_inputs(units, job.on_changed_input)
+        if not job.units_are_plans:
+            out.guard_inputs(units, job.on_changed_input)
     except BaseException:
         if created:  # an unreadable input: no folder left claiming this config
             out.discard()
