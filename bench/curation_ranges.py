@@ -3,7 +3,7 @@
 The shared data has no large WARC, so one is built in a temporary folder (never in the repo) by
 concatenating the shared per-record-gzip WARCs (real pages) until it reaches --size-mb: gzip
 members concatenate into a valid multi-member file. It is then extracted by the real job,
-`curation.job.run_extract(..., master=local[<cores>])`, once per `reader.split_bytes` setting,
+`curation.job.run_extract(..., spark=<local[cores]>)`, once per `reader.split_bytes` setting,
 the settings interleaved in each repeat, on one warm SparkSession (started first, with a trivial
 job that starts Spark's Python workers, as bench/curation_throughput.py does).
 
@@ -77,13 +77,14 @@ def start_spark(cores: int) -> set[int]:
 
 
 def run_once(warc: str, split: int | None, cores: int, out: Path, spark_pids: set[int]) -> dict:
+    from core.spark import SparkOptions
     from curation.job import run_extract
 
     cfg = ExtractJobConfig().replace(reader=ReaderConfig(split_bytes=split))
     roots = {os.getpid(), *spark_pids}
     load = os.getloadavg()[0]
     c0, t0 = tree_cpu_seconds(roots), time.time()
-    res = run_extract([warc], str(out), cfg, master=f"local[{cores}]", progress=False)
+    res = run_extract([warc], str(out), cfg, spark=SparkOptions(f"local[{cores}]", progress=False))
     wall, cpu = time.time() - t0, tree_cpu_seconds(roots) - c0
     tasks = our_tasks(out, t0)
     ends = sorted(e for _, e in tasks)

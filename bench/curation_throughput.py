@@ -11,7 +11,7 @@ of cores, in one process tree:
   (b) ours/pool   `curation.pipeline.process_file(uri, cfg, out_root)` mapped over the files by a
                   multiprocessing Pool(<cores>) (forkserver, one file per task): our per-file work
                   with no Spark in it.
-  (c) ours/spark  the real job, `curation.job.run_extract(files, out, cfg, master=local[<cores>])`.
+  (c) ours/spark  the real job, `curation.job.run_extract(files, out, cfg, spark=<local[cores]>)`.
                   The SparkSession is started first, with a trivial job that starts Spark's Python
                   workers; both are timed and reported apart. The Spark row excludes them (a warm
                   session, as on a cluster), the "incl. startup" row adds them back (a cold
@@ -431,11 +431,12 @@ def start_spark(cores: int) -> tuple[float, float, set[int]]:
 
 
 def run_spark(files: list[str], cfg: ExtractJobConfig, cores: int, out: Path, spark_pids) -> Run:
+    from core.spark import SparkOptions
     from curation.job import run_extract
 
     roots = {os.getpid(), *spark_pids}
     c0, t0 = tree_cpu_seconds(roots), time.time()
-    res = run_extract(files, str(out), cfg, master=f"local[{cores}]", progress=False)
+    res = run_extract(files, str(out), cfg, spark=SparkOptions(f"local[{cores}]", progress=False))
     wall, cpu = time.time() - t0, tree_cpu_seconds(roots) - c0
     stats = json.loads((out / "stats.json").read_text())
     failed = [f"{f['input']}: {f['error']}" for f in res.failed]

@@ -157,6 +157,7 @@ def spark_clusters(corpus: list[str], threshold: float, configs: list[tuple[str,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from core.spark import SparkOptions
     from dedup.config import DedupJobConfig
     from dedup.job import run_dedup
 
@@ -178,7 +179,7 @@ def spark_clusters(corpus: list[str], threshold: float, configs: list[tuple[str,
             )
             out = f"{tmp}/{abs(hash(name))}"
             t0 = time.perf_counter()
-            run_dedup(f"{tmp}/in.parquet", out, cfg, progress=False)
+            run_dedup(f"{tmp}/in.parquet", out, cfg, spark=SparkOptions(progress=False))
             secs = time.perf_counter() - t0
             label = {r["id"]: r["dup_cluster"] for r in pq.read_table(f"{out}/docs").to_pylist()}
             for r in pq.read_table(f"{out}/removed_ids").to_pylist():

@@ -130,6 +130,7 @@ class TreeRss:
 
 
 def run_ours(inp: Path, work: Path, cores: int, full: bool) -> dict:
+    from core.spark import SparkOptions
     from dedup.config import DedupJobConfig
     from dedup.job import run_dedup
 
@@ -153,9 +154,7 @@ def run_ours(inp: Path, work: Path, cores: int, full: bool) -> dict:
             str(inp),
             str(out),
             DedupJobConfig.from_dict(cfg),
-            master=f"local[{cores}]",
-            spark_conf=conf,
-            progress=False,
+            spark=SparkOptions(f"local[{cores}]", conf, progress=False),
         )
         wall = time.perf_counter() - t0
     info = json.loads((out / "stats.json").read_text())

@@ -87,12 +87,14 @@ def bench_core(docs: Path, tok, out: Path, mode: str) -> tuple[float, float, int
 
 
 def bench_spark(docs: Path, tok_path: str, out: Path, mode: str) -> tuple[float, float, float, int, str]:
-    from core.spark import get_spark
+    from core.spark import SparkOptions, get_spark
     from tokens.job import run_tokenize
 
     get_spark("local[1]", "bench-tokenize", {"spark.ui.enabled": "false"})
     t0 = time.perf_counter()
-    res = run_tokenize(str(docs), tok_path, str(out), source="b", master="local[1]", encoder=mode)
+    res = run_tokenize(
+        str(docs), tok_path, str(out), source="b", encoder=mode, spark=SparkOptions("local[1]")
+    )
     wall = time.perf_counter() - t0
     assert res.ok and res.manifest
     marks = [json.loads(p.read_text()) for p in (out / "shards" / "b" / "stats").glob("*.json")]

@@ -45,7 +45,7 @@ from core.errors import ConfigError, InputError
 from core.files import doc_parquet_uris, parquet_schema
 from core.output import OutputDir, check_disjoint
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
-from core.spark import SparkOptions
+from core.spark import DEFAULT_SPARK, SparkOptions
 from core.stats import Stats
 from core.storage import is_object_store, local_input
 
@@ -312,14 +312,10 @@ def run_score(
     batch_size: int = 1024,
     scorers: list[ScorerSpec] = (),
     *,
-    spark: SparkOptions | None = None,
-    master: str | None = None,
-    spark_conf: dict[str, str] | None = None,
-    progress: bool | None = None,
+    spark: SparkOptions = DEFAULT_SPARK,
 ) -> RunResult:
     """Score every Parquet file of `input_dir` on Spark with the quality model (`model_dir`) and/or
     `scorers` (classifiers.scorer.make_spec); DataError/ModelError/OutputConflict up front."""
-    spark = SparkOptions.given(spark, master, spark_conf, progress)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         # 0 would start Spark and fail every input on its first read
         raise ConfigError(f"--batch-size must be a positive integer, got {batch_size!r}")

@@ -36,6 +36,7 @@ from core.stats import funnel_table
 __all__ = [
     "INTERRUPTED",
     "add_config_args",
+    "add_set_arg",
     "add_spark_args",
     "guarded",
     "handle_interrupts",
@@ -90,13 +91,19 @@ def add_config_args(
     """`--config FILE` and repeatable `--set section.key=value` overrides (core/config.py), into
     `args.config` and `args.overrides`."""
     parser.add_argument("--config", default=None, metavar="FILE", help=f"YAML config (see {example})")
+    add_set_arg(parser, set_example)
+
+
+def add_set_arg(parser: argparse.ArgumentParser, example: str) -> None:
+    """Repeatable `--set section.key=value` alone, into `args.overrides`: for a command whose settings
+    file is not `--config` (`mixtures plan RECIPE`)."""
     parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="SECTION.KEY=VALUE",
-        help=f"override one config value, e.g. {set_example} (repeatable; YAML values)",
+        help=f"override one config value, e.g. {example} (repeatable; YAML values)",
     )
 
 

@@ -13,7 +13,8 @@ bound to loopback; there `spark.authenticate` with a shared secret is the guard 
 requires one), and a driver started without it is warned about.
 
 `SparkOptions` is the one object a command line builds (`SparkOptions.from_args(args)`: `--master`,
-`--spark-conf`, `--no-progress`) and every job's `run_*` takes as `spark=`, down to the per-file runner.
+`--spark-conf`, `--no-progress`) and every job's `run_*` takes as `spark=`, down to the per-file runner
+(`DEFAULT_SPARK` when a caller gives none).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 from core.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_SPARK",
     "SparkOptions",
     "check_master",
     "configure_worker_logging",
@@ -102,26 +104,9 @@ class SparkOptions:
         conf = parse_spark_conf(args.spark_conf)
         return cls(args.master, conf, not args.no_progress)
 
-    @classmethod
-    def given(
-        cls,
-        spark: SparkOptions | None,
-        master: str | None = None,
-        spark_conf: Mapping[str, str] | None = None,
-        progress: bool | None = None,
-    ) -> SparkOptions:
-        """`spark`, or one made from the three separate arguments `run_*` took before SparkOptions.
 
-        Kept only for callers outside the CLIs that still pass them (bench/); giving both is refused.
-        """
-        legacy = master is not None or spark_conf is not None or progress is not None
-        if spark is not None and legacy:
-            raise TypeError("give spark=SparkOptions(...) or master/spark_conf/progress, not both")
-        if spark is not None:
-            if not isinstance(spark, SparkOptions):
-                raise TypeError(f"spark= takes a SparkOptions, got {type(spark).__name__}")
-            return spark
-        return cls(master, spark_conf or {}, True if progress is None else progress)
+DEFAULT_SPARK = SparkOptions()
+"""The `spark=` of a job called without one: spark-submit's or the embedded master, progress printed."""
 
 
 # What an embedded Spark sets unless the user's --spark-conf says otherwise (see the docstring).

@@ -67,7 +67,7 @@ import pyarrow.parquet as pq
 from core.errors import InputError
 from core.output import SUBDIRS, OutputDir, check_folder_path
 from core.runner import RunResult, run_per_file
-from core.spark import SparkOptions, check_master, get_spark
+from core.spark import DEFAULT_SPARK, SparkOptions, check_master, get_spark
 from core.storage import is_object_store
 from curation.ccindex import LOCATION_COLUMNS, read_cdxj
 from curation.config import ExtractJobConfig
@@ -453,13 +453,9 @@ def run_index_extract(
     output: str,
     cfg: ExtractJobConfig,
     *,
-    spark: SparkOptions | None = None,
-    master: str | None = None,
-    spark_conf: dict[str, str] | None = None,
-    progress: bool | None = None,
+    spark: SparkOptions = DEFAULT_SPARK,
 ) -> RunResult:
     """Validate, select, plan, then run the missing tasks on Spark; raises UserError on bad input."""
-    spark = SparkOptions.given(spark, master, spark_conf, progress)
     try:
         base = check_base(warc_base)
     except ValueError as e:

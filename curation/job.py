@@ -21,7 +21,7 @@ from pathlib import Path
 
 from core.output import check_disjoint, unit_name
 from core.runner import RunResult, run_per_file
-from core.spark import SparkOptions
+from core.spark import DEFAULT_SPARK, SparkOptions
 from curation.config import ExtractJobConfig
 from curation.inputs import resolve_inputs
 from curation.pipeline import extract_job, process_unit
@@ -35,13 +35,9 @@ def run_extract(
     output: str,
     cfg: ExtractJobConfig,
     *,
-    spark: SparkOptions | None = None,
-    master: str | None = None,
-    spark_conf: dict[str, str] | None = None,
-    progress: bool | None = None,
+    spark: SparkOptions = DEFAULT_SPARK,
 ) -> RunResult:
     """Resolve inputs, run the missing files on Spark, merge stats; raises on bad input/output."""
-    spark = SparkOptions.given(spark, master, spark_conf, progress)
     uris = resolve_inputs(inputs, cfg.cc_base_url)  # InputError before Spark starts
     # --output == an --input folder would list the job's own files as inputs on a rerun. A folder
     # input is listed one level deep, files only: an output folder inside it is never listed.

@@ -42,7 +42,7 @@ from core.output import (
     guard_inputs,
     input_identities,
 )
-from core.spark import SparkOptions, check_master
+from core.spark import DEFAULT_SPARK, SparkOptions, check_master
 from core.stats import Stats, funnel_table
 from core.storage import is_object_store, local_input, staging_dir
 from dedup.config import DedupJobConfig
@@ -85,10 +85,7 @@ def run_dedup(
     cfg: DedupJobConfig,
     on_changed_input: str | None = None,
     *,
-    spark: SparkOptions | None = None,
-    master: str | None = None,
-    spark_conf: dict[str, str] | None = None,
-    progress: bool | None = None,
+    spark: SparkOptions = DEFAULT_SPARK,
 ) -> DedupResult:
     """Run (or resume) the whole job; raises InputError / OutputConflict before Spark starts.
 
@@ -99,7 +96,6 @@ def run_dedup(
     """
     # Before the input is listed: an output inside it would be listed as input (and fail on its
     # schema, far from the cause).
-    spark = SparkOptions.given(spark, master, spark_conf, progress)
     check_disjoint(output, [input_path])
     files = resolve_input(input_path)
     check_disjoint(output, files=files)

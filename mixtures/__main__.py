@@ -1,4 +1,5 @@
-"""`python -m mixtures plan RECIPE [--model-params N]`: the token plan and compute cost of a recipe.
+"""`python -m mixtures plan RECIPE [--set key=value ...] [--model-params N]`: the token plan and compute cost
+of a recipe, `--set` overriding the recipe's own settings (`--set total_tokens=2e6`) before it is validated.
 (Ablations of recipes, which train models, are a workflow: `python -m workflows ablate`.)
 
 Exit status: 0 the plan has no warnings; 1 it printed warnings (a cap exceeded, a source unknown);
@@ -15,7 +16,7 @@ if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then 
 
     handle_interrupts()
 
-from core.cli import guarded
+from core.cli import add_set_arg, guarded
 from mixtures.plan import H100_BF16_DENSE_FLOPS, format_plan, make_plan
 from mixtures.recipe import Recipe
 
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan", help="tokens per source and phase, epochs, caps, FLOPs and GPU-hours")
     p.add_argument("recipe", help="recipe YAML (see mixtures/demo.yaml)")
+    add_set_arg(p, "total_tokens=2e6 or sources.web.max_epochs=2")
     p.add_argument(
         "--model-params", type=_positive(_number), default=None, metavar="N", help="parameters, e.g. 8B"
     )
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def run() -> int:
         try:
-            plan = make_plan(Recipe.load(args.recipe), args.seq_len)
+            plan = make_plan(Recipe.load(args.recipe, args.overrides), args.seq_len)
         except FileNotFoundError as e:  # e.g. a manifest listed by a recipe source vanished meanwhile
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -33,6 +33,7 @@ selectors are parsed. Token counts may be written with a suffix: `400K`, `2.5B`,
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,7 +41,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from core.config import ConfigModel, build_config, read_yaml_mapping
+from core.config import ConfigModel, apply_overrides, build_config, read_yaml_mapping
 from core.errors import ConfigError
 from core.selectors import Selector, parse_selectors, selectors_spec
 
@@ -221,15 +222,21 @@ class Recipe:
     """Trainer overrides of an ablation arm (workflows/ablate.py), as written."""
 
     @classmethod
-    def load(cls, path: str | Path) -> Recipe:
+    def load(cls, path: str | Path, overrides: Iterable[str] = ()) -> Recipe:
+        """The recipe file, with `key=value` overrides (`--set total_tokens=2e6`, core.config's syntax)
+        applied to its data before it is validated; relative paths stay under the file's folder."""
         p = Path(path)
         if not p.is_file():
             raise RecipeError(f"recipe file not found: {p}")
+        overrides = list(overrides)
+        source = f"{p} (with overrides)" if overrides else str(p)
         try:
             data = read_yaml_mapping(p)
+            if overrides:
+                data = apply_overrides(data, overrides)
         except ConfigError as e:
             raise RecipeError(str(e)) from None
-        return cls.from_dict(data, source=str(p), base=p.resolve().parent, path=p.resolve())
+        return cls.from_dict(data, source=source, base=p.resolve().parent, path=p.resolve())
 
     @classmethod
     def from_dict(

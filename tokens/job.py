@@ -40,7 +40,7 @@ from core.files import doc_parquet_uris, parquet_schema, sha256_file
 from core.output import OutputDir, check_disjoint, check_layout
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
 from core.selectors import Selector, SelectorError, parse_selectors, selection_mask, selectors_spec
-from core.spark import SparkOptions, check_master
+from core.spark import DEFAULT_SPARK, SparkOptions, check_master
 from core.stats import Stats
 from core.storage import is_object_store, join, local_input
 from tokens.shards import build_manifest, dtype_for_vocab, write_shard_files
@@ -278,10 +278,7 @@ def run_tokenize(
     encoder: str = "auto",
     on_changed_input: str | None = None,
     *,
-    spark: SparkOptions | None = None,
-    master: str | None = None,
-    spark_conf: dict[str, str] | None = None,
-    progress: bool | None = None,
+    spark: SparkOptions = DEFAULT_SPARK,
 ) -> TokenizeResult:
     """Tokenize every Parquet file of `input_dir` into `output/shards/<source>/` on Spark.
 
@@ -292,7 +289,6 @@ def run_tokenize(
     input whose content changed since its part was made is refused ("refuse", the default unless
     $REFINERY_ON_CHANGED_INPUT says otherwise) or its part redone ("restart").
     """
-    spark = SparkOptions.given(spark, master, spark_conf, progress)
     if not source or "/" in source or source.startswith("."):
         raise InputError(f"--source must be a plain folder name, got {source!r}")
     selectors = parse_selectors(select or {}, where="--select")

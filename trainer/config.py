@@ -3,10 +3,11 @@
 torchtitan's habit (one typed config per component, validation next to its fields) on the project's one
 loader, `core.config`: every error is a `core.errors.ConfigError` naming the file and the dotted key, and
 values get the same coercion everywhere (a number written as a string is a number; only true/false are
-booleans). A run is a YAML file plus dotted overrides, positional on the trainer's command line:
+booleans). A run is a YAML file plus dotted `--set` overrides, as on every command (the positional
+`key=value` form is an alias; trainer/launch.py builds this command):
 
-    deepspeed --num_gpus 8 trainer/train.py --config configs/train-124m.yaml \
-        optimizer.lr=6e-4 schedule.warmup_steps=200 checkpoint.dir=/ckpt/run1
+    python -m deepspeed.launcher.runner --num_gpus 8 --module trainer.train --config configs/train-124m.yaml \
+        --set optimizer.lr=6e-4 --set schedule.warmup_steps=200 --set checkpoint.dir=/ckpt/run1
 
 Override values are parsed as YAML scalars (`1e-3`, `true`, `[1, 2]`), so they get the same types as the file.
 Sections are frozen: a changed config is a validated copy (`cfg.replace(...)`), never a mutation.

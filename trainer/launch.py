@@ -1,6 +1,6 @@
 """The one command that starts the trainer: DeepSpeed's launcher running `trainer.train` as a module.
 
-    python -m deepspeed.launcher.runner [--num_gpus N] [--master_port P] --module trainer.train --config C k=v ...
+    python -m deepspeed.launcher.runner [--num_gpus N] [--master_port P] --module trainer.train --config C --set k=v
 
 Every caller that trains (the workflows, the benches, the compose `train` service) builds its command
 here. Two choices make it work under any install:
@@ -48,7 +48,10 @@ def launch_command(
     master_port: int | bool | None = True,
     python: str = sys.executable,
 ) -> list[str]:
-    """The launcher command for `trainer.train --config config overrides...`.
+    """The launcher command for `trainer.train --config config --set override ...`.
+
+    overrides: `section.key=value` strings, each passed as `--set section.key=value` (the trainer's
+    positional form is an alias of it, kept for hand-typed commands).
 
     processes: ranks on this node (`--num_gpus`); None leaves the launcher to use every GPU it sees.
     master_port: a port, True for a free one, None/False for the launcher's default.
@@ -61,7 +64,8 @@ def launch_command(
         master_port = free_port()
     if master_port:
         cmd += ["--master_port", str(master_port)]
-    return [*cmd, "--module", TRAIN_MODULE, "--config", str(config), *overrides]
+    sets = [arg for override in overrides for arg in ("--set", override)]
+    return [*cmd, "--module", TRAIN_MODULE, "--config", str(config), *sets]
 
 
 def without_port(cmd: list[str]) -> list[str]:

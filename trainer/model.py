@@ -163,7 +163,7 @@ def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
-def _document_causal_block_mask(doc_ids: torch.Tensor, compile_mask: bool):
+def document_causal_block_mask(doc_ids: torch.Tensor, compile_mask: bool):
     """flex BlockMask of one batch: causal and inside documents. (B, T) doc_ids; built once per forward.
 
     compile_mask: create_block_mask's own compiled path (`_compile=True`, what torchtitan and
@@ -202,7 +202,7 @@ class AttentionMask:
             self.dense = (causal & (doc_ids[:, :, None] == doc_ids[:, None, :]))[:, None]  # (B, 1, T, T)
         else:
             self.compile_flex = on_cuda if compile_flex is None else compile_flex
-            self.block_mask = _document_causal_block_mask(doc_ids, compile_mask=self.compile_flex)
+            self.block_mask = document_causal_block_mask(doc_ids, compile_mask=self.compile_flex)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q: (B, Hq, T, D), k/v: (B, Hkv, T, D) → (B, Hq, T, D)."""

@@ -1,8 +1,12 @@
 """Training entry point, started by the DeepSpeed launcher:
 
-    deepspeed --num_gpus 8 trainer/train.py --config configs/train-124m.yaml [dotted.key=value ...]
-    deepspeed --num_gpus 2 trainer/train.py --config configs/train-debug.yaml      # CPU: 2 processes
-    deepspeed --hostfile hosts --num_nodes 2 --num_gpus 8 trainer/train.py --config ...
+    deepspeed --num_gpus 8 --module trainer.train --config configs/train-124m.yaml [--set key=value ...]
+    deepspeed --num_gpus 2 --module trainer.train --config configs/train-debug.yaml      # CPU: 2 processes
+    deepspeed --hostfile hosts --num_nodes 2 --num_gpus 8 --module trainer.train --config ...
+
+(trainer/launch.py builds this command for every caller, as `python -m deepspeed.launcher.runner`.)
+Overrides: `--set optimizer.lr=1e-3`, repeatable, as on every command; the older positional
+`optimizer.lr=1e-3` is kept as an alias, applied before the `--set` ones (a later value wins).
 
 One optimizer step:
   1. global batch from the ramp-up (by consumed tokens) → accumulation = batch / (micro_batch × world);
@@ -47,7 +51,7 @@ if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then 
 import numpy as np
 import torch
 
-from core.cli import guarded
+from core.cli import add_config_args, guarded
 from trainer import checkpoint as ckpt
 from trainer.checkpointing import CheckpointCadence, Checkpointer, check_store
 from trainer.config import ConfigError, TrainConfig, load_config
@@ -417,12 +421,29 @@ def _leave_process_group() -> None:
         dist.destroy_process_group()
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", required=False, help="training config YAML (configs/train-*.yaml)")
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """`--config FILE`, repeatable `--set section.key=value`, and the older positional `section.key=value`
+    (kept as an alias). `args.overrides` is the positional ones, then the `--set` ones: a key given twice
+    takes its last value. Intermixed parsing: positional overrides may also follow a `--set`."""
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Overrides apply in order, positional ones first, then each --set: a later one wins.",
+    )
+    add_config_args(ap, "configs/train-debug.yaml", "optimizer.lr=1e-3")
     ap.add_argument("--local_rank", type=int, default=None, help="set by the deepspeed launcher")
-    ap.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. optimizer.lr=1e-3")
-    args = ap.parse_args(argv)
+    ap.add_argument(
+        "positional",
+        nargs="*",
+        metavar="SECTION.KEY=VALUE",
+        help="the older form of --set; applied before every --set",
+    )
+    args = ap.parse_intermixed_args(argv)
+    args.overrides = [*args.positional, *args.overrides]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     # Ctrl-C: every rank of the launcher gets it; each leaves its process group (no barrier) and exits
     # 130 with the one line `interrupted` (core/cli.py guarded)
     return guarded(lambda: _train(args))

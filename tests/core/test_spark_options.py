@@ -34,16 +34,3 @@ def test_options_are_frozen_down_to_the_conf():
         opts.conf["k"] = "w"
     with pytest.raises(AttributeError):
         opts.master = "local"
-
-
-def test_given_takes_the_object_or_the_older_separate_arguments():
-    opts = SparkOptions("local[1]")
-    assert SparkOptions.given(opts) is opts
-    assert SparkOptions.given(None, "local[3]", {"k": "v"}, False) == SparkOptions(
-        "local[3]", {"k": "v"}, False
-    )
-    assert SparkOptions.given(None) == SparkOptions()
-    with pytest.raises(TypeError, match="not both"):
-        SparkOptions.given(opts, master="local[2]")
-    with pytest.raises(TypeError, match="takes a SparkOptions"):
-        SparkOptions.given("local[2]")

@@ -110,3 +110,36 @@ def test_non_finite_weight_refused_on_load(tmp_path, weight, capsys):
         Recipe.load(path)
     assert main(["plan", str(path)]) == 2
     assert "phases[0].weights.web" in capsys.readouterr().err
+
+
+def test_plan_set_overrides_the_recipe_before_validation(tmp_path, capsys):
+    """`plan RECIPE --set key=value`: the plan is that of the recipe file edited the same way."""
+    path = _one_source_recipe(tmp_path)
+    assert main(["plan", str(path), "--set", "total_tokens=2e6"]) == 1  # 2,000 epochs of 1,000 tokens: warned
+    assert "total 2,000,000 tokens" in capsys.readouterr().out
+    sets = ["--set", "total_tokens=2e6", "--set", "max_epochs=2000"]
+    assert main(["plan", str(path), *sets]) == 0
+    by_set = capsys.readouterr().out.replace(str(path), "RECIPE")
+    edited = tmp_path / "edited" / "r.yaml"  # same name (the plan prints it), same relative shards
+    edited.parent.mkdir()
+    edited.write_text(
+        path.read_text().replace("total_tokens: 100", "total_tokens: 2000000\nmax_epochs: 2000")
+    )
+    (edited.parent / "shards").symlink_to(tmp_path / "shards")
+    assert main(["plan", str(edited)]) == 0
+    assert by_set == capsys.readouterr().out.replace(str(edited), "RECIPE")
+
+
+def test_plan_set_completes_a_recipe_and_is_validated_with_it(tmp_path, capsys):
+    """Applied before validation: a key the file lacks may come from --set, and a bad value is refused
+    naming the key and that overrides were given."""
+    path = _one_source_recipe(tmp_path)
+    path.write_text(path.read_text().replace("total_tokens: 100\n", ""))
+    assert main(["plan", str(path)]) == 2
+    assert "total_tokens" in capsys.readouterr().err
+    assert main(["plan", str(path), "--set", "total_tokens=100"]) == 0
+    capsys.readouterr()
+    assert main(["plan", str(path), "--set", "total_tokens=abc"]) == 2
+    assert f"{path} (with overrides): total_tokens: must be an integer" in capsys.readouterr().err
+    assert main(["plan", str(path), "--set", "total_tokens"]) == 2
+    assert "override 'total_tokens': expected section.key=value" in capsys.readouterr().err

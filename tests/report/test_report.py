@@ -32,22 +32,24 @@ def run_dir(spark, tmp_path_factory, warc_dir, data_dir) -> Path:
     from classifiers.config import QualityTrainConfig
     from classifiers.score import run_score
     from classifiers.train import train_quality
+    from core.spark import SparkOptions
     from curation.config import ExtractJobConfig
     from curation.job import run_extract
     from dedup.config import DedupJobConfig
     from dedup.job import run_dedup
 
     run = tmp_path_factory.mktemp("report-run")
-    master = spark.sparkContext.master
-    res = run_extract([str(warc_dir / w) for w in WARCS], str(run / "extract"), ExtractJobConfig(), master=master,
-                      progress=False)  # fmt: skip
+    quiet = SparkOptions(spark.sparkContext.master, progress=False)
+    res = run_extract(
+        [str(warc_dir / w) for w in WARCS], str(run / "extract"), ExtractJobConfig(), spark=quiet
+    )
     assert not res.failed
-    run_dedup(str(run / "extract"), str(run / "dedup"), DedupJobConfig(), master=master, progress=False)
+    run_dedup(str(run / "extract"), str(run / "dedup"), DedupJobConfig(), spark=quiet)
     small = QualityTrainConfig.from_dict({"fasttext": {"dim": 16, "bucket": 20_000}})
     train_quality(
         [data_dir / "quality" / "enwiki_sample_articles.jsonl"], [run / "extract"], run / "model", small
     )
-    run_score(run / "dedup", run / "scored", run / "model", master=master)
+    run_score(run / "dedup", run / "scored", run / "model", spark=SparkOptions(spark.sparkContext.master))
     assert report_main(["--demo-dir", str(run)]) == 0
     return run
 

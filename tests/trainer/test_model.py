@@ -324,7 +324,7 @@ def test_compiled_block_mask_equals_eager_and_compiles_once_per_shape():
     compiled graph: the mask function is a new closure per batch, the guards are on shapes, not values."""
     from torch._dynamo.utils import counters
 
-    from trainer.model import _document_causal_block_mask
+    from trainer.model import document_causal_block_mask
 
     torch._dynamo.reset()
     counters.clear()
@@ -333,8 +333,8 @@ def test_compiled_block_mask_equals_eager_and_compiles_once_per_shape():
         tokens = torch.randint(1, 50, (2, 256), generator=g)
         tokens[:, torch.randint(0, 256, (5,), generator=g)] = 0
         doc_ids = document_ids_from_eod(tokens, 0)
-        compiled = _document_causal_block_mask(doc_ids, compile_mask=True)
-        eager = _document_causal_block_mask(doc_ids, compile_mask=False)
+        compiled = document_causal_block_mask(doc_ids, compile_mask=True)
+        eager = document_causal_block_mask(doc_ids, compile_mask=False)
         assert torch.equal(compiled.to_dense(), eager.to_dense()), seed
         assert torch.equal(compiled.kv_num_blocks, eager.kv_num_blocks), seed
     assert counters["stats"]["unique_graphs"] == 1
