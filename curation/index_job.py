@@ -319,14 +319,9 @@ def _spark_uri(index: str, ident: dict[str, Any]) -> str:
     return Path(ident["uri"]).as_uri() if "://" not in index else index
 
 
-def spark_plan(
-    spark, index_uri: str, where: str, schema: pa.Schema, task_bytes: int, base: str, plan_dir: str
-) -> list[tuple[str, int, int]]:
-    """select_records + plan_tasks + the plan files, in Spark: (unit, rows, bytes) of each unit, in order.
-
-    The same rows, duplicates rule, order and cut as the driver path (so the same unit names); the
-    driver receives one summary per unit, never the rows. `where` must have passed parse_where.
-    """
+def _selected_on_spark(spark, index_uri: str, where: str, schema: pa.Schema):
+    """The selected rows' locations, one row per (file, offset) (the shortest copy, `_copies` counted),
+    partitioned by file and persisted: spark_plan reads them twice."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -349,6 +344,21 @@ def spark_plan(
         .drop("_rank")
         .persist(StorageLevel.MEMORY_AND_DISK)  # read twice: the totals, then the plan
     )
+    return sel
+
+
+def spark_plan(
+    spark, index_uri: str, where: str, schema: pa.Schema, task_bytes: int, base: str, plan_dir: str
+) -> list[tuple[str, int, int]]:
+    """select_records + plan_tasks + the plan files, in Spark: (unit, rows, bytes) of each unit, in order.
+
+    The same rows, duplicates rule, order and cut as the driver path (so the same unit names); the
+    driver receives one summary per unit, never the rows. `where` must have passed parse_where.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    sel = _selected_on_spark(spark, index_uri, where, schema)
     try:
         bad = (F.col("warc_record_offset") < 0) | (F.col("warc_record_length") <= 0)
         totals = sel.agg(

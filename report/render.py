@@ -229,6 +229,35 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _training_tables(tr: dict[str, Any]) -> dict[str, str]:
+    """The loss and throughput tables (none before the first logged step)."""
+    t: dict[str, str] = {}
+    end = tr.get("end") or {}
+    if tr.get("step"):
+        t["loss"] = _table(
+            ["first step", "last step", "first loss", "last loss", "min loss"],
+            [[tr["step"][0], tr["step"][-1], tr["loss"][0], tr["loss"][-1], min(tr["loss"])]],
+        )
+        if tr.get("eval"):
+            t["loss"] += _table(
+                ["held-out source", "step", "loss"],
+                [[src, st, v] for src, ev in tr["eval"].items() for st, v in zip(ev["step"], ev["loss"])],
+            )
+        t["throughput"] = _table(
+            ["mean tokens/s (steps)", "tokens/s (end event)", "wall s", "tokens trained", "sample"],
+            [
+                [
+                    sum(tr["tokens_per_s"]) / len(tr["tokens_per_s"]),
+                    end.get("tokens_per_s", ""),
+                    end.get("wall_s", ""),
+                    tr["tokens"][-1],
+                    end.get("sample", ""),
+                ]
+            ],
+        )
+    return t
+
+
 def _section_tables(r: dict[str, Any]) -> dict[str, str]:
     t: dict[str, str] = {}
     t["funnel"] = _table(
@@ -287,30 +316,7 @@ def _section_tables(r: dict[str, Any]) -> dict[str, str]:
             for p, v in d.items()
         ],
     )
-    tr = r["training"]
-    end = tr.get("end") or {}
-    if tr.get("step"):
-        t["loss"] = _table(
-            ["first step", "last step", "first loss", "last loss", "min loss"],
-            [[tr["step"][0], tr["step"][-1], tr["loss"][0], tr["loss"][-1], min(tr["loss"])]],
-        )
-        if tr.get("eval"):
-            t["loss"] += _table(
-                ["held-out source", "step", "loss"],
-                [[src, st, v] for src, ev in tr["eval"].items() for st, v in zip(ev["step"], ev["loss"])],
-            )
-        t["throughput"] = _table(
-            ["mean tokens/s (steps)", "tokens/s (end event)", "wall s", "tokens trained", "sample"],
-            [
-                [
-                    sum(tr["tokens_per_s"]) / len(tr["tokens_per_s"]),
-                    end.get("tokens_per_s", ""),
-                    end.get("wall_s", ""),
-                    tr["tokens"][-1],
-                    end.get("sample", ""),
-                ]
-            ],
-        )
+    t.update(_training_tables(r["training"]))
     return t
 
 

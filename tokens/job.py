@@ -268,6 +268,21 @@ def config_fingerprint(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def _load_tokenizer(tokenizer: str, eod_token: str | None, encoder: str):
+    """(tokenizer, its JSON, the encoder used and why), or InputError before Spark starts."""
+    try:
+        tok = load_tokenizer(tokenizer, eod_token)
+        tokenizer_json = Path(tok.path).read_text(encoding="utf-8")
+        # Chosen here once so the log says which encoder and why, and encoder=tiktoken on a
+        # tokenizer it cannot express fails before Spark starts; workers repeat the same choice.
+        enc = build_encoder(tokenizer_json, encoder)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    encoder_used = enc.backend + (f" ({enc.reason})" if enc.reason else "")
+    log.info("tokenize: encoder %s", encoder_used)
+    return tok, tokenizer_json, encoder_used
+
+
 def run_tokenize(
     input_dir: str,
     tokenizer: str,
@@ -295,16 +310,7 @@ def run_tokenize(
     check_disjoint(output, [input_dir])  # before listing: our own shards would be listed as input
     files = list_inputs(input_dir, selectors)
     check_disjoint(output, files=files)
-    try:
-        tok = load_tokenizer(tokenizer, eod_token)
-        tokenizer_json = Path(tok.path).read_text(encoding="utf-8")
-        # Chosen here once so the log says which encoder and why, and encoder=tiktoken on a
-        # tokenizer it cannot express fails before Spark starts; workers repeat the same choice.
-        enc = build_encoder(tokenizer_json, encoder)
-    except ValueError as e:
-        raise InputError(str(e)) from None
-    encoder_used = enc.backend + (f" ({enc.reason})" if enc.reason else "")
-    log.info("tokenize: encoder %s", encoder_used)
+    tok, tokenizer_json, encoder_used = _load_tokenizer(tokenizer, eod_token, encoder)
     base = str(output) if is_object_store(output) else Path(output).expanduser()
     out = OutputDir(join(base, "shards", source), SUBDIRS)
     config = tokenize_config(source, selectors, tok, files)
