@@ -111,8 +111,8 @@ class GopherQuality(DocumentStage):
         self,
         min_doc_words: int | None = 50,
         max_doc_words: int | None = 100000,
-        min_avg_word_length: int | None = 3,
-        max_avg_word_length: int | None = 10,
+        min_avg_word_length: float | None = 3,  # an average: a fraction is meaningful
+        max_avg_word_length: float | None = 10,
         max_symbol_word_ratio: float | None = 0.1,
         max_bullet_lines_ratio: float | None = 0.9,
         max_ellipsis_lines_ratio: float | None = 0.3,
