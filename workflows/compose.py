@@ -1,7 +1,7 @@
 """Generates docker-compose.yml from workflows/pipeline.py: `python -m workflows compose [--check]`.
 
 The `curate` service's commands are rendered from the same `Step`s the cluster tests submit (with the
-container's paths and master), so the two cannot drift: tests/scripts/test_compose.py regenerates the
+container's paths and master), so the two cannot drift: tests/workflows/test_compose.py regenerates the
 file and fails if the committed one differs, validates it against the Compose specification's JSON
 schema, and compares the commands it holds with the steps. (tests/workflows/test_compose.py)
 
