@@ -9,8 +9,8 @@ names the file, the line and the limit instead of a silent surprise or an exhaus
   are unique. Merge keys (`<<: *base`) still work: a key written beside a merge overrides it.
 - **size**: a file over `MAX_BYTES` is refused before it is parsed (a 50 MB config of 17M list
   items took 243 s and 7.6 GB before PyYAML's C++ allocator aborted).
-- **depth**: nesting over `MAX_DEPTH` is refused from the event stream, before PyYAML's recursive
-  composer can hit Python's recursion limit.
+- **depth and length**: nesting over `MAX_DEPTH`, or more than `MAX_NODES` values, is refused from the
+  event stream, before PyYAML's recursive composer can hit Python's recursion limit.
 - **aliases**: the document's size with every alias expanded is computed on the node graph (each
   node once, memoised), and a document over `MAX_NODES` is refused. A "billion laughs" file is a
   few hundred bytes that PyYAML reads as a shared graph in microseconds; anything that walks it
@@ -37,8 +37,9 @@ MAX_BYTES = 1024 * 1024
 """Largest YAML text read (a config or recipe is a few KB; PyYAML reads ~0.3 MB/s in pure Python)."""
 MAX_DEPTH = 64
 """Deepest nesting of mappings and sequences."""
-MAX_NODES = 200_000
-"""Most nodes in a document with every alias expanded."""
+MAX_NODES = 50_000
+"""Most values in a document with every alias expanded (and most parser events: a document past it is
+refused while it is read, before PyYAML's pure-Python composer spends seconds on it)."""
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -123,9 +124,13 @@ def _decode(data: bytes, source: str) -> str:
 
 
 def _check_depth(text: str, source: str) -> None:
-    """Refuse nesting deeper than MAX_DEPTH, reading parser events (the parser keeps no recursion)."""
+    """Refuse nesting deeper than MAX_DEPTH, or more than MAX_NODES values, reading parser events
+    (the parser keeps no recursion)."""
     depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for n, event in enumerate(yaml.parse(text, Loader=yaml.SafeLoader)):
+        if n > MAX_NODES:
+            line = event.start_mark.line + 1 if event.start_mark else "?"
+            raise ConfigError(f"{source}: line {line}: more than {MAX_NODES:,} values (the limit)")
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
