@@ -29,6 +29,7 @@ trafilatura itself needs no cut: libxml2 stops at depth 256 and its cost stays l
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import logging
 import signal
@@ -88,14 +89,14 @@ def _warn_no_timer() -> None:
         _warned = True
 
 
-class HtmlExtractor(DocumentStage):
+class HtmlExtractor(DocumentStage, abc.ABC):
     """An extractor as a document stage: `doc.html` -> text and title through `self(html, url)`,
-    or the drop its `Extracted` names."""
+    or the drop its `Extracted` names. A subclass that lacks `__call__` fails when it is made."""
 
     name = "extract"
 
-    def __call__(self, html: str, url: str | None = None) -> Extracted:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def __call__(self, html: str, url: str | None = None) -> Extracted: ...
 
     def process(self, doc: Document) -> Document | Drop:
         ex = self(doc.html or "", doc.metadata.get("url"))
