@@ -67,9 +67,11 @@ class PerFileJob:
     on_changed_input: str | None = None
     """An input whose content changed since its units were made: "refuse" (OutputConflict) or
     "restart" (its units are redone); None: $REFINERY_ON_CHANGED_INPUT, else "refuse"."""
-    units_are_plans: bool = False
-    """The units' files are plans this job wrote into its own output folder (index extraction): they
-    may sit inside the output, and their content is derived from `guard_extra`, which is what is guarded."""
+    inputs_guarded: bool = False
+    """The caller has already guarded the units' files (refused overlap with the output and checked
+    their content): tokenize, which must before it judges its manifest; or index extraction, whose
+    units are plans written into its own output and derived from `guard_extra`. The runner then does
+    not read every input a second time."""
 
 
 @dataclass
@@ -120,7 +122,7 @@ def run_per_file(
     """Run the units (input, unit name) of `job` that are not done yet, one Spark task each."""
     spark = spark or SparkOptions()
     check_master(spark.master)  # before a folder is made or a JVM started
-    if not job.units_are_plans:
+    if not job.inputs_guarded:
         check_disjoint(output, files=[u for u, _ in units])  # an input inside the output: refused
     out = OutputDir(output, job.subdirs)
     extra = {"inputs": input_list(units)} if job.guard_inputs else {}
@@ -128,7 +130,7 @@ def run_per_file(
     created = out.prepare(job.name, job.config, job.fingerprint, {**extra, **(job.guard_extra or {})})
     # ... if their content is the same too: a unit made from other bytes is refused or redone
     try:
-        if not job.units_are_plans:
+        if not job.inputs_guarded:
             out.guard_inputs(units, job.on_changed_input)
     except BaseException:
         if created:  # an unreadable input: no folder left claiming this config

@@ -489,7 +489,7 @@ def run_index_extract(
         subdirs=(*SUBDIRS, "plan"),
         guard_extra={"index": ident, "where": where, "warc_base": base, "task_bytes": cfg.fetch.task_bytes},
         guard_inputs=False,  # the index, condition and base above are the inputs
-        units_are_plans=True,  # the plan files below, written into the output folder
+        inputs_guarded=True,  # the units are the plan files below, written into the output folder
     )
     out = OutputDir(output, job.subdirs)
     # The guard first (the runner repeats it): plan files go only into a folder of this query.

@@ -343,6 +343,7 @@ def run_tokenize(
         subdirs=SUBDIRS,
         guard_inputs=False,  # the input list is part of `config` (and of the fingerprint) already
         on_changed_input=on_changed_input,
+        inputs_guarded=True,  # checked above: overlap and content (before the manifest is judged)
     )
     try:
         res = run_per_file(job, units, out.uri, spark)
