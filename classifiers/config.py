@@ -8,7 +8,7 @@ Defaults suit the shared data (a few hundred documents per class after balancing
 word bigrams as DCLM's quality classifier uses, lr 0.5 and 25 epochs (fastText's own 0.1 x 5 left
 every probability within 0.001 of 0.5 on this little data, measured: ranking fine, the 0.5
 threshold meaningless; a sweep of lr 0.1-1.0 x 5-50 epochs put lr 0.5 x 25 at the top of the human-
-label AUC, bench/quality_classifier.py), a smaller embedding (dim 64) and hash-bucket table (200k)
+label AUC, bench/classifiers/quality_classifier.py), a smaller embedding (dim 64) and hash-bucket table (200k)
 so model.bin stays ~50 MB instead of fastText's default 2M x 100 (800 MB), and `thread: 1`: fastText trains with lock-free Hogwild SGD, so with
 more than one thread the update order, hence the model, changes from run to run. One thread is the
 only way the same seed gives the same model; raise it for speed on large data when determinism

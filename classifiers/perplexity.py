@@ -43,11 +43,11 @@ than in fp32 (whose projection then matches the logits path to 1.2e-7 relative).
 < 1e-3 relative, almost all of it a common +3.5e-4 bias (bf16 rounding noise raises a
 logsumexp): Spearman 0.999998 with fp32 on 313 English pages of the shared WARCs, none of them
 changes side of the demo recipe's perplexity band (2 of all 1,124 pages do, each within 3.5e-4 of a
-threshold); bench/perplexity_precision.py. `compile` (default off) runs the program through
+threshold); bench/classifiers/perplexity_precision.py. `compile` (default off) runs the program through
 torch.compile: ~15-20% less time in it, after a compile of 25-75 s per process, which pays back after
 ~16,000 documents (warm inductor cache) to ~50,000 (cold); a failed compile is logged and the
 exported program runs instead. `threads` (default 1, what one Spark executor core gets) sets torch's
-intra-op threads for the process. bench/perplexity_throughput.py measures documents per CPU-second
+intra-op threads for the process. bench/classifiers/perplexity_throughput.py measures documents per CPU-second
 of each setting side by side and where the time goes: at 512 tokens, 89-93 (fp32, as before) ->
 104-115 (bf16 head) -> 124-139 (bf16 head, compiled) documents/s/core at load 4-6 and ~4, short of
 the issue's 200:
@@ -100,7 +100,7 @@ class PerplexityOptions(ConfigModel):
     """Padded tokens per forward call (rows × longest row): short rows share a call. Default: 8,192 for a
     format-2 model (hidden states; the head runs in chunks, so a large call only amortises the program's
     per-call cost, ~2 ms), 512 for a format-1 model (its logits of larger calls fall out of cache);
-    measured by bench/perplexity_throughput.py."""
+    measured by bench/classifiers/perplexity_throughput.py."""
     threads: int = 1
     """torch intra-op threads of the process (a Spark executor core: 1)."""
     head_precision: str | None = None
@@ -280,7 +280,7 @@ class PerplexityScorer(Scorer):
         self.languages = frozenset(metadata["languages"])
         self.prefix_safe = _prefix_safe(json.loads(tokenizer.to_str()))
         self.chars_per_token = CHARS_PER_TOKEN  # the bench sets 8 to time the scorer as it was
-        # where the time goes, accumulated over calls (bench/perplexity_throughput.py reads it)
+        # where the time goes, accumulated over calls (bench/classifiers/perplexity_throughput.py reads it)
         self.seconds = {"tokenize": 0.0, "forward": 0.0, "nll": 0.0}
 
     @property
@@ -411,7 +411,7 @@ class PerplexityScorer(Scorer):
             logits = self._run_program(tokens)  # (B, T, V); right padding cannot reach earlier positions
             t1 = time.process_time()
             # -log softmax at the target, from softmax itself: torch's CPU softmax runs ~2x faster than its
-            # log_softmax / cross_entropy here (1.3 vs 3.0 ms for 512 x 4,096, bench/perplexity_throughput.py),
+            # log_softmax / cross_entropy here (1.3 vs 3.0 ms for 512 x 4,096, bench/classifiers/perplexity_throughput.py),
             # and loses nothing: softmax is exact to ~1e-7 relative for any p >= 1.2e-38 (fp32 tiny),
             # below which a token counts as -log(tiny) = 87.3 nats (e^87 perplexity: no real text).
             probs = torch.softmax(logits.view(b * width, -1), dim=-1)  # (B*T, V)

@@ -43,7 +43,7 @@ they are not English, and the user asked for the score); any other language gets
 by the score job as `toxicity_null`. A recipe selector on `toxicity` does not
 select null rows: apply it to English sources, or train a model per language.
 
-Known weaknesses (the test texts, tests/classifiers/toxicity_texts.py, show each):
+Known weaknesses (the test texts, testkit/toxicity_texts.py, show each):
 - bag of words: it finds abusive *words*, not abuse. Threats and insults without profanity score
   low ("I will find where you live and make you regret every word" scores 0.27), sarcasm and
   implicit toxicity are missed;

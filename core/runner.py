@@ -6,7 +6,7 @@
     stats.json -> _SUCCESS when every unit is done
 
 A unit is one input file (or a piece of one the job names as its own unit: `extract` cuts large
-WARCs into byte ranges, curation/ranges.py); a task writes its own outputs
+WARCs into byte ranges, curation/warc/ranges.py); a task writes its own outputs
 (temporary names, renamed into place, marker last: core/output.py) and returns only a small
 summary, so nothing large is collected to the driver. A task that raises is a failed unit: its
 temporary files are removed, the error and traceback come back to the driver, and a rerun retries

@@ -6,5 +6,5 @@ WARC files through the per-file runner. Importing the package registers the buil
 (our four filter blocks and datatrove's, the trafilatura extractor), so a config can name them.
 """
 
-from curation import extract as _extract  # noqa: F401  (registers "trafilatura")
-from curation import filters as _filters  # noqa: F401  (registers the four filter blocks, ours and datatrove's)
+from curation.extract import extractors as _extractors  # noqa: F401  (registers "trafilatura")
+from curation.filters import blocks as _blocks  # noqa: F401  (registers the four filter blocks, ours and datatrove's)

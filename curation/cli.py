@@ -1,8 +1,8 @@
 """Command line of the curation job: `python -m curation extract ...` (and `index`).
 
 `extract --input ...` reads whole WARCs; `extract --index INDEX --where SQL --warc-base URL` reads
-only the records an index query selects (curation/index_job.py); `index WARC... --output X.parquet`
-writes such an index of local WARCs (curation/ccindex.py). Both take `--config FILE` and `--set
+only the records an index query selects (curation/index/job.py); `index WARC... --output X.parquet`
+writes such an index of local WARCs (curation/index/ccindex.py). Both take `--config FILE` and `--set
 key=value` (core/cli.py): extract's keys are configs/extract.yaml's, index's are `IndexSettings`
 below, whose flags (`--root`, `--no-languages`) are aliases.
 
@@ -118,7 +118,7 @@ def _extract(args: argparse.Namespace) -> int:
 
 
 def _extract_index(args: argparse.Namespace, cfg: ExtractJobConfig) -> int:
-    from curation.index_job import run_index_extract
+    from curation.index.job import run_index_extract
 
     if args.where is None or args.warc_base is None:
         raise InputError("--index needs --where (the SQL condition) and --warc-base (where the WARCs are)")
@@ -138,7 +138,7 @@ def _extract_index(args: argparse.Namespace, cfg: ExtractJobConfig) -> int:
 def _index(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from curation.ccindex import build_index
+    from curation.index.ccindex import build_index
 
     cfg = load_settings(IndexSettings, args, {"root": args.root, "languages": args.languages})
     missing = [w for w in args.warcs if not Path(w).is_file()]

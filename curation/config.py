@@ -34,9 +34,9 @@ from core.config import (
     load_config,
 )
 from core.stage import check_arguments, class_entries, register_path, resolve_stage
-from curation.html_depth import MAX_TAG_DEPTH
-from curation.pii import PII_TYPES, PiiConfig, PiiPlaceholders
-from curation.urls import UT1_CATEGORIES, datatrove_asset, parse_domain_file
+from curation.extract.html_depth import MAX_TAG_DEPTH
+from curation.filters.urls import UT1_CATEGORIES, datatrove_asset, parse_domain_file
+from curation.pii.scrub import PII_TYPES, PiiConfig, PiiPlaceholders
 
 # datatrove filter blocks we call, by config key -> class name in datatrove.pipeline.filters.
 DATATROVE_FILTERS = {
@@ -49,7 +49,7 @@ DATATROVE_FILTERS = {
 
 class ReaderConfig(ConfigModel):
     engine: str = "warcio"
-    """WARC parser: 'warcio' or 'fastwarc' (see bench/warc_readers.py for the measured difference)."""
+    """WARC parser: 'warcio' or 'fastwarc' (see bench/curation/warc_readers.py for the measured difference)."""
     max_record_bytes: int = 10 * 2**20
     """Response records with a larger payload are skipped with reason `oversize_record`."""
     keep_wet_conversions: bool = True
@@ -58,9 +58,9 @@ class ReaderConfig(ConfigModel):
     """Attempts to fetch a remote (s3://, https://) WARC before the file counts as unreadable."""
     split_bytes: int | None = 16 * 2**20
     """Local gzip WARCs larger than this are split into ranges of about this many bytes at record
-    (gzip member) boundaries, one unit each (curation/ranges.py), so that one large file keeps
+    (gzip member) boundaries, one unit each (curation/warc/ranges.py), so that one large file keeps
     every core busy: a 1 GB Common Crawl WARC gives 63 units, 4 per core on 16 cores (modelled
-    utilisation >= 96 % up to 8 cores, 89 % on 16: bench/curation_ranges.py), and a file up to
+    utilisation >= 96 % up to 8 cores, 89 % on 16: bench/curation/ranges.py), and a file up to
     16 MiB stays one unit. null: one unit per file. Not in the fingerprint (the documents
     do not depend on it); an output folder records it and refuses another value."""
 
@@ -75,11 +75,11 @@ class ReaderConfig(ConfigModel):
 
 
 class UrlFilterConfig(ConfigModel):
-    """The first stage (curation/url_filter.py): FineWeb's URL filter and the user's domain lists.
+    """The first stage (curation/filters/url_filter.py): FineWeb's URL filter and the user's domain lists.
 
     Defaults are FineWeb's: datatrove's domain and URL list, banned words, soft-banned words
     (2 or more drop a page) and banned subwords, all on. `ut1_categories` names lists shipped in
-    datatrove's package; datatrove 0.10.1 ships one merged list, offered as `adult` (curation/urls.py).
+    datatrove's package; datatrove 0.10.1 ships one merged list, offered as `adult` (curation/filters/urls.py).
     """
 
     enabled: bool = True
@@ -145,15 +145,15 @@ def _check_domain_files(key: str, paths: tuple[str, ...]) -> None:
 
 EXTRACT_MODES = ("fallback", "union")
 # The cascade's defaults, chosen from the kept-set agreement measured on every shared WARC
-# (tests/curation/test_cascade.py, bench/cascade_agreement.py).
+# (tests/curation/test_cascade.py, bench/curation/cascade_agreement.py).
 CASCADE_DEFAULT = True
 CASCADE_MARGIN = 0.3
 
 # The one extractor registry (core/stage.py), by import path: this module cannot import
-# curation.extract (which imports it). A user extractor is named by import path, or registered
+# curation.extract.extractors (which imports it). A user extractor is named by import path, or registered
 # with `core.stage.register("extractor", name)` in a module of theirs.
-register_path("extractor", "trafilatura", "curation.extract:Extractor")
-register_path("extractor", "resiliparse", "curation.extract:Resiliparse")
+register_path("extractor", "trafilatura", "curation.extract.extractors:Extractor")
+register_path("extractor", "resiliparse", "curation.extract.extractors:Resiliparse")
 
 ExtractorEntry = str | dict[str, Any]
 """An `extract.extractors` entry: a registry name or import path, or `{class: ..., <its arguments>}`."""
@@ -287,7 +287,7 @@ class FiltersConfig(ConfigModel):
     Each built-in key holds keyword arguments of its datatrove block; `null` disables it. Defaults
     are FineWeb's settings (datatrove examples/fineweb.py): every block at its own defaults except
     C4QualityFilter(filter_no_terminal_punct=False). The rules run in our implementation
-    (curation/textfilters.py: same arguments, rules and drop reasons, faster); `class:
+    (curation/filters/text.py: same arguments, rules and drop reasons, faster); `class:
     datatrove_<key>` in an entry runs datatrove's own block instead, e.g.
     `gopher_quality: {class: datatrove_gopher_quality, min_doc_words: 30}`. Any other key adds a stage after them, in the
     order written: `my_filter: {class: mypkg.filters.MyFilter, min_words: 5}` (`class` is a
@@ -351,7 +351,7 @@ class FiltersConfig(ConfigModel):
 
 
 class PiiStageConfig(ConfigModel):
-    """The PII stage of `extract` (curation/pii.py): runs after the filters, on kept documents only."""
+    """The PII stage of `extract` (curation/pii/scrub.py): runs after the filters, on kept documents only."""
 
     enabled: bool = True
     """Scrub kept documents and fill `pii_counts`; false leaves the text as is and `pii_counts` null."""
@@ -366,7 +366,7 @@ class PiiStageConfig(ConfigModel):
         return self
 
     def scrub_config(self) -> PiiConfig:
-        """The `curation.pii.PiiConfig` this section describes."""
+        """The `curation.pii.scrub.PiiConfig` this section describes."""
         types = list(self.types)
         for t in types:
             if t not in PII_TYPES:
@@ -430,7 +430,7 @@ class OutputConfig(ConfigModel):
 
 
 class FetchConfig(ConfigModel):
-    """Index-driven extraction (`extract --index`, curation/index_job.py): ranged reads of records.
+    """Index-driven extraction (`extract --index`, curation/index/job.py): ranged reads of records.
 
     None of it changes a document, so none of it is in the fingerprint; `task_bytes` decides the
     units, so an output folder records it and refuses another value (as `reader.split_bytes`).
@@ -450,7 +450,7 @@ class FetchConfig(ConfigModel):
     timeout_s: float = 60.0
     """Connect and read timeout of one request."""
     select: Literal["auto", "spark", "driver"] = "auto"
-    """Where the condition selects and groups the index rows (curation/index_job.py): `spark` reads the
+    """Where the condition selects and groups the index rows (curation/index/job.py): `spark` reads the
     index with Spark and writes the task plans there (the driver holds one summary per task); `driver`
     reads it with pyarrow on the driver (every selected row in driver memory; the only way for a CDXJ
     index, or s3:// when Spark has no S3 connector); `auto` is Spark for a Parquet index on a local or
@@ -539,7 +539,7 @@ class ExtractJobConfig(ConfigModel):
         d.pop("fetch")  # how records are fetched and grouped does not change them either
         d["extract"] = self.extract.fingerprint_dict()
         d["url_filter"]["files_sha256"] = self.url_filter.files_sha256()
-        # The built-in blocks without `class` run our implementation (curation/textfilters.py), not
+        # The built-in blocks without `class` run our implementation (curation/filters/text.py), not
         # datatrove's as before: named here so an output folder made by either refuses the other.
         for key in DATATROVE_FILTERS:
             if d["filters"].get(key) is not None and "class" not in d["filters"][key]:

@@ -12,7 +12,7 @@ corrupt record, and a retry restarts a clean download. `is_remote` is core.stora
 store or http(s).
 
 What comes from data never chooses what we read (CONVENTIONS.md, 14). A name found in an index
-row (`warc_filename`, curation/index_job.py) or in a remote listing is resolved by ONE function,
+row (`warc_filename`, curation/index/job.py) or in a remote listing is resolved by ONE function,
 `resolve_under(base, name)`: it must land under `base`, same scheme and host, after `..`,
 percent-encoding (`%2e%2e`, `%2F`, double encoding), `;` path parameters, Unicode look-alike dots
 and, for a local base, symbolic links have been taken into account; anything else (an absolute
@@ -42,7 +42,7 @@ class UnsafeLocation(InputError):
     """A path or URL from data that does not resolve under its base; `reason` says why.
 
     An InputError: found on the driver it is exit status 2 before Spark starts (the caller adds
-    which row or line); found in a task it is a counted drop (curation/index_job.py).
+    which row or line); found in a task it is a counted drop (curation/index/job.py).
     """
 
     def __init__(self, name: object, base: str, reason: str) -> None:

@@ -2,7 +2,7 @@
 
 The driver resolves the inputs (globs, folders, s3://, https://, Common Crawl listings) and
 validates the config before Spark starts, then cuts each large local gzip WARC into byte ranges at
-record boundaries (curation/ranges.py, `reader.split_bytes`): a unit is a whole file or one range
+record boundaries (curation/warc/ranges.py, `reader.split_bytes`): a unit is a whole file or one range
 of it. The per-file runner guards the output folder with the config's fingerprint, skips units
 already done, runs `pipeline.process_unit` once per remaining unit, merges the per-unit stats into
 stats.json and writes _SUCCESS when every unit is done. The same code runs on the embedded
@@ -25,7 +25,7 @@ from core.spark import DEFAULT_SPARK, SparkOptions
 from curation.config import ExtractJobConfig
 from curation.inputs import resolve_inputs
 from curation.pipeline import extract_job, process_unit
-from curation.ranges import split_units
+from curation.warc.ranges import split_units
 
 log = logging.getLogger(__name__)
 

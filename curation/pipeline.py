@@ -2,16 +2,16 @@
 
 This is the whole per-unit logic of the `extract` job, with no Spark in it: `process_unit` is what
 the per-file runner (core/runner.py) calls in a Spark task for its one WARC (or one byte range of
-it, curation/ranges.py), and `process_file` runs the same without Spark (tests, benchmarks). Both
+it, curation/warc/ranges.py), and `process_file` runs the same without Spark (tests, benchmarks). Both
 go through `run_unit_stages`, the frame every unit shares; the index job's units
-(curation/index_job.py) use it too, reading their fetched records with the same `_run`. Everything between reading and writing is a list
+(curation/index/job.py) use it too, reading their fetched records with the same `_run`. Everything between reading and writing is a list
 of document stages (core/stage.py) run by `core.stage.run_stages`, which counts, times and reports
 drops in one place; this file only reads records, builds the stage list from the config, keeps a
 sample of dropped documents and writes the kept ones.
 
 Funnel rows, in order (each stage's docs/bytes in and out, drops per reason, seconds):
-    read                 curation/warc.py: records -> pages; skips (non-HTML, errors, ...) counted
-    url_filter           curation/url_filter.py: FineWeb's URL filter + domain blocklists, on the URL
+    read                 curation/warc/records.py: records -> pages; skips (non-HTML, errors, ...) counted
+    url_filter           curation/filters/url_filter.py: FineWeb's URL filter + domain blocklists, on the URL
                          alone, so a blocked page is never extracted (`url_filter.enabled: false`
                          removes the row)
     prelid               only with `extract.cascade`: resiliparse's cheap main-content text -> lid.176;
@@ -21,7 +21,7 @@ Funnel rows, in order (each stage's docs/bytes in and out, drops per reason, sec
                          text, `mode: union` retries a page langid or a filter dropped on b's text
     langid               fastText lid.176 -> lang, lang_score; keep-list + threshold
     filter:<key>         each datatrove filter block in FineWeb's order, then the user's own stages
-    pii                  curation/pii.py: typed placeholders, per-type counts -> `pii_counts`
+    pii                  curation/pii/scrub.py: typed placeholders, per-type counts -> `pii_counts`
                          (on by default; `pii.enabled: false` removes the row)
     quality              classifiers' annotator: P(high quality) -> `quality` (only with `quality.model`)
     <annotator>          each entry of `annotators:` (registry name or import path), its own row
@@ -65,14 +65,14 @@ from core.stage import (
 from core.stats import Stats
 from core.storage import is_remote, local_input
 from curation.config import ExtractJobConfig, stage_name, uses_section
-from curation.extract import ExtractStep, decoded_html
-from curation.filters import build_filter_steps
-from curation.langid import LanguageIdentifier, PreLanguageFilter
-from curation.pii import PiiScrubber, PiiStage
-from curation.ranges import parse_range_unit
+from curation.extract.extractors import ExtractStep, decoded_html
+from curation.filters.blocks import build_filter_steps
+from curation.filters.langid import LanguageIdentifier, PreLanguageFilter
+from curation.filters.url_filter import UrlFilter
+from curation.pii.scrub import PiiScrubber, PiiStage
 from curation.schema import DOC_SCHEMA, REJECTED_SCHEMA, doc_id
-from curation.url_filter import UrlFilter
-from curation.warc import Page, Skip, crawl_from_name, iter_records
+from curation.warc.ranges import parse_range_unit
+from curation.warc.records import Page, Skip, crawl_from_name, iter_records
 
 log = logging.getLogger(__name__)
 
@@ -375,7 +375,7 @@ def process_file(uri: str, cfg: ExtractJobConfig, out_root: str) -> dict[str, An
 
 def process_unit(uri: str, unit: str, cfg: ExtractJobConfig, out_root: str) -> dict[str, Any]:
     """Run every stage over one input file, or the byte range its unit name gives
-    (curation/ranges.py), and commit its outputs; returns a small summary.
+    (curation/warc/ranges.py), and commit its outputs; returns a small summary.
 
     Raises on an unexpected error (e.g. a download that kept failing): nothing is committed, the
     runner removes the temporary files and reports the unit failed, and a rerun retries it.
@@ -406,7 +406,7 @@ class UnitRun:
     """What a unit's reader feeds: the plan, the funnel, the writer and the rejected sample.
 
     `read_file` runs the reader over a local WARC and every page through the plan. A unit made of
-    records fetched from elsewhere (curation/index_job.py) reads a local file of those records,
+    records fetched from elsewhere (curation/index/job.py) reads a local file of those records,
     with `offsets` mapping its positions back to the original file's and the crawl its index gave.
     """
 

@@ -7,7 +7,7 @@ machines: a hash of the WARC file's base name and the record's byte offset in it
 stores a struct as one plain int32 column per type (Spark reads `pii_counts.email` without
 touching the others, and its statistics allow predicate pushdown), while a map is a repeated
 key/value list that pyarrow's `to_pylist` returns as a list of tuples and Spark must explode to
-filter on. The set of types is fixed by curation.pii, so the struct's flexibility cost is nil. A
+filter on. The set of types is fixed by curation.pii.scrub, so the struct's flexibility cost is nil. A
 field is null when its type was not scanned (disabled in the config) and 0 when it was scanned and
 found nothing; the whole struct is null when the PII stage is off. `quality` is the probability of
 the positive ("high quality") class from classifiers/, null when no model ran; thresholds on it
@@ -20,7 +20,7 @@ import hashlib
 
 import pyarrow as pa
 
-# Field order = curation.pii.PII_TYPES (tests check they agree; schema.py stays import-light).
+# Field order = curation.pii.scrub.PII_TYPES (tests check they agree; schema.py stays import-light).
 PII_COUNT_FIELDS = ("secret", "card", "iban", "ssn", "email", "ip", "phone", "address")
 PII_COUNTS_TYPE = pa.struct([pa.field(t, pa.int32()) for t in PII_COUNT_FIELDS])
 
@@ -38,7 +38,7 @@ DOC_SCHEMA = pa.schema(
         pa.field("title", pa.string()),
         pa.field("lang", pa.string()),
         pa.field("lang_score", pa.float32()),
-        pa.field("pii_counts", PII_COUNTS_TYPE),  # replacements per PII type (curation/pii.py)
+        pa.field("pii_counts", PII_COUNTS_TYPE),  # replacements per PII type (curation/pii/scrub.py)
         pa.field("quality", pa.float32()),  # P(high quality) (classifiers/), null without a model
     ]
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.shared_data import shared_data_dir
+from testkit.shared_data import shared_data_dir
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +37,8 @@ def spark():
 
 @pytest.fixture(scope="session")
 def s3_server():
-    """moto's S3 server on 127.0.0.1 (tests/support/s3.py), started once, stopped at the end."""
-    from tests.support.s3 import S3Server
+    """moto's S3 server on 127.0.0.1 (testkit/s3.py), started once, stopped at the end."""
+    from testkit.s3 import S3Server
 
     server = S3Server()
     server.start()
@@ -53,7 +53,7 @@ def s3_bucket(s3_server) -> str:
 
     import s3fs
 
-    from tests.support.s3 import s3_env
+    from testkit.s3 import s3_env
 
     if not s3_server.running:  # a fault test that failed half way leaves it stopped
         s3_server.start()

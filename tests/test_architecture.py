@@ -7,6 +7,8 @@
 - No package but workflows/ starts another package's command as a subprocess (`-m <package>`, a package's
   `__main__.py` or `cli.py` as a script), and nothing but trainer/launch.py builds a DeepSpeed launcher
   command (packages and bench alike): the layers cannot be bypassed by a process.
+- bench/ and testkit/ import no test module: what both use (the real-data locator, the S3 and Range
+  servers, corpora) lives in testkit/, which no runtime package imports (lint-imports).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.support.shared_data import REPO_ROOT
+from testkit.shared_data import REPO_ROOT
 
 PACKAGES = (
     "core",
@@ -143,7 +145,7 @@ def test_lint_imports_passes_and_fails_on_a_backwards_import(tmp_path):
     copy = tmp_path / "repo"
     copy.mkdir()
     shutil.copy(REPO_ROOT / "pyproject.toml", copy)
-    for pkg in PACKAGES:
+    for pkg in (*PACKAGES, "testkit"):
         shutil.copytree(REPO_ROOT / pkg, copy / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     # core is the bottom layer: an import of the trainer from it goes against the flow
     with open(copy / "core" / "files.py", "a", encoding="utf-8") as f:
@@ -225,3 +227,29 @@ def test_only_workflows_start_other_packages_and_one_builder_launches_the_traine
         "mixtures/bad.py:2: -m tokens",
         "mixtures/bad.py:3: starts trainer/train.py as a file",
     ]
+
+
+def _test_imports(root: Path) -> list[str]:
+    """`import tests...` / `from tests... import` anywhere in bench/ or testkit/, as 'path:line: module'."""
+    found = []
+    for top in ("bench", "testkit"):
+        for path in sorted((root / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module or ""]
+                for name in names:
+                    if name == "tests" or name.startswith("tests."):
+                        found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}: {name}")
+    return found
+
+
+def test_bench_and_testkit_import_no_test_module(tmp_path):
+    assert _test_imports(REPO_ROOT) == []
+    copy = tmp_path / "repo"
+    for top in ("bench", "testkit"):
+        shutil.copytree(REPO_ROOT / top, copy / top, ignore=shutil.ignore_patterns("__pycache__", "gpu"))
+    (copy / "bench" / "dedup" / "bad.py").write_text(
+        "def f():\n    from tests.support.demo import run_demo\n"
+    )
+    assert _test_imports(copy) == ["bench/dedup/bad.py:2: tests.support.demo"]

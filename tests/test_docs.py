@@ -8,7 +8,7 @@
 - Every `make TARGET` in a code span or block is a target of the Makefile.
 - Every relative Markdown link resolves to a file, and its `#anchor`, when it has one, to a heading of the
   linked page (GitHub's heading ids).
-- Every code path the pages name under a project folder (`curation/where.py`, `bench/filters.py`,
+- Every code path the pages name under a project folder (`curation/index/where.py`, `bench/curation/filters.py`,
   `configs/extract.yaml`, `tests/test_extensions.py`) exists, so a moved or renamed file shows up here.
 
 A renamed subcommand, a moved file or a retitled section fails one of these tests, naming the page.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.shared_data import REPO_ROOT
+from testkit.shared_data import REPO_ROOT
 
 PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 PROJECT = ("core", "curation", "dedup", "classifiers", "tokens", "mixtures", "trainer", "report", "workflows")

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.spark import SparkOptions
-from tests.support.neardup import real_documents
+from testkit.neardup import real_documents
 
 pytestmark = pytest.mark.spark
 

@@ -1,6 +1,6 @@
 """The whole data chain on a real S3 server: extract -> dedup -> score -> tokenize, every input and output s3://.
 
-The server is moto's, on 127.0.0.1 (tests/support/s3.py); the S3 jobs run as the command lines a
+The server is moto's, on 127.0.0.1 (testkit/s3.py); the S3 jobs run as the command lines a
 user types, in subprocesses whose only link to the server is the standard AWS environment
 (AWS_ENDPOINT_URL + credentials), which their Spark workers inherit. The same chain runs on local
 folders in this process, and the two must agree: same document ids and texts after every job,
@@ -27,7 +27,7 @@ import pytest
 from core.files import doc_parquet_uris
 from core.spark import SparkOptions
 from core.storage import ObjectStore, join, local_input
-from tests.support.s3 import s3_env, upload_tree
+from testkit.s3 import s3_env, upload_tree
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -20,7 +20,7 @@ alone. The folder holds:
 
 Format `refinery-lm/2`. The program stops before the head so that the scorer runs it in chunks and
 never holds a batch's (B, T, V) logits: a batch can then be large enough to amortise the program's
-per-call cost (bench/perplexity_throughput.py). Format 1 (the program returned the logits) is still read
+per-call cost (bench/classifiers/perplexity_throughput.py). Format 1 (the program returned the logits) is still read
 by the scorer, and `program="logits"` still writes it, for the agreement test and the benchmark.
 
 Weights come from `trainer.weights.consolidated` (ZeRO-3 shards merged offline; only checkpoints that

@@ -294,7 +294,7 @@ class Trainer:
             "time": {"data": acc.t_data, "fwd_bwd": acc.t_fb, "optimizer": t_opt, "step": step_time},
             "update": decision == ACCEPT,
         }
-        if self.on_cuda:  # the high-water mark since start, what bench/train_throughput.py reports per row
+        if self.on_cuda:  # the high-water mark since start, what bench/trainer/throughput.py reports per row
             rec["peak_memory_gib"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         if cfg.logging.log_sample_indices:
             gathered: list[list[int]] = [None] * self.world  # type: ignore[list-item]

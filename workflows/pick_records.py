@@ -6,10 +6,10 @@ The demo's "N records from Common Crawl" input (`make demo INDEX=... RECORDS=N`)
 extracts every record its condition selects, which over a real crawl's index is millions; this step
 writes the first N selected rows (in the index's own order) to a local Parquet file with the location
 columns, `crawl` and the columns the condition reads, so that `extract --index FILE --where COND`
-selects exactly those rows again and fetches each by a ranged read (curation/index_job.py).
+selects exactly those rows again and fetches each by a ranged read (curation/index/job.py).
 
 INDEX is what `extract --index` opens (a Parquet file or folder, local or s3://, or a CDXJ file:
-curation.index_job.open_index), or one http(s):// Parquet file, read with ranged requests (fsspec's
+curation.index.job.open_index), or one http(s):// Parquet file, read with ranged requests (fsspec's
 HTTP file system), such as a line of Common Crawl's `cc-index-table.paths.gz` under
 https://data.commoncrawl.org/. The scan stops once N rows are found, so only the first row groups
 that hold them are read. A condition that selects nothing is exit status 2.
@@ -50,15 +50,15 @@ def open_dataset(index: str) -> ds.Dataset:
             return ds.dataset(index, filesystem=fsspec.filesystem("http"), format="parquet")
         except Exception as e:  # fsspec/aiohttp/pyarrow: an unreachable or unreadable URL in many forms
             raise InputError(f"cannot read --index {index!r}: {type(e).__name__}: {str(e)[:300]}") from None
-    from curation.index_job import open_index
+    from curation.index.job import open_index
 
     return open_index(index)[0]
 
 
 def pick_records(index: str, where: str, records: int) -> pa.Table:
     """The first `records` rows `where` selects, with the columns `extract --index` needs (docstring)."""
-    from curation.ccindex import LOCATION_COLUMNS
-    from curation.where import parse_where
+    from curation.index.ccindex import LOCATION_COLUMNS
+    from curation.index.where import parse_where
 
     if records < 1:
         raise InputError(f"--records must be at least 1, got {records}")

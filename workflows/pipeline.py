@@ -75,7 +75,7 @@ class IndexSource:
     """A cc-index table (Parquet file or folder, local or s3://) or a CDXJ file; with `records`, also an
     http(s):// Parquet file (workflows/pick_records.py reads it)."""
     where: str
-    """The SQL condition over the index columns (curation/where.py)."""
+    """The SQL condition over the index columns (curation/index/where.py)."""
     warc_base: str
     """Where the index's `warc_filename`s live (https://data.commoncrawl.org/, s3://commoncrawl/, ...)."""
     records: int | None = None

@@ -7,8 +7,8 @@
 # runs, each part's output in $OUT/<part>.log (what comes back from the machine):
 #   tests    the trainer tests that need neither ../shared nor Spark (kernels, model, backend, the kernels
 #            bench's smoke test, trainer units, ZeRO planning, checkpoint safety), CUDA cases included;
-#   kernels  bench/kernels.py (ours vs eager, torch.compile and Liger at the 124m / 1b / 8b shapes);
-#   124m       bench/train_throughput.py --model 124m --data synthetic --steps 120, the rows the targets
+#   kernels  bench/trainer/kernels.py (ours vs eager, torch.compile and Liger at the 124m / 1b / 8b shapes);
+#   124m       bench/trainer/throughput.py --model 124m --data synthetic --steps 120, the rows the targets
 #              name: default, z3, z1, z0 and the ceiling;
 #   124m-more  the same with the other rows (z2, reference ops, eager) and the ceiling again;
 #   1b         --model 1b --steps 60 --rows z3,z1,z0,ceiling;
@@ -43,13 +43,13 @@ want "$sel" tests && part tests python3 -m pytest -q -p no:cacheprovider -rs \
     tests/trainer/test_kernels.py tests/trainer/test_model.py tests/trainer/test_backend.py \
     tests/trainer/test_bench_kernels.py tests/trainer/test_train_units.py tests/trainer/test_train_zero.py \
     tests/trainer/test_checkpoint_safety.py
-want "$sel" kernels && part kernels python3 bench/kernels.py
-want "$sel" 124m && part train-124m python3 bench/train_throughput.py --model 124m --data synthetic --steps 120 \
+want "$sel" kernels && part kernels python3 bench/trainer/kernels.py
+want "$sel" 124m && part train-124m python3 bench/trainer/throughput.py --model 124m --data synthetic --steps 120 \
     --rows default,z3,z1,z0,ceiling
-want "$sel" 124m-more && part train-124m-more python3 bench/train_throughput.py --model 124m --data synthetic \
+want "$sel" 124m-more && part train-124m-more python3 bench/trainer/throughput.py --model 124m --data synthetic \
     --steps 120 --rows z2,z1-ref,z1-eager,z1-ref-eager,ceiling-eager,ceiling
-want "$sel" 1b && part train-1b python3 bench/train_throughput.py --model 1b --data synthetic --steps 60 \
+want "$sel" 1b && part train-1b python3 bench/trainer/throughput.py --model 1b --data synthetic --steps 60 \
     --rows z3,z1,z0,ceiling
-want "$sel" vocab && part train-124m-v50304 python3 bench/train_throughput.py --model 124m --data synthetic \
+want "$sel" vocab && part train-124m-v50304 python3 bench/trainer/throughput.py --model 124m --data synthetic \
     --vocab 50304 --steps 120 --rows default,ceiling
 exit $failed

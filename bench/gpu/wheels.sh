@@ -6,7 +6,7 @@
 # That machine (/work/.library/device: Python 3.12, torch 2.11 + Triton 3.6, no network) has numpy, PyYAML,
 # tqdm, psutil, py-cpuinfo, msgpack, ninja, einops, packaging, safetensors, tensorboard and tokenizers; it
 # lacks what the trainer, its tests and the two benches import besides: pydantic (core/config.py) with its
-# parts, DeepSpeed with hjson, and Liger-Kernel (bench/kernels.py's peer column). The versions are this
+# parts, DeepSpeed with hjson, and Liger-Kernel (bench/trainer/kernels.py's peer column). The versions are this
 # project's pins (pyproject.toml, the venv's), for Python 3.12 on manylinux x86-64; DeepSpeed is pure Python
 # (one py3-none-any wheel, built from its sdist: none is on the index). bench/gpu/checks.sh installs them.
 set -euo pipefail

@@ -1,4 +1,4 @@
-"""The extraction-quality metrics of bench/extraction_quality.py, on hand-computed cases, plus a
+"""The extraction-quality metrics of bench/curation/extraction_quality.py, on hand-computed cases, plus a
 quality floor for our extractor on 20 real pages of the article-extraction benchmark."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from tests.support.bench import load_bench
 
 
 def _load():
-    return load_bench("extraction_quality")
+    return load_bench("curation/extraction_quality")
 
 
 eq = _load()

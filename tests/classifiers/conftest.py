@@ -5,7 +5,7 @@ Negatives are the kept documents of three real WARCs run through `curation.pipel
 that passed FineWeb's filters. Positives are the shared Wikipedia articles and ABC news (lee).
 The model is trained once per session with a small fastText (dim 16, 20k buckets: about 1 MB,
 under a second) so the whole tier stays fast on 2 cores; the full-size measurement is
-bench/quality_classifier.py.
+bench/classifiers/quality_classifier.py.
 """
 
 from __future__ import annotations

@@ -247,7 +247,7 @@ def quality_model(tmp_path_factory, data_dir) -> Path:
 
 
 def _lid_path() -> Path:
-    from curation.langid import default_model_path
+    from curation.filters.langid import default_model_path
 
     return Path(default_model_path())
 
@@ -374,7 +374,7 @@ HOSTILE_FTZ = {
 @pytest.mark.parametrize("case", list(HOSTILE_FTZ))
 def test_a_hostile_language_id_model_is_refused_before_fasttext_loads_it(tmp_path, case):
     from curation.config import LangIdConfig
-    from curation.langid import LanguageIdentifier
+    from curation.filters.langid import LanguageIdentifier
 
     edit, refusal = HOSTILE_FTZ[case]
     path = tmp_path / "lid.176.ftz"

@@ -191,7 +191,7 @@ def test_prefix_cut_tokenizes_like_the_whole_text(random_lm, wiki, web_pages):
 def test_hidden_state_program_scores_like_the_logits_program_on_real_pages(lm_formats, web_pages, dclm_pages):
     """Format 2 (hidden states, the head in chunks over scored positions, batches of 8,192 tokens) against
     format 1 (the program's logits, the scorer as it was: batches of 512), same weights, on the 399 real
-    pages of bench/perplexity_throughput.py: the first 512 tokens, and three overlapping 128-token windows.
+    pages of bench/classifiers/perplexity_throughput.py: the first 512 tokens, and three overlapping 128-token windows.
     Per position both run the same fp32 ops; only the projection GEMM's blocking differs with the call's
     shape (measured ≤ 1.2e-7 relative, one float32 ulp of the column, on train-lm's model), so 1e-5
     relative (the issue's bound) cannot hide a wrong position, a lost row or a padded token scored.
@@ -229,7 +229,7 @@ def test_bf16_head_agrees_with_fp32_on_real_pages(lm_formats, web_pages, dclm_pa
     untrained model (wider logits than a trained one: the harder case): Spearman 0.99998, perplexity
     1.3e-3 and bits per byte 1.1e-4 relative at most (bits per byte is relative to the mean NLL, ~7 nats
     here, perplexity to exp of it); bounded with 2-3x room for another CPU's bf16 GEMM blocking.
-    bench/perplexity_precision.py gives the trained default model's numbers on shared-WARC pages."""
+    bench/classifiers/perplexity_precision.py gives the trained default model's numbers on shared-WARC pages."""
     pages = web_pages + dclm_pages
     langs = ["en"] * len(pages)
     bf16, fp32 = _scorer(lm_formats["hidden"]), _scorer(lm_formats["hidden"], head_precision="fp32")

@@ -1,6 +1,6 @@
 """The toxicity scorer: the packaged model on written texts, long documents, languages, train-toxicity.
 
-Texts are tests/classifiers/toxicity_texts.py (written for this project). The profanity-check
+Texts are testkit/toxicity_texts.py (written for this project). The profanity-check
 model and scikit-learn are pinned and the scorer is deterministic, so the measured numbers below
 are exact for this environment; the floors leave room for edits of the texts, not for noise.
 """
@@ -32,7 +32,7 @@ from classifiers.toxicity import (
 )
 from core.errors import UserError
 from core.output import OutputDir
-from tests.classifiers.toxicity_texts import CLEAN, HARD_NEGATIVES, TOXIC, labelled, training_texts
+from testkit.toxicity_texts import CLEAN, HARD_NEGATIVES, TOXIC, labelled, training_texts
 
 
 @pytest.fixture(scope="module")

@@ -94,7 +94,7 @@ def test_cluster_matches_local(spark_cluster, demo_run, tmp_path, warc_dir, data
         assert a == b, f"{stage}: local[*] and cluster outputs differ"
     # Perplexity: each run batches its task's rows by length; another batch shape can change the float
     # GEMM's blocking and so the last bits, and the bf16 head's normaliser amplifies that to ~1e-4
-    # relative at most (bench/perplexity_precision.py: 6.3e-4 between bf16 and fp32 heads); 1e-3 bounds it.
+    # relative at most (bench/classifiers/perplexity_precision.py: 6.3e-4 between bf16 and fp32 heads); 1e-3 bounds it.
     pa, pb = (_rows(o / "scored" / "docs", ["id", "perplexity"]) for o in (local_out, cluster_out))
     assert [r["id"] for r in pa] == [r["id"] for r in pb]
     assert sum(r["perplexity"] is not None for r in pa) > 10

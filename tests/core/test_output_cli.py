@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support.neardup import real_documents
+from testkit.neardup import real_documents
 
 WARC = "crawl-2024-sample-0000.warc.gz"
 

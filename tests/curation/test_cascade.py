@@ -18,11 +18,11 @@ from core.output import OutputDir
 from core.stage import Document, DocumentStage, Drop
 from core.stats import Stats
 from curation.config import ExtractConfig, ExtractJobConfig, LangIdConfig
-from curation.extract import Extractor, ExtractStep, Resiliparse
-from curation.langid import LanguageIdentifier, PreLanguageFilter
+from curation.extract.extractors import Extractor, ExtractStep, Resiliparse
+from curation.filters.langid import LanguageIdentifier, PreLanguageFilter
 from curation.pipeline import build_stages, process_file, stage_order
 from curation.schema import DOC_SCHEMA
-from tests.support.kept_sets import agreement, all_warcs, kept_run
+from testkit.kept_sets import agreement, all_warcs, kept_run
 
 FULL = ["extract.cascade=false"]
 TRAF_AND_RESILIPARSE = "extract.extractors=[trafilatura,resiliparse]"
@@ -243,7 +243,7 @@ def test_cascade_on_a_real_crawl_sample(tmp_path, warc_dir):
 
 
 def _kept(table):
-    from tests.support.kept_sets import KeptRun
+    from testkit.kept_sets import KeptRun
 
     rows = table.to_pylist()
     return KeptRun({r["id"]: r["text"] for r in rows}, {r["id"]: r["url"] for r in rows}, Stats(), [])

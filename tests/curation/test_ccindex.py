@@ -1,4 +1,4 @@
-"""The cc-index table of local WARCs (curation/ccindex.py) and SQL conditions over it (curation/where.py).
+"""The cc-index table of local WARCs (curation/index/ccindex.py) and SQL conditions over it (curation/index/where.py).
 
 On real WARCs of shared data: every row's offset/length is exactly one gzip member holding that
 record (so one Range request returns one record), the rows agree with cdxj-indexer's CDXJ of the
@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.errors import InputError
-from curation.ccindex import INDEX_SCHEMA, read_cdxj, url_columns
 from curation.cli import main
-from curation.where import parse_where
+from curation.index.ccindex import INDEX_SCHEMA, read_cdxj, url_columns
+from curation.index.where import parse_where
 
 WARCS = (
     "cc-main-2020-34-sample.warc.gz",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from curation.charset import decode_html
 from curation.config import ReaderConfig
-from curation.warc import Page, iter_records
+from curation.extract.charset import decode_html
+from curation.warc.records import Page, iter_records
 
 RUSSIAN = "<html><body><p>Съешь же ещё этих мягких французских булок, да выпей чаю.</p></body></html>"
 

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import curation.ccindex
-from curation.ccindex import IndexReport
+import curation.index.ccindex
 from curation.cli import main
+from curation.index.ccindex import IndexReport
 
 
 def test_output_that_is_a_file(tmp_path, warc_dir, capsys):
@@ -30,7 +30,7 @@ def test_index_settings_by_set_config_or_flag(tmp_path, warc_dir, monkeypatch, c
         seen.append((root, languages))
         return IndexReport()
 
-    monkeypatch.setattr(curation.ccindex, "build_index", build_index)
+    monkeypatch.setattr(curation.index.ccindex, "build_index", build_index)
     base = ["index", str(warc_dir / "pages-aeb-181.warc.gz"), "--output", str(tmp_path / "i.parquet")]
     cfg = tmp_path / "index.yaml"
     cfg.write_text("root: /data\nlanguages: false\n")

@@ -56,7 +56,7 @@ def test_errors_name_file_and_key(tmp_path, text, needle):
 
 
 def test_shipped_example_config_documents_the_defaults():
-    from tests.support.shared_data import REPO_ROOT
+    from testkit.shared_data import REPO_ROOT
 
     assert ExtractJobConfig.load(REPO_ROOT / "configs" / "extract.yaml") == ExtractJobConfig()
 
@@ -108,7 +108,7 @@ def test_one_annotator_is_a_one_entry_list_and_none_keeps_the_fingerprint():
 
 
 def test_schema_pii_fields_follow_the_scrubber():
-    from curation.pii import PII_TYPES
+    from curation.pii.scrub import PII_TYPES
     from curation.schema import PII_COUNT_FIELDS
 
     assert PII_COUNT_FIELDS == PII_TYPES

@@ -6,7 +6,7 @@ import gzip
 import json
 
 from curation.config import ExtractConfig
-from curation.extract import Extractor
+from curation.extract.extractors import Extractor
 
 
 def _aeb(data_dir, n=5):

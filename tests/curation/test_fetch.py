@@ -1,4 +1,4 @@
-"""Ranged record reads (curation/fetch.py) against real servers on 127.0.0.1: rangehttpserver, moto's S3.
+"""Ranged record reads (curation/index/fetch.py) against real servers on 127.0.0.1: rangehttpserver, moto's S3.
 
 The bytes must be the file's own; a 503 every Nth request is retried and counted; a server that
 answers 503 forever ends in an error naming the unit, the URL and the attempts, after exactly
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from curation.config import FetchConfig
-from curation.fetch import FetchError, RangeFetcher, RecordRange, check_base, record_url
-from tests.support.range_server import serving
+from curation.index.fetch import FetchError, RangeFetcher, RecordRange, check_base, record_url
+from testkit.range_server import serving
 
 WARC = "cc-main-2020-34-sample.warc.gz"
 
@@ -132,7 +132,7 @@ def test_bad_bases_are_refused(base, why):
 
 
 def test_s3_ranged_gets_on_a_real_s3_server(warc_dir, s3_bucket):
-    from tests.support.s3 import upload_tree
+    from testkit.s3 import upload_tree
 
     upload_tree(warc_dir / WARC, f"{s3_bucket}/crawl/{WARC}")
     spans, data = _ranges(warc_dir, f"{s3_bucket}/crawl", 4)

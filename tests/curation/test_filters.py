@@ -7,7 +7,7 @@ import json
 import pytest
 
 from curation.config import FiltersConfig
-from curation.filters import HeuristicFilters
+from curation.filters.blocks import HeuristicFilters
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 Documents: every page of every shared WARC that trafilatura extracts a text from (quirks and WET
 fragments included; no URL filter or language ID in front, so every language is there) and the
-extraction eval sets' texts (tests/support/filter_corpus.py). Both implementations run with the
+extraction eval sets' texts (testkit/filter_corpus.py). Both implementations run with the
 default config (FineWeb's settings) on every document:
 - each block on the document's text (datatrove's called directly, as datatrove calls them): same
   keep/drop and same reason, and the text C4 would keep equal;
@@ -19,8 +19,8 @@ import pytest
 
 from core.stage import Document, Drop, build_stage
 from curation.config import DATATROVE_FILTERS, FiltersConfig
-from curation.words import SPLITTER
-from tests.support.filter_corpus import all_texts, pool_size, spawn_pool
+from curation.filters.words import SPLITTER
+from testkit.filter_corpus import all_texts, pool_size, spawn_pool
 
 pytestmark = pytest.mark.slow
 

@@ -21,10 +21,10 @@ import pytest
 
 from core.output import OutputDir
 from curation.config import ExtractConfig, ExtractJobConfig
-from curation.extract import Extractor, Resiliparse, main_content
-from curation.html_depth import MAX_TAG_DEPTH, nesting_depth, scan_depth
+from curation.extract.extractors import Extractor, Resiliparse, main_content
+from curation.extract.html_depth import MAX_TAG_DEPTH, nesting_depth, scan_depth
 from curation.pipeline import process_file
-from tests.support.kept_sets import all_warcs
+from testkit.kept_sets import all_warcs
 
 pytestmark = pytest.mark.security
 
@@ -111,9 +111,9 @@ def test_trafilatura_stays_bounded_without_a_cut(variant):
 
 def test_real_pages_never_come_near_the_cap(warc_dir):
     """Every HTML page of every shared WARC: the deepest measures 52 (the cap is 256)."""
-    from curation.charset import decode_html
     from curation.config import ReaderConfig
-    from curation.warc import Page, iter_records
+    from curation.extract.charset import decode_html
+    from curation.warc.records import Page, iter_records
 
     deepest, pages = 0, 0
     for path in all_warcs(warc_dir):

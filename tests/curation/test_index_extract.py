@@ -1,7 +1,7 @@
-"""Index-driven extraction (curation/index_job.py) against a real Range server on 127.0.0.1.
+"""Index-driven extraction (curation/index/job.py) against a real Range server on 127.0.0.1.
 
 Three real WARCs of shared data are indexed (`python -m curation index`), served by rangehttpserver
-with a 503 injected every Nth request (tests/support/range_server.py), and a SQL condition selects a
+with a 503 injected every Nth request (testkit/range_server.py), and a SQL condition selects a
 subset. The documents must be exactly those that extracting the whole files gives for the selected
 records (same ids, texts, URLs, warc_file/warc_offset, every column), every injected 503 must show
 up as a counted retry, a rerun must skip every unit, and a changed condition must be refused. A
@@ -23,10 +23,10 @@ from core.errors import InputError
 from core.output import OutputConflict, OutputDir
 from core.runner import run_unit
 from core.spark import SparkOptions
-from curation.ccindex import build_index
 from curation.cli import main
 from curation.config import ExtractJobConfig, FetchConfig
-from curation.index_job import (
+from curation.index.ccindex import build_index
+from curation.index.job import (
     open_index,
     plan_bytes,
     plan_tasks,
@@ -34,9 +34,9 @@ from curation.index_job import (
     run_index_extract,
     select_records,
 )
+from curation.index.where import parse_where
 from curation.pipeline import process_file
-from curation.where import parse_where
-from tests.support.range_server import serving
+from testkit.range_server import serving
 
 WARCS = (
     "cc-main-2020-34-sample.warc.gz",
@@ -185,7 +185,7 @@ def test_units_are_byte_balanced_and_named_by_their_records(index):
 
 
 def test_a_cdxj_index_selects_the_same_records(index, warc_dir, tmp_path):
-    from curation.ccindex import write_cdxj
+    from curation.index.ccindex import write_cdxj
 
     cdxj = tmp_path / "i.cdxj"
     write_cdxj([str(warc_dir / w) for w in WARCS], str(cdxj), str(warc_dir))
@@ -198,13 +198,13 @@ def test_a_cdxj_index_selects_the_same_records(index, warc_dir, tmp_path):
 
 
 def test_command_line_mistakes_exit_2_before_spark(index, warc_dir, tmp_path, capsys, monkeypatch):
-    import curation.index_job
+    import curation.index.job
 
     def no_spark(*_a, **_k):
         raise AssertionError("Spark was started before the mistake was reported")
 
     # A local Parquet index is selected on Spark (fetch.select: auto): every mistake must come first.
-    monkeypatch.setattr(curation.index_job, "get_spark", no_spark)
+    monkeypatch.setattr(curation.index.job, "get_spark", no_spark)
     out = tmp_path / "out"
     ok = ["--index", str(index), "--where", WHERE, "--warc-base", str(warc_dir)]
     bad_table = tmp_path / "other.parquet"
@@ -248,7 +248,7 @@ def test_index_and_warcs_on_a_real_s3_server(index, whole, warc_dir, s3_bucket, 
     fetched by S3 ranged GETs (moto's server on 127.0.0.1): the same selection, the same documents."""
     import pyarrow.compute as pc
 
-    from tests.support.s3 import upload_tree
+    from testkit.s3 import upload_tree
 
     for w in WARCS:
         upload_tree(warc_dir / w, f"{s3_bucket}/crawl/{w}")

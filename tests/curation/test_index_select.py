@@ -1,7 +1,7 @@
-"""The selection and grouping of index rows on Spark (index_job.spark_plan) equals the driver's.
+"""The selection and grouping of index rows on Spark (curation.index.job.spark_plan) equals the driver's.
 
 The index of tests/curation/test_index_extract.py's three real WARCs (39 records, built once per
-module by `curation.ccindex.build_index`), three ways: as one file; with some languages and
+module by `curation.index.ccindex.build_index`), three ways: as one file; with some languages and
 charsets nulled and duplicated rows (a record listed twice with the same and with another length,
 so the duplicates rule is exercised); and in Common Crawl's crawl=/subset= folder layout. For conditions with NULLs (content_languages and
 content_charset are null on non-HTML records), NOT IN, LIKE with an escape, a timestamp and a
@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.errors import InputError
-from curation.ccindex import build_index
-from curation.index_job import (
+from curation.index.ccindex import build_index
+from curation.index.job import (
     open_index,
     plan_bytes,
     plan_tasks,
@@ -26,7 +26,7 @@ from curation.index_job import (
     select_records,
     spark_plan,
 )
-from curation.where import parse_where
+from curation.index.where import parse_where
 
 WARCS = (
     "cc-main-2020-34-sample.warc.gz",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from curation.config import LangIdConfig
-from curation.langid import LanguageIdentifier, load_model
+from curation.filters.langid import LanguageIdentifier, load_model
 
 
 @pytest.fixture(scope="module")

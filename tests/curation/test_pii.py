@@ -1,4 +1,4 @@
-"""Tests of curation.pii: per-type positives/negatives, offsets, config, overlaps, linear time,
+"""Tests of curation.pii.scrub: per-type positives/negatives, offsets, config, overlaps, linear time,
 and recall/precision on Presidio's labelled synthetic sentences (shared data)."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import random
 import re
 import re._constants as sre_constants
 import re._parser as sre_parser
-from collections.abc import Callable
 from types import ModuleType
 
 import pytest
@@ -19,9 +18,11 @@ import pytest
 import core.stage as core_stage
 from core.stage import Document, DocumentStage, Drop, run_stages
 from core.stats import Stats
-from curation import pii, pii_address, pii_address_eu
 from curation.config import ConfigError
-from curation.pii import (
+from curation.pii import address as pii_address
+from curation.pii import address_eu as pii_address_eu
+from curation.pii import scrub as pii
+from curation.pii.scrub import (
     PII_TYPES,
     PiiConfig,
     PiiPlaceholders,
@@ -33,8 +34,9 @@ from curation.pii import (
     luhn_valid,
     scrub,
 )
+from testkit.pii_inputs import ADVERSARIAL, DENSE_VALUES, MB
+from testkit.shared_data import shared_data_dir
 from tests.support.bench import load_bench
-from tests.support.shared_data import shared_data_dir
 
 
 def found(text: str, config: PiiConfig | None = None) -> list[tuple[str, str]]:
@@ -132,7 +134,7 @@ POSITIVES: dict[str, list[tuple[str, str]]] = {
         ("addr: 88 oak lane apt 3", "88 oak lane apt 3"),  # lower case, vouched by the unit
         ("in 1990 Main Street, Apt 5", "1990 Main Street, Apt 5"),  # a year-like number with a unit
         ("PO Box 1024, Austin, TX 78701", "PO Box 1024, Austin, TX 78701"),
-        # Number-last street lines (curation/pii_address_eu.py): compound street types ...
+        # Number-last street lines (curation/pii/address_eu.py): compound street types ...
         ("Bitte an Lindenstraße 12, 10115 Berlin schicken.", "Lindenstraße 12, 10115 Berlin"),
         ("Kantoor: Keizersgracht 123, 1015 CJ Amsterdam", "Keizersgracht 123, 1015 CJ Amsterdam"),
         ("Nørregade 10, 2. tv., 1165 København K", "Nørregade 10, 2. tv., 1165 København K"),
@@ -583,7 +585,7 @@ _REPEAT_OPS = {sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, sre_constants
 
 
 def _regex_problems(pattern: str, flags: int = 0) -> list[str]:
-    """Violations of the module's rules 1-2 in a pattern's parse tree (see curation/pii.py)."""
+    """Violations of the module's rules 1-2 in a pattern's parse tree (see curation/pii/scrub.py)."""
     problems: list[str] = []
 
     def walk(items: sre_parser.SubPattern | list) -> None:
@@ -632,115 +634,6 @@ def test_every_pattern_obeys_the_linear_time_rules() -> None:
         assert _regex_problems(pattern.pattern, pattern.flags) == [], name
 
 
-MB = 1_000_000
-
-
-def _fill(unit: str, size: int = MB) -> str:
-    return (unit * (size // len(unit) + 1))[:size]
-
-
-DENSE_VALUES = {
-    "email": "john.doe@example.com",
-    "phone": "+1 (555) 123-4567",
-    "ip": "8.8.8.8",
-    "card": "4111 1111 1111 1111",
-    "iban": "GB82 WEST 1234 5698 7654 32",
-    "ssn": "536-22-8726",
-    "secret": "AKIAIOSFODNN7EXAMPLE",
-    "address": "1234 Elm Street, Springfield, IL 62704",
-}
-
-# 1 MB inputs that make careless patterns blow up: long runs of one pattern's characters without
-# the rest of the pattern (quadratic re-scans), many almost-matches (per-candidate work), and
-# dense real matches (output building). Grouped by the finder they target.
-ADVERSARIAL: dict[str, Callable[[], str]] = {
-    "email:a": lambda: "a" * MB,
-    "email:@": lambda: "@" * MB,
-    "email:a@": lambda: _fill("a@"),
-    "email:a@a.": lambda: _fill("a@a."),
-    "email:x@aaa": lambda: "x@" + "a" * MB,
-    "email:aaa@": lambda: "a" * MB + "@",
-    "email:63a!@": lambda: _fill("a" * 63 + "!@"),
-    "email:dots": lambda: _fill("a.") + "@x",
-    "email:bad-labels": lambda: _fill("a@a..bb "),
-    "ip:1.": lambda: _fill("1."),
-    "ip:dotted": lambda: _fill("192.168.1.1."),
-    "ip:private": lambda: _fill("10.0.0.1 "),
-    "ip:colons": lambda: ":" * MB,
-    "ip:a:": lambda: _fill("a:"),
-    "ip:ff:": lambda: _fill("ff:"),
-    "ip:1:": lambda: _fill("1:"),
-    "ip:hex": lambda: "f" * MB,
-    "phone:1": lambda: "1" * MB,
-    "phone:1 ": lambda: _fill("1 "),
-    "phone:1-": lambda: _fill("1-"),
-    "phone:(1": lambda: _fill("(1"),
-    "phone:+1 ": lambda: _fill("+1 "),
-    "phone:digit-space": lambda: _fill("12 34 56 78 90 "),
-    "phone:weak": lambda: _fill("467 3395 "),
-    "card:digits": lambda: _fill("4111 1111 1111 1112 "),
-    "card:long-run": lambda: _fill("4111 "),
-    "ssn:runs": lambda: _fill("123-45-"),
-    "ssn:invalid": lambda: _fill("666-12-3456 "),
-    "iban:GB12": lambda: _fill("GB12 "),
-    "iban:groups": lambda: "GB82" + _fill(" WEST"),
-    "iban:alnum": lambda: _fill("GB82WEST"),
-    "iban:A": lambda: "A" * MB,
-    "secret:pem-begins": lambda: _fill("-----BEGIN RSA PRIVATE KEY-----"),
-    "secret:pem-no-end": lambda: "-----BEGIN RSA PRIVATE KEY-----\n" + "A" * MB,
-    "secret:pem-lines": lambda: _fill("-----BEGIN RSA PRIVATE KEY-----\nMIIB\n"),
-    "secret:dashes": lambda: "-" * MB,
-    "secret:bearer": lambda: _fill("Bearer "),
-    "secret:bearer-long": lambda: "Bearer " + _fill("a1"),
-    "secret:bearer-dots": lambda: _fill("bearer x."),
-    "secret:AKIA": lambda: _fill("AKIA"),
-    "any:spaces": lambda: " " * MB,
-    "any:newlines": lambda: "\n" * MB,
-    "dense:mixed": lambda: _fill(
-        "Contact {email} or {phone} from {ip} about card {card}, IBAN {iban}, SSN {ssn} and key "
-        "{secret}, post to {address}. ".format(**DENSE_VALUES)
-    ),
-    # Addresses: numbers and words without a street type, runs of street types, generic types and
-    # doubtful numbers that each need the (bounded) tail match, and dense real addresses.
-    "address:123 Main": lambda: _fill("123 Main "),
-    "address:1 A B C D": lambda: _fill("1 A B C D "),
-    "address:Street": lambda: _fill("Street "),
-    "address:123 Street*": lambda: "123 " + _fill("Street "),
-    "address:weak": lambda: _fill("1 Lake Park "),
-    "address:lower": lambda: _fill("1 lake park "),
-    "address:years": lambda: _fill("in 1990 Main Street "),
-    "address:rue": lambda: _fill("12 rue "),
-    "address:route": lambda: _fill("1 Route 9 "),
-    "address:units": lambda: _fill("Apt 1 "),
-    "address:city-run": lambda: "1 Main St, " + _fill("Aa "),
-    "address:separators": lambda: "1 Main St" + _fill(" ,\n"),
-    "address:dense": lambda: _fill("123 Main Street "),
-    "address:dense-comma": lambda: _fill("1 Main St, "),
-    "address:dense-unit": lambda: _fill("123 Main St Apt 4 "),
-    "address:dense-us": lambda: _fill("1234 Main Street, Springfield, IL 62704\n"),
-    "address:dense-uk": lambda: _fill("Flat 3, 12 High Street, London SW1A 2AA\n"),
-    "address:po-box": lambda: _fill("PO Box 1 "),
-    "address:apo": lambda: _fill("APO AE 12345 "),
-    "address:military": lambda: _fill("PSC 1234, Box 5678\nAPO AE 09012\n"),
-    # Number-last (European) lines: street types without numbers, runs of capitalised words before
-    # a type (the name is read back at most 3 words), type-first names without a number, weak
-    # name+number lines that each try the tail, years, intersections without a street type, and
-    # dense real lines of each form.
-    "address:eu-types": lambda: _fill("Straße "),
-    "address:eu-type-numbers": lambda: _fill("Straße 1 "),
-    "address:eu-capitalised-run": lambda: _fill("Aa ") + "Straße 1",
-    "address:eu-compound-run": lambda: _fill("straße") + " 1",
-    "address:eu-type-first": lambda: _fill("Via Aa "),
-    "address:eu-weak": lambda: _fill("Aa 1, "),
-    "address:eu-years": lambda: _fill("Aa 2000, 1990 Aa "),
-    "address:eu-corner": lambda: _fill("corner of A and "),
-    "address:eu-dense": lambda: _fill("Lindenstraße 12\n"),
-    "address:eu-dense-locality": lambda: _fill("Via Roma 12, 00184 Roma\n"),
-    "address:eu-dense-weak": lambda: _fill("Aa 1, 12345 Aa\n"),
-    "address:eu-dense-cue": lambda: _fill("address: Aa 1\n"),
-}
-
-
 # What scrubbing each adversarial input finds (every other input: nothing). Measured once; the
 # PEM inputs really are private-key blocks, and "Bearer a1a1..." is a (1 MB) bearer token.
 ADVERSARIAL_MATCHES: dict[str, dict[str, int]] = {
@@ -775,7 +668,7 @@ def test_adversarial_megabyte_scrubs_correctly(name: str) -> None:
     # No wall-clock bound here: this test used to assert "under 1 s" per input, and three of its
     # inputs (the slowest, ~0.4-1.2 s on an idle machine before issue 17's fix) failed once when
     # `make test` shared the machine with other jobs. Speed is the bench's job:
-    # `bench/pii_speed.py --suite` runs these same inputs and exits 1 above 1 s per MB. The linear-
+    # `bench/curation/pii_speed.py --suite` runs these same inputs and exits 1 above 1 s per MB. The linear-
     # time rules are checked structurally above, and the work per repeated IP candidate below.
     text = ADVERSARIAL[name]()
     assert len(text) >= MB
@@ -951,7 +844,7 @@ def test_time_budget_is_generic_for_document_stages(monkeypatch: pytest.MonkeyPa
 
 
 def _load_bench() -> ModuleType:
-    return load_bench("pii_recall")
+    return load_bench("curation/pii_recall")
 
 
 @pytest.fixture(scope="module")
@@ -980,7 +873,7 @@ def test_presidio_gold_and_eligible_counts(presidio_stats: dict) -> None:
     }
 
 
-# Measured on presidio_synth_dev.json (bench/pii_recall.py): recall on eligible spans is 1.000 for
+# Measured on presidio_synth_dev.json (bench/curation/pii_recall.py): recall on eligible spans is 1.000 for
 # email, ip, card, ssn, iban, 0.978 (87/89) for phone and 0.982 (110/112) for address; precision
 # is 1.000 except phone 0.989 (one false positive: a driver licence number 2270-66-1551; the
 # street numbers "03262 2437" are now one address). Floors sit one or two misses below those
@@ -1003,7 +896,7 @@ def test_presidio_recall_and_precision(presidio_stats: dict, pii_type: str) -> N
 
 def test_presidio_address_recall_over_all_spans(presidio_stats: dict) -> None:
     # All 598 spans, the issue's measure: 0.866 (518) measured, 0.241 before number-last street
-    # lines, intersections and European localities (bench/pii_address_classes.py has the table by
+    # lines, intersections and European localities (bench/curation/pii_address_classes.py has the table by
     # form). The floor is the issue's aim, 0.85 (509 spans).
     assert presidio_stats["address"].recall >= 0.85
 
@@ -1034,7 +927,7 @@ def test_real_prose_has_almost_no_matches() -> None:
 
 
 def test_address_recall_on_a_second_generator() -> None:
-    # bench/pii_address_forms.py writes street lines and localities of 18 European countries and
+    # bench/curation/pii_address_forms.py writes street lines and localities of 18 European countries and
     # intersections into new sentences (committed before the detector's European forms, and
     # independent of the Presidio file). Measured on the 1,000 records of seed 23: recall 0.988,
     # precision 1.000 (0.042 before number-last lines); its misses are the forms left doubtful on
@@ -1048,7 +941,7 @@ def test_address_recall_on_a_second_generator() -> None:
 
 
 def test_phone_recall_on_a_second_generator() -> None:
-    # bench/pii_phone_forms.py writes national and international layouts of 30 countries into new
+    # bench/curation/pii_phone_forms.py writes national and international layouts of 30 countries into new
     # sentences (independent of the Presidio file). Measured: recall 1.000, precision 1.000 on the
     # 1,000 records of seed 19 (0.906 before issue 19); the floor allows 20 misses, the issue's aim
     # is 0.95.

@@ -113,7 +113,7 @@ def test_failed_remote_download_commits_nothing(tmp_path):
 
 
 def test_pii_stage_scrubs_counts_and_sums_into_stats(tmp_path, warc_dir):
-    from curation.pii import PII_TYPES, find_pii
+    from curation.pii.scrub import PII_TYPES, find_pii
 
     res, _ = _run(warc_dir / "crawl-2024-sample-0000.warc.gz", tmp_path / "on")
     docs = pq.read_table(tmp_path / "on" / "docs" / f"{res['unit']}.parquet").to_pylist()

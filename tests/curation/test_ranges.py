@@ -1,4 +1,4 @@
-"""Byte-range units (curation/ranges.py): a WARC read as many ranges gives what it gives read whole.
+"""Byte-range units (curation/warc/ranges.py): a WARC read as many ranges gives what it gives read whole.
 
 Reader level on every shared WARC (both engines), the pipeline on real files (documents, funnel
 counts, rejected samples), edge cases built here from real records (a target offset inside a
@@ -25,8 +25,8 @@ from core.stats import Stats
 from curation.config import ExtractJobConfig, ReaderConfig
 from curation.job import run_extract
 from curation.pipeline import process_file, process_unit
-from curation.ranges import parse_range_unit, plan_ranges, range_unit, split_units
-from curation.warc import iter_records
+from curation.warc.ranges import parse_range_unit, plan_ranges, range_unit, split_units
+from curation.warc.records import iter_records
 
 ENGINES = ("warcio", "fastwarc")
 

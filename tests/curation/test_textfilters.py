@@ -1,4 +1,4 @@
-"""Our heuristic filters (curation/textfilters.py) at each rule's threshold edge, against datatrove's blocks.
+"""Our heuristic filters (curation/filters/text.py) at each rule's threshold edge, against datatrove's blocks.
 
 Every rule is tested the same way: a generated text, the rule's statistic computed here from its
 definition (datatrove's docstrings and the Gopher/C4/FineWeb papers; words from datatrove's own
@@ -21,9 +21,9 @@ import pytest
 from core.errors import ConfigError
 from core.stage import Document, Drop, build_stage
 from curation.config import ExtractJobConfig, FiltersConfig
-from curation.filters import HeuristicFilters
-from curation.textfilters import C4Quality
-from curation.words import SPLITTER
+from curation.filters.blocks import HeuristicFilters
+from curation.filters.text import C4Quality
+from curation.filters.words import SPLITTER
 
 VOCAB = [
     "the",
@@ -426,7 +426,7 @@ def test_spacy_loads_without_torch_and_torch_still_imports_after():
     and leaves torch importable for any later code."""
     code = (
         "import sys\n"
-        "from curation.words import WordSplitter\n"
+        "from curation.filters.words import WordSplitter\n"
         'w = WordSplitter(); words = w.words("Don\'t stop, U.S.A. e-mail 3.5km!")\n'
         "import thinc.compat\n"
         "print('torch' in sys.modules, thinc.compat.has_torch)\n"
@@ -440,7 +440,7 @@ def test_spacy_loads_without_torch_and_torch_still_imports_after():
 
 
 def test_word_cache_starts_over_when_full(monkeypatch):
-    from curation import words
+    from curation.filters import words
 
     rng = random.Random(50)
     text = " ".join(sentence(rng) for _ in range(20)) + " Don't stop, U.S.A."

@@ -26,10 +26,10 @@ from core.errors import InputError
 from core.output import OutputDir
 from core.runner import run_unit
 from core.spark import SparkOptions
-from curation.ccindex import build_index
 from curation.cli import main
 from curation.config import ExtractJobConfig, FetchConfig
-from curation.index_job import (
+from curation.index.ccindex import build_index
+from curation.index.job import (
     REFUSED,
     open_index,
     plan_bytes,
@@ -38,9 +38,9 @@ from curation.index_job import (
     run_index_extract,
     select_records,
 )
+from curation.index.where import parse_where
 from curation.inputs import UnsafeLocation, resolve_inputs, resolve_under
-from curation.where import parse_where
-from tests.support.range_server import serving
+from testkit.range_server import serving
 
 pytestmark = pytest.mark.security
 
@@ -165,12 +165,12 @@ def _index_naming(site: dict, path: Path, name: str, every: int = 1) -> Path:
 
 @pytest.fixture()
 def no_spark(monkeypatch):
-    import curation.index_job
+    import curation.index.job
 
     def refuse(*_a, **_k):
         raise AssertionError("Spark was started before the hostile row was refused")
 
-    monkeypatch.setattr(curation.index_job, "get_spark", refuse)
+    monkeypatch.setattr(curation.index.job, "get_spark", refuse)
 
 
 @pytest.mark.parametrize(

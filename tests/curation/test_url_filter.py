@@ -1,6 +1,6 @@
-"""curation/url_filter.py: FineWeb's URL filter and domain blocklists, checked against datatrove's own URLFilter.
+"""curation/filters/url_filter.py: FineWeb's URL filter and domain blocklists, checked against datatrove's own URLFilter.
 
-Parity: datatrove 0.10.1's URLFilter (tests/support/url_filter_reference.py, offline) and ours
+Parity: datatrove 0.10.1's URLFilter (testkit/url_filter_reference.py, offline) and ours
 decide on every distinct URL of the shared WARCs, on URLs written here, and on URLs made from the
 shipped lists themselves. Every disagreement must have one of the causes the stage documents
 (`_cause`); an unexplained one fails the test, and all are printed (`pytest -s`).
@@ -20,10 +20,10 @@ from core.errors import ConfigError
 from core.stage import Document, Drop
 from core.stats import Stats
 from curation.config import ExtractJobConfig, UrlFilterConfig
+from curation.filters.url_filter import UrlFilter
+from curation.filters.urls import UT1_CATEGORIES, datatrove_asset, normalize_host
 from curation.pipeline import build_stages, process_file, stage_order
-from curation.url_filter import UrlFilter
-from curation.urls import UT1_CATEGORIES, datatrove_asset, normalize_host
-from tests.support.url_filter_reference import (
+from testkit.url_filter_reference import (
     REASONS,
     datatrove_decision,
     datatrove_url_filter,
@@ -146,7 +146,7 @@ def test_every_check_can_be_turned_off():
 def _cause(
     stage: UrlFilter, block, tld, url: str, ours_drop: Drop | None, theirs_reason: str | None
 ) -> str | None:
-    """Which documented difference (curation/url_filter.py docstring) explains a disagreement; None: none.
+    """Which documented difference (curation/filters/url_filter.py docstring) explains a disagreement; None: none.
 
     A page both drop for different reasons is explained when ours matched a list datatrove does
     not match (it then drops the page for a later check: its URL list or a word).
@@ -362,7 +362,7 @@ def _blocked_pages_run(tmp_path, warc_dir, run) -> tuple[dict, list[dict], list[
 
 def _check_blocked(rows, docs, rejected, warc_dir) -> None:
     from curation.config import ReaderConfig
-    from curation.warc import Page, iter_records
+    from curation.warc.records import Page, iter_records
 
     pages = [
         p

@@ -1,4 +1,4 @@
-"""curation/urls.py: host normalization, domain-file lines, the hashed domain set, datatrove's shipped lists."""
+"""curation/filters/urls.py: host normalization, domain-file lines, the hashed domain set, datatrove's shipped lists."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from curation.urls import (
+from curation.filters.urls import (
     UT1_CATEGORIES,
     DomainSet,
     datatrove_asset,
@@ -194,7 +194,7 @@ def test_words_on_bytes_equal_datatroves_regex_on_str(warc_dir):
     """The bytes fast path against datatrove's own `normalize` and `normalizer.split` (its reference)."""
     from datatrove.pipeline.filters.url_filter import normalize, normalizer
 
-    from tests.support.url_filter_reference import shared_warc_urls
+    from testkit.url_filter_reference import shared_warc_urls
 
     urls = shared_warc_urls()[0] + [
         "http://bücher.de/Straße/ÆØÅ-sex_Cam/",  # non-ASCII letters are separators in both

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from curation.config import ReaderConfig
-from curation.warc import Page, Skip, iter_records, parse_warc_date
+from curation.warc.records import Page, Skip, iter_records, parse_warc_date
 
 CFG = ReaderConfig()
 

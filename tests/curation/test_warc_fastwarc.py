@@ -18,11 +18,11 @@ from pathlib import Path
 import brotli
 import pytest
 
-import curation.warc_fastwarc as fw
+import curation.warc.fastwarc_reader as fw
 from curation.config import ReaderConfig
-from curation.warc import Page, Skip, iter_records
-from curation.warc_warcio import iter_records_warcio
-from tests.support.shared_data import shared_data_dir
+from curation.warc.records import Page, Skip, iter_records
+from curation.warc.warcio_reader import iter_records_warcio
+from testkit.shared_data import shared_data_dir
 
 FAST = ReaderConfig(engine="fastwarc")
 
@@ -83,7 +83,7 @@ def warcio_calls(monkeypatch) -> list[str]:
     """Paths the fastwarc engine handed to the warcio reader (the hand-over still runs)."""
     calls: list[str] = []
 
-    def spy(path, cfg, crawl_hint, *span):  # span: a byte range's start, end (curation/ranges.py)
+    def spy(path, cfg, crawl_hint, *span):  # span: a byte range's start, end (curation/warc/ranges.py)
         calls.append(path)
         return iter_records_warcio(path, cfg, crawl_hint, *span)
 
@@ -161,7 +161,7 @@ def _edge_records() -> list[bytes]:
         _response(OK + b"\r\nContent-Encoding: gzip", gzip.compress(HTML, mtime=0)[:300]),  # cut
         _response(OK + b"\r\nContent-Encoding: deflate", _deflate(HTML, 15)),
         _response(OK + b"\r\nContent-Encoding: deflate", _deflate(HTML, -15)),  # raw deflate
-        # Decoded through curation.warc's brotli adapter (warcio 1.8.1 alone fails on brotli 1.2).
+        # Decoded through curation.warc.records's brotli adapter (warcio 1.8.1 alone fails on brotli 1.2).
         _response(OK + b"\r\nContent-Encoding: br", brotli.compress(HTML)),
         _response(OK + b"\r\nContent-Encoding: zstd", HTML),  # unsupported: left as is
         _response(

@@ -10,7 +10,7 @@ import pytest
 from core.errors import ConfigError
 from dedup.config import DedupJobConfig
 from dedup.minhash import MinHashConfig, optimal_bands
-from tests.support.shared_data import REPO_ROOT
+from testkit.shared_data import REPO_ROOT
 
 
 def test_shipped_config_lists_the_defaults():

@@ -24,7 +24,7 @@ from dedup.minhash import MinHashConfig, MinHasher, estimate_jaccard, exact_jacc
 from dedup.normalize import normalize_text
 from dedup.stages import Stage, StageContext
 from dedup.stages.common import alive, decisions_of, reason_counts
-from tests.support.neardup import edit, real_documents, vocabulary
+from testkit.neardup import edit, real_documents, vocabulary
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 CFG = {"output": {"partitions": 2}, "lines": {"max_docs": 10, "min_words": 50}}

@@ -22,7 +22,7 @@ from dedup.minhash import (
     shingle_strings,
 )
 from dedup.normalize import normalize_text
-from tests.support.neardup import edit, real_documents, vocabulary
+from testkit.neardup import edit, real_documents, vocabulary
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,8 @@ from curation.pipeline import process_file
 from dedup import job
 from dedup.config import DedupJobConfig
 from dedup.stages import Stage, StageContext
-from tests.support.neardup import real_documents
-from tests.support.shared_data import REPO_ROOT
+from testkit.neardup import real_documents
+from testkit.shared_data import REPO_ROOT
 
 pytestmark = pytest.mark.faults
 

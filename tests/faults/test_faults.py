@@ -29,7 +29,7 @@ import pytest
 from core.output import OutputDir
 from curation.config import ExtractJobConfig
 from curation.pipeline import process_file
-from tests.support.shared_data import REPO_ROOT
+from testkit.shared_data import REPO_ROOT
 
 pytestmark = pytest.mark.faults
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.mixtures.corpus import build_corpus, build_source
-from tests.support.shared_data import REPO_ROOT, shared_data_dir
+from testkit.corpus import build_corpus, build_source
+from testkit.shared_data import REPO_ROOT, shared_data_dir
 from tokens.tokenizer import TokenizerConfig, train_tokenizer
 from trainer.launch import free_port
 

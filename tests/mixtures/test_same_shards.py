@@ -22,7 +22,7 @@ from mixtures.plan import make_plan
 from mixtures.recipe import Recipe, RecipeError
 from mixtures.sampler import MixtureSampler
 from mixtures.validate import check_sources
-from tests.mixtures.corpus import build_corpus, build_source
+from testkit.corpus import build_corpus, build_source
 from tokens.tokenizer import TokenizerConfig, train_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]

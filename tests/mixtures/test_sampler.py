@@ -1,7 +1,7 @@
 """Sampler: exact per-source counts, determinism, exact resume (mid-phase and across the phase switch),
 world size 1 vs 2, and the plan's numbers against a hand computation.
 
-Two real sources tokenized from tests/mixtures/corpus.py: `web` (a real WARC through the extract
+Two real sources tokenized from testkit/corpus.py: `web` (a real WARC through the extract
 pipeline, plus the edge rows) and `multi` (Leipzig sentences in eight languages).
 """
 
@@ -15,7 +15,7 @@ import pytest
 from mixtures.plan import compute_budget, make_plan
 from mixtures.recipe import Recipe, RecipeError
 from mixtures.sampler import MixtureSampler, largest_remainder
-from tests.mixtures.corpus import build_corpus, build_source
+from testkit.corpus import build_corpus, build_source
 from tokens.shards import IndexedShard
 from tokens.tokenizer import TokenizerConfig, train_tokenizer
 

@@ -6,12 +6,12 @@ import importlib.util
 import sys
 from types import ModuleType
 
-from tests.support.shared_data import REPO_ROOT
+from testkit.shared_data import REPO_ROOT
 
 
 def load_bench(script: str) -> ModuleType:
-    """bench/<script>.py as module `bench_<script>`, loaded once per process."""
-    name = f"bench_{script}"
+    """bench/<package>/<script>.py, given as "<package>/<script>", as a module, loaded once per process."""
+    name = "bench_" + script.replace("/", "_")
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / f"{script}.py")

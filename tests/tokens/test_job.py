@@ -1,6 +1,6 @@
 """Tokenize job: every document decodes back to its text, manifests match the files, reruns are idempotent.
 
-Real documents (tests/mixtures/corpus.py: a real WARC through process_file, Leipzig sentences in
+Real documents (testkit/corpus.py: a real WARC through process_file, Leipzig sentences in
 eight languages, edge rows). The Spark tier runs the real job on the session's local[2] Spark.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 from core.output import OutputConflict
 from core.selectors import SelectorError, parse_selectors
-from tests.mixtures.corpus import EDGE_TEXTS, build_corpus
+from testkit.corpus import EDGE_TEXTS, build_corpus
 from tokens.job import TokenizeTask, run_tokenize, tokenize_file
 from tokens.shards import IndexedShard
 from tokens.tokenizer import TokenizerConfig, load_tokenizer, train_tokenizer

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from core.config import ConfigError
-from tests.mixtures.corpus import EDGE_TEXTS, build_corpus
+from testkit.corpus import EDGE_TEXTS, build_corpus
 from tokens.tokenizer import TokenizerConfig, load_tokenizer, train_tokenizer
 
 CFG = TokenizerConfig(vocab_size=512, sample_docs=10_000)

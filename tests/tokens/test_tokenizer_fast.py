@@ -24,8 +24,8 @@ import pytest
 
 from core.errors import InputError
 from core.files import doc_parquet_files
-from tests.mixtures.corpus import EDGE_TEXTS, build_corpus
-from tests.support.shared_data import shared_data_dir
+from testkit.corpus import EDGE_TEXTS, build_corpus
+from testkit.shared_data import shared_data_dir
 from tokens.job import TokenizeTask, run_tokenize, tokenize_file
 from tokens.tokenizer import (
     PROBE_TEXTS,

@@ -1,4 +1,4 @@
-"""bench/kernels.py: refuses clearly without CUDA, and its --interpret smoke run exercises every cell."""
+"""bench/trainer/kernels.py: refuses clearly without CUDA, and its --interpret smoke run exercises every cell."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tests.support.bench import load_bench
 
 
 def _bench():
-    return load_bench("kernels")
+    return load_bench("trainer/kernels")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")

@@ -1,4 +1,4 @@
-"""bench/train_throughput.py: one run past its config's recipe, a trainer row and the ceiling loop, a sane table.
+"""bench/trainer/throughput.py: one run past its config's recipe, a trainer row and the ceiling loop, a sane table.
 
 The smoke run: the debug model with 64-token rows and batch 8, a config whose recipe holds tokens for 7 steps
 (the demo recipe's cap is what stopped the 124m run at step 36), run for 16 steps with a synthetic shard set
@@ -23,13 +23,13 @@ import yaml
 from tests.support.bench import load_bench
 
 REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "bench" / "train_throughput.py"
+BENCH = REPO / "bench" / "trainer" / "throughput.py"
 SEQ, BATCH, STEPS, WARMUP = 64, 8, 16, 4
 SOURCE_TOKENS = 5_000  # the run trains on 16 x 8 x 64 = 8,192 tokens: the shard set is repeated
 
 
 def _bench():
-    return load_bench("train_throughput")
+    return load_bench("trainer/throughput")
 
 
 @pytest.fixture(scope="module")

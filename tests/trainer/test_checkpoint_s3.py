@@ -1,5 +1,5 @@
 """Trainer checkpoints on object storage (`checkpoint.dir=s3://...`), against a real S3 server (moto on
-127.0.0.1, tests/support/s3.py) and the real `deepspeed` launcher on CPU, 1 rank, the debug model.
+127.0.0.1, testkit/s3.py) and the real `deepspeed` launcher on CPU, 1 rank, the debug model.
 
 - checkpoint_remote on the server's real keys, no trainer: the marker is read first (a tag without one
   is skipped whatever keys it has), a corrupt download falls back, only the files the marker lists are
@@ -26,7 +26,7 @@ import yaml
 from core.errors import ConfigError
 from core.files import sha256_file
 from core.storage import ObjectStore, join
-from tests.mixtures.corpus import build_corpus, build_source
+from testkit.corpus import build_corpus, build_source
 from tests.trainer.test_train_deepspeed import launch, records, step_records
 from tokens.tokenizer import TokenizerConfig, train_tokenizer
 from trainer import checkpoint as ckpt

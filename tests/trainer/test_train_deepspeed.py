@@ -1,6 +1,6 @@
 """End to end through the real `deepspeed` launcher: 2 processes on DeepSpeed's CPU accelerator, ZeRO-3.
 
-Shards are built from real documents (tests/mixtures/corpus.py: the 2024 crawl sample WARC through the
+Shards are built from real documents (testkit/corpus.py: the 2024 crawl sample WARC through the
 extract pipeline, and Leipzig sentences), two sources and two phases, a debug model with 64-token rows.
 
 - run A: 30 steps uninterrupted, batch ramp-up 4 → 8 rows at 2,600 tokens, checkpoints every 5 steps;
@@ -36,7 +36,7 @@ import pytest
 import torch
 import yaml
 
-from tests.mixtures.corpus import build_corpus, build_source
+from testkit.corpus import build_corpus, build_source
 from tokens.tokenizer import TokenizerConfig, train_tokenizer
 from trainer.faults import ENV_VAR as FAULTS_ENV
 from trainer.launch import free_port

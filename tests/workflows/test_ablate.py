@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from core.errors import InputError
-from tests.mixtures.corpus import build_corpus, build_source
-from tests.support.shared_data import shared_data_dir
+from testkit.corpus import build_corpus, build_source
+from testkit.shared_data import shared_data_dir
 from tokens.tokenizer import TokenizerConfig, train_tokenizer
 from trainer.faults import ENV_VAR as FAULTS_ENV
 from workflows.ablate import Options, ablate, load_arms

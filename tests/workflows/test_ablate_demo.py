@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from mixtures.recipe import Recipe
-from tests.support.shared_data import shared_data_dir
+from testkit.shared_data import shared_data_dir
 from workflows.ablate_demo import ARMS, arm_recipes, write_eval_sets
 
 

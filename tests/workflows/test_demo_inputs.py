@@ -20,8 +20,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support.range_server import serving
-from tests.support.shared_data import REPO_ROOT
+from testkit.range_server import serving
+from testkit.shared_data import REPO_ROOT
 from workflows.cli import main
 from workflows.demo_inputs import DEFAULT_WHERE
 from workflows.paths import SHARED_DATA_ENV
@@ -64,7 +64,7 @@ def test_local_glob(capsys, tmp_path, warc_dir):
 
 
 def test_s3_glob(capsys, tmp_path, warc_dir, s3_bucket):
-    from tests.support.s3 import upload_tree
+    from testkit.s3 import upload_tree
 
     for name in SAMPLES:
         upload_tree(warc_dir / name, f"{s3_bucket}/crawl/{name}")
@@ -93,7 +93,7 @@ def test_http_listing_with_warc_base(capsys, tmp_path, warc_dir):
 @pytest.fixture(scope="module")
 def index(tmp_path_factory, warc_dir) -> Path:
     """A cc-index table of the two crawl samples (`python -m curation index`)."""
-    from curation.ccindex import build_index
+    from curation.index.ccindex import build_index
 
     out = tmp_path_factory.mktemp("index") / "index.parquet"
     assert not build_index([str(warc_dir / w) for w in SAMPLES], str(out)).errors

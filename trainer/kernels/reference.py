@@ -2,7 +2,7 @@
 
 These are the ground truth the Triton kernels are tested against, the path the trainer takes on a machine
 without CUDA (`kernels: reference` / `auto` on CPU), and the "eager" and "torch.compile" columns of
-`bench/kernels.py`. Each function states its numerics, because the kernels copy them exactly:
+`bench/trainer/kernels.py`. Each function states its numerics, because the kernels copy them exactly:
 
 - rms_norm:  y = x / sqrt(mean(x², -1) + eps) * w, computed in fp32, result cast to x.dtype
              (one rounding at the end; HF Llama rounds x̂ to the input dtype before the weight multiply).

@@ -1,0 +1,938 @@
+"""Curation throughput, WARC -> filtered documents: ours (Spark job and Spark-free) vs datatrove.
+
+Three runs (four when the default config cascades) over the same WARC files, on the same number
+of cores, in one process tree:
+
+  (a) datatrove   its own local pipeline, FineWeb's stages with the same settings and model:
+                  WarcReader -> URLFilter -> Trafilatura -> LanguageFilter -> GopherRepetitionFilter ->
+                  GopherQualityFilter -> C4QualityFilter(filter_no_terminal_punct=False) ->
+                  FineWebQualityFilter [-> ParquetWriter(zstd)], under
+                  LocalPipelineExecutor(tasks=<n files>, workers=<cores>).
+  (b) ours/pool   `curation.pipeline.process_file(uri, cfg, out_root)` mapped over the files by a
+                  multiprocessing Pool(<cores>) (forkserver, one file per task): our per-file work
+                  with no Spark in it.
+  (c) ours/spark  the real job, `curation.job.run_extract(files, out, cfg, spark=<local[cores]>)`.
+                  The SparkSession is started first, with a trivial job that starts Spark's Python
+                  workers; both are timed and reported apart. The Spark row excludes them (a warm
+                  session, as on a cluster), the "incl. startup" row adds them back (a cold
+                  `refinery-curation extract`). With --repeat, later Spark runs reuse the warm
+                  Python workers and their cached stages, as a long-lived session would.
+  (d) ours/full   only when the default config cascades (`extract.cascade`): (b) with the cascade
+                  off, the full path; the Spark run's kept set is compared with it (kept_agreement:
+                  documents kept by both with the same text / documents kept by either).
+
+Same settings on both sides, taken from `ExtractJobConfig()` (our defaults, FineWeb's values):
+trafilatura favor_precision=True, deduplicate=True, include_comments=False, include_tables=True;
+one per-page extraction timeout for both (`--timeout`, default 5 s: datatrove's own default of 1 s
+would drop more slow pages than ours); lid.176 with keep-list ["en"] and threshold 0.65 (datatrove
+is made to load the same local lid.176.ftz as ours, `curation.filters.langid.default_model_path()`, instead
+of downloading lid.176.bin); the four datatrove filter blocks built with the kwargs of our config.
+datatrove's WarcReader has no dedup option; it reads every record of every file (limit=-1).
+Its JsonlWriter needs orjson, which is not installed: the comparable last block is its
+ParquetWriter(compression="zstd") (ours writes zstd Parquet too), or none (`--dt-writer none`).
+
+Counting. "pages in" is HTML pages past the URL filter (our `prelid` stage's docs_in with the
+cascade, else `extract`'s; datatrove's Trafilatura `total`), "docs kept" the documents out of the last filter. The readers select pages
+differently (ours: HTTP 200 + HTML content type; datatrove: WARC-Identified-Payload-Type text/html,
+else libmagic, any HTTP status); the report counts the pages each reader takes that the other does
+not. pages/s/core = pages in / (wall seconds x cores), with wall each run's whole call
+(`executor.run()`, the Pool's start and map, `run_extract`). CPU s is the CPU time of the run's
+whole process tree (workers, datatrove's sandboxes, the JVM and Spark's Python workers, the driver),
+from /proc: on a shared machine it is the steadier per-core measure.
+
+Per-stage seconds come from each side's own stats: ours from `<output>/stats.json` "stages" (the
+Pool run's per-file stats merged the same way), datatrove's from `<logging_dir>/stats.json` (each
+block's time_stats.total, summed over tasks). The shares are of the core-seconds available
+(cores x wall), split into the stages, "in-task overhead" (task wall minus its stage timers:
+set-up of models and imports, untimed iteration and bookkeeping, closing output files) and
+"outside tasks" (cores x wall minus the summed task walls: pool/JVM hand-off, scheduling, cores
+idle at the tail). Task walls: ours from `stats/<unit>.json` "seconds", datatrove's from the
+timestamps of its per-task logs. Files run largest first on every side (one WARC is one task; five
+of the nine default files hold almost all pages), with the page cache warmed beforehand.
+
+    .venv/bin/python bench/curation/throughput.py [--cores 2] [--repeat 1] [--timeout 5]
+        [--input FILES/GLOBS/FOLDERS ...] [--dt-writer parquet|none] [--keep] [--verbose]
+
+The last line printed is JSON: ours_pages_per_s_per_core (the Spark run), datatrove_pages_per_s_per_core,
+ratio, kept_agreement, the kept counts and both sides' seconds per stage. URLFilter runs first on
+both sides (ours: curation/filters/url_filter.py, FineWeb's lists; datatrove's URLFilter with the same lists,
+tldextract on its bundled suffix list), so "pages in" counts pages past the URL filter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
+
+from datatrove.pipeline.filters import LanguageFilter, URLFilter  # noqa: E402
+from datatrove.utils.lid import FT176LID  # noqa: E402
+
+from curation.config import DATATROVE_FILTERS, ExtractConfig, ExtractJobConfig  # noqa: E402
+from curation.filters.langid import default_model_path  # noqa: E402
+from testkit.shared_data import shared_data_dir  # noqa: E402
+
+DEFAULT_FILES = (
+    "pages-aeb-181.warc.gz",
+    "pages-trafilatura-eval-part0.warc.gz",
+    "pages-trafilatura-eval-part1.warc.gz",
+    "pages-trafilatura-eval-part2.warc.gz",
+    "pages-trafilatura-eval-part3.warc.gz",
+    "cc-main-2020-34-sample.warc.gz",
+    "cc-main-2024-22-whirlwind.warc.gz",
+    "crawl-2024-sample-0000.warc.gz",
+    "crawl-2024-sample-0001.warc.gz",
+)
+
+# Our funnel rows, each with the datatrove block doing the same work, in pipeline order.
+DT_STAGES = ("read", "url_filter", "extract", "langid", *(f"filter:{k}" for k in DATATROVE_FILTERS), "write")
+# Ours add the cascade's pre-check (no datatrove block: datatrove extracts every page).
+OUR_STAGES = ("read", "url_filter", "prelid", *DT_STAGES[2:])
+
+
+# ---------------------------------------------------------------------------------------------
+# datatrove with the local lid.176.ftz (no network here: FT176LID would download lid.176.bin)
+# ---------------------------------------------------------------------------------------------
+
+
+class LocalFT176LID(FT176LID):
+    """datatrove's lid.176 backend (its own predict()), loading a local model file."""
+
+    def __init__(self, languages: list[str] | None, model_path: str) -> None:
+        super().__init__(languages)
+        self.model_path = model_path
+
+    @property
+    def model(self):
+        if self._model is None:
+            from fasttext.FastText import _FastText
+
+            self._model = _FastText(self.model_path)
+        return self._model
+
+
+class LocalURLFilter(URLFilter):
+    """datatrove's URLFilter (its own `filter()`, FineWeb's lists) with tldextract's bundled suffix
+    list: TLDExtract() would fetch the public suffix list, and nothing here reaches the network."""
+
+    def __init__(self) -> None:
+        from tldextract import TLDExtract
+
+        super().__init__()
+        self.tldextractor = TLDExtract(suffix_list_urls=())
+
+
+class LocalLanguageFilter(LanguageFilter):
+    """datatrove's LanguageFilter (its own `filter()`, unchanged) on LocalFT176LID.
+
+    PipelineStep.__new__ checks LanguageFilter's dependencies, which include `fasteners`: it is
+    only used to lock the model download, which this class does not do, and it is not installed.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        return object.__new__(cls)
+
+    def __init__(self, model_path: str, languages: list[str] | None, language_threshold: float) -> None:
+        super().__init__(languages=languages, language_threshold=language_threshold)
+        self.model = LocalFT176LID(self.languages, model_path)
+
+
+def datatrove_pipeline(
+    data_folder: str, paths_file: str, cfg: ExtractJobConfig, timeout: float, writer_dir: str | None
+) -> list:
+    from datatrove.pipeline import filters as dt_filters
+    from datatrove.pipeline.extractors import Trafilatura
+    from datatrove.pipeline.readers import WarcReader
+    from datatrove.pipeline.writers import ParquetWriter
+
+    # The classes by reference (`bench.curation.throughput.…`, importable in datatrove's workers),
+    # not as `__main__.…`, which dill would pickle by value.
+    here = importlib.import_module("bench.curation.throughput")
+    pipeline = [
+        WarcReader(data_folder, paths_file=paths_file, limit=-1),
+        here.LocalURLFilter(),
+        Trafilatura(
+            favour_precision=cfg.extract.favor_precision,
+            timeout=timeout,
+            deduplicate=cfg.extract.deduplicate,
+            include_tables=cfg.extract.include_tables,  # datatrove hard-codes include_comments=False
+        ),
+        here.LocalLanguageFilter(
+            model_path=cfg.langid.model_path or default_model_path(),
+            languages=list(cfg.langid.languages) or None,
+            language_threshold=cfg.langid.threshold,
+        ),
+        *(getattr(dt_filters, DATATROVE_FILTERS[k])(**kw) for k, kw in cfg.filters.enabled().items()),
+    ]
+    if writer_dir is not None:
+        pipeline.append(ParquetWriter(writer_dir, compression="zstd"))
+    return pipeline
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU time of a process tree, from /proc
+# ---------------------------------------------------------------------------------------------
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(roots: set[int], exclude: set[int] = frozenset()) -> float:
+    """CPU seconds used so far by `roots` and their live descendants, subtrees in `exclude` left out.
+
+    Each live process counts utime+stime plus cutime+cstime (the CPU of its children that exited
+    and were reaped): a process's CPU is then counted once, in itself while alive, in its reaper
+    after. A delta of two calls is the CPU the tree used in between.
+    """
+    procs: dict[int, tuple[int, int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        procs[int(name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, (ppid, _) in procs.items():
+        children[ppid].append(pid)
+    ticks, stack, seen = 0, list(roots), set()
+    while stack:
+        pid = stack.pop()
+        if pid in seen or pid in exclude or pid not in procs:
+            continue
+        seen.add(pid)
+        ticks += procs[pid][1]
+        stack.extend(children[pid])
+    return ticks / _CLK_TCK
+
+
+def child_pids() -> set[int]:
+    me = os.getpid()
+    out = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+                if int(stat[stat.rindex(")") + 2 :].split()[1]) == me:
+                    out.add(int(name))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# results
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StageRow:
+    docs_in: int = 0
+    docs_out: int = 0
+    seconds: float = 0.0
+    timeouts: int = 0  # pages dropped by the extraction timeout
+
+
+@dataclass
+class Run:
+    name: str
+    wall: float
+    cpu: float  # CPU seconds of the run's process tree
+    cores: int
+    stages: dict[str, StageRow]  # keyed by our stage names
+    tasks: list[tuple[float, float]]  # (start, end) of each task (one per file), seconds after the call
+    failed: list[str] = field(default_factory=list)
+
+    @property
+    def task_seconds(self) -> float:
+        return sum(e - s for s, e in self.tasks)
+
+    @property
+    def first_task_s(self) -> float:
+        return min(s for s, _ in self.tasks)
+
+    def outside_tasks(self) -> dict[str, float]:
+        """cores x wall minus the task walls, in core-seconds: before the first task, cores idle at the
+        tail (no task left for them), after the last task, and the rest (hand-offs between tasks)."""
+        ends = sorted(e for _, e in self.tasks)
+        last = ends[-1]
+        parts = {
+            "start": self.cores * self.first_task_s,
+            "tail idle": sum(last - e for e in ends[-self.cores :]),
+            "end": self.cores * (self.wall - last),
+        }
+        parts["between tasks"] = self.cores * self.wall - self.task_seconds - sum(parts.values())
+        return parts
+
+    @property
+    def pages_in(self) -> int:
+        """Pages past the URL filter: what extraction (or the cascade's pre-check before it) receives."""
+        first = self.stages.get("prelid") or self.stages["extract"]
+        return first.docs_in
+
+    @property
+    def kept(self) -> int:
+        last = [s for s in OUR_STAGES if s.startswith("filter:") and s in self.stages][-1]
+        return self.stages[last].docs_out
+
+    @property
+    def stage_seconds(self) -> float:
+        return sum(s.seconds for s in self.stages.values())
+
+    def per_core(self, extra_wall: float = 0.0) -> float:
+        return self.pages_in / ((self.wall + extra_wall) * self.cores)
+
+
+def our_stages(stats: dict[str, Any]) -> dict[str, StageRow]:
+    return {
+        st["stage"]: StageRow(
+            st["docs_in"], st["docs_out"], st["seconds"], st.get("drops", {}).get("extract_timeout", 0)
+        )
+        for st in stats["stages"]
+    }
+
+
+def our_tasks(out: Path, t0: float) -> list[tuple[float, float]]:
+    """(start, end) of each file's task after `t0`, from stats/<unit>.json ("started", "seconds")."""
+    tasks = []
+    for p in (out / "stats").glob("*.json"):
+        d = json.loads(p.read_text())
+        tasks.append((d["started"] - t0, d["started"] + d["seconds"] - t0))
+    return tasks
+
+
+def _total(v: Any) -> float:
+    """A stat's total as datatrove's stats.json stores it: a bare number, or a dict with "total"."""
+    if isinstance(v, dict):
+        return v.get("total", 0)
+    return getattr(v, "total", v) or 0
+
+
+def datatrove_stages(logging_dir: Path, with_writer: bool) -> dict[str, StageRow]:
+    """Our stage name -> datatrove block counts and seconds, from the merged stats.json."""
+    blocks = json.loads((logging_dir / "stats.json").read_text())
+    names = list(DT_STAGES) if with_writer else list(DT_STAGES[:-1])
+    if len(blocks) != len(names):
+        raise RuntimeError(f"datatrove stats.json has {len(blocks)} blocks, expected {len(names)}")
+    rows = {}
+    for name, block in zip(names, blocks):
+        s, secs = block["stats"], _total(block["time_stats"])
+        if name == "read":
+            n = int(_total(s.get("documents", 0)))
+            rows[name] = StageRow(n, n, secs)
+        else:
+            total = int(_total(s.get("total", 0)))
+            out = total if name == "write" else int(_total(s.get("forwarded", 0)))
+            rows[name] = StageRow(total, out, secs, int(_total(s.get("timeout", 0))))
+    return rows
+
+
+_LOG_TS = re.compile(r"^(?:\[NODE \d+\] )?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) \|")
+
+
+def datatrove_tasks(logging_dir: Path, t0: float) -> list[tuple[float, float]]:
+    """(start, end) of each task after `t0`: first and last timestamps of its logs/task_*.log."""
+    tasks = []
+    for p in sorted((logging_dir / "logs").glob("task_*.log")):
+        stamps = [m.group(1) for line in p.read_text().splitlines() if (m := _LOG_TS.match(line))]
+        if stamps:
+            start, end = (
+                datetime.strptime(s, "%Y-%m-%d %H:%M:%S.%f").timestamp() for s in (stamps[0], stamps[-1])
+            )
+            tasks.append((start - t0, end - t0))
+    return tasks
+
+
+# ---------------------------------------------------------------------------------------------
+# the three runs
+# ---------------------------------------------------------------------------------------------
+
+
+def run_datatrove(
+    files: list[str], cfg: ExtractJobConfig, cores: int, timeout: float, work: Path, writer: str, spark_pids
+) -> Run:
+    from datatrove.executor import LocalPipelineExecutor
+
+    work.mkdir(parents=True)
+    root = os.path.commonpath([os.path.dirname(f) for f in files])
+    paths_file = work / "paths.txt"
+    paths_file.write_text("".join(os.path.relpath(f, root) + "\n" for f in files))
+    writer_dir = str(work / "docs") if writer == "parquet" else None
+    logging_dir = work / "logs"
+    executor = LocalPipelineExecutor(
+        datatrove_pipeline(root, str(paths_file), cfg, timeout, writer_dir),
+        tasks=len(files),
+        workers=cores,
+        logging_dir=str(logging_dir),
+        skip_completed=False,
+    )
+    me = {os.getpid()}
+    c0, t0 = tree_cpu_seconds(me, spark_pids), time.time()
+    executor.run()
+    wall, cpu = time.time() - t0, tree_cpu_seconds(me, spark_pids) - c0
+    tasks = datatrove_tasks(logging_dir, t0)
+    done = len(list((logging_dir / "completions").glob("*")))
+    failed = [] if done == len(files) else [f"{len(files) - done} of {len(files)} tasks not completed"]
+    stages = datatrove_stages(logging_dir, writer_dir is not None)
+    return Run("datatrove LocalPipelineExecutor", wall, cpu, cores, stages, tasks, failed)
+
+
+def run_pool(
+    files: list[str], cfg: ExtractJobConfig, cores: int, out: Path, spark_pids, label: str = ""
+) -> Run:
+    from core.output import OutputDir
+    from core.stats import Stats
+    from curation.pipeline import process_file, stage_order
+
+    me = {os.getpid()}
+    c0, t0 = tree_cpu_seconds(me, spark_pids), time.time()
+    OutputDir(out).prepare("extract", cfg.to_dict(), cfg.fingerprint())
+    with multiprocessing.get_context("forkserver").Pool(cores) as pool:
+        task = partial(process_file, cfg=cfg, out_root=str(out))
+        results = list(pool.imap_unordered(task, files, chunksize=1))
+    wall, cpu = time.time() - t0, tree_cpu_seconds(me, spark_pids) - c0
+    per_file = [json.loads(p.read_text()) for p in sorted((out / "stats").glob("*.json"))]
+    merged = Stats.merged(per_file, order=stage_order(cfg)).to_dict()
+    failed = [f"{r['input']}: {r['error']}" for r in results if r["status"] != "done"]
+    name = f"ours: process_file x Pool({cores}){label}"
+    return Run(name, wall, cpu, cores, our_stages(merged), our_tasks(out, t0), failed)
+
+
+def start_spark(cores: int) -> tuple[float, float, set[int]]:
+    """Start the SparkSession run_extract reuses: (session s, first-job s, the JVM's pids)."""
+    from core.spark import get_spark
+
+    before = child_pids()
+    t0 = time.time()
+    spark = get_spark(f"local[{cores}]", "refinery-extract")
+    t1 = time.time()
+    spark.sparkContext.parallelize(range(cores), cores).map(lambda x: x + 1).collect()  # Python workers
+    return t1 - t0, time.time() - t1, child_pids() - before
+
+
+def run_spark(files: list[str], cfg: ExtractJobConfig, cores: int, out: Path, spark_pids) -> Run:
+    from core.spark import SparkOptions
+    from curation.job import run_extract
+
+    roots = {os.getpid(), *spark_pids}
+    c0, t0 = tree_cpu_seconds(roots), time.time()
+    res = run_extract(files, str(out), cfg, spark=SparkOptions(f"local[{cores}]", progress=False))
+    wall, cpu = time.time() - t0, tree_cpu_seconds(roots) - c0
+    stats = json.loads((out / "stats.json").read_text())
+    failed = [f"{f['input']}: {f['error']}" for f in res.failed]
+    name = f"ours: Spark run_extract local[{cores}]"
+    return Run(name, wall, cpu, cores, our_stages(stats), our_tasks(out, t0), failed)
+
+
+# ---------------------------------------------------------------------------------------------
+# side measurements: which pages each reader takes; our per-process set-up
+# ---------------------------------------------------------------------------------------------
+
+
+def reader_selection(files: list[str], cfg: ExtractJobConfig) -> dict[str, Counter]:
+    """Pages (by record offset) each reader takes that the other does not, with the reason."""
+    from datatrove.pipeline.readers.warc import process_record
+    from warcio.archiveiterator import ArchiveIterator
+
+    from curation.warc.records import iter_records
+
+    out = {"both": Counter(), "ours only": Counter(), "datatrove only": Counter()}
+    for f in files:
+        ours = {it.offset: it for it in iter_records(f, cfg.reader)}
+        with open(f, "rb") as fh:
+            records = ArchiveIterator(fh)
+            for rec in records:
+                offset = records.offset
+                payload_type = rec.rec_headers.get_header("WARC-Identified-Payload-Type")
+                dt_takes = process_record(rec) is not None
+                item = ours.get(offset)
+                our_takes = getattr(item, "kind", None) is not None
+                if dt_takes and our_takes:
+                    out["both"]["pages"] += 1
+                elif our_takes:
+                    if payload_type is None:
+                        why = "no WARC-Identified-Payload-Type, libmagic not text/html"
+                    elif payload_type in ("text/html", "application/xhtml+xml"):
+                        why = "not UTF-8, cchardet failed"
+                    else:
+                        why = f"WARC-Identified-Payload-Type {payload_type}"
+                    out["ours only"][why] += 1
+                elif dt_takes:
+                    out["datatrove only"][f"ours: {getattr(item, 'reason', 'unread')}"] += 1
+    return out
+
+
+_SETUP_CODE = """
+import time
+t0 = time.perf_counter()
+from curation.config import ExtractJobConfig
+from curation.pipeline import build_stages
+t1 = time.perf_counter()
+build_stages(ExtractJobConfig())
+print(t1 - t0, time.perf_counter() - t1)
+"""
+
+
+def our_setup_seconds() -> tuple[float, float] | None:
+    """(imports s, build_stages s) in a fresh interpreter: what each new worker process pays once."""
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", _SETUP_CODE], cwd=REPO, capture_output=True, text=True, timeout=120
+        )
+        imports, build = (float(x) for x in r.stdout.split())
+        return imports, build
+    except Exception:
+        return None
+
+
+def kept_agreement(a: Path, b: Path) -> float:
+    """Documents kept by both output folders with the same text, over documents kept by either."""
+    import pyarrow.parquet as pq
+
+    def kept(root: Path) -> dict[str, str]:
+        rows = (
+            r
+            for f in sorted((root / "docs").glob("*.parquet"))
+            for r in pq.read_table(f, columns=["id", "text"]).to_pylist()
+        )
+        return {r["id"]: r["text"] for r in rows}
+
+    ka, kb = kept(a), kept(b)
+    union = set(ka) | set(kb)
+    same = sum(1 for i in set(ka) & set(kb) if ka[i] == kb[i])
+    return same / len(union) if union else 1.0
+
+
+def summary(dt: Run, pool: Run, spark: Run, ctx: Context) -> dict[str, Any]:
+    """The last line: our Spark job (the default config) against datatrove, per core, and where time went."""
+    ours, theirs = spark.per_core(), dt.per_core()
+    return {
+        "files": len(ctx.files),
+        "cores": ctx.args.cores,
+        "cascade": ctx.cfg.extract.cascade,
+        "ours_pages_per_s_per_core": round(ours, 3),
+        "datatrove_pages_per_s_per_core": round(theirs, 3),
+        "ratio": round(ours / theirs, 3),
+        "ours_pool_ratio": round(pool.per_core() / theirs, 3),
+        "ours_full_path_ratio": round(ctx.full.per_core() / theirs, 3) if ctx.full else None,
+        "kept_agreement": round(ctx.agreement, 5),
+        "kept": {
+            "ours": spark.kept,
+            "datatrove": dt.kept,
+            **({"ours_full_path": ctx.full.kept} if ctx.full else {}),
+        },
+        "stage_seconds": {
+            "ours": {k: round(v.seconds, 2) for k, v in spark.stages.items()},
+            "datatrove": {k: round(v.seconds, 2) for k, v in dt.stages.items()},
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------------------------
+
+
+def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+
+    def fmt(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
+
+    return "\n".join([fmt(headers), "  ".join("-" * w for w in widths), *(fmt(r) for r in rows)])
+
+
+def _breakdown(run: Run) -> list[tuple[str, float]]:
+    """(row, core-seconds): the stages, in-task overhead, outside tasks; sums to cores x wall."""
+    rows = [(s, run.stages[s].seconds) for s in OUR_STAGES if s in run.stages]
+    rows.append(("in-task overhead", run.task_seconds - run.stage_seconds))
+    rows += [(f"outside tasks: {k}", v) for k, v in run.outside_tasks().items()]
+    return rows
+
+
+@dataclass
+class Context:
+    args: argparse.Namespace
+    files: list[str]
+    cfg: ExtractJobConfig
+    spark_start: tuple[float, float]
+    selection: dict[str, Counter]
+    setup: tuple[float, float] | None
+    walls: dict[str, list[float]]
+    full: Run | None
+    """Our Pool run of the full path (no cascade), when the default config cascades."""
+    agreement: float
+    """Kept-set agreement of the Spark run (default config) with the full path: same ids, same texts."""
+
+
+def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
+    args, cfg, files = ctx.args, ctx.cfg, ctx.files
+    size = sum(Path(f).stat().st_size for f in files)
+    model = cfg.langid.model_path or default_model_path()
+    filters = ", ".join(
+        f"{DATATROVE_FILTERS[k]}({', '.join(f'{a}={v}' for a, v in kw.items())})"
+        for k, kw in cfg.filters.enabled().items()
+    )
+    jvm, first_job = ctx.spark_start
+    startup = jvm + first_job
+    lines = [
+        f"Curation throughput: {len(files)} WARC files, {size / 1e6:.1f} MB compressed, {args.cores} cores "
+        f"(machine has {os.cpu_count()}), best wall of {args.repeat} run(s) per side",
+        f"settings, both sides: trafilatura favor_precision={cfg.extract.favor_precision} "
+        f"deduplicate={cfg.extract.deduplicate} include_comments={cfg.extract.include_comments} "
+        f"include_tables={cfg.extract.include_tables}; extraction timeout {args.timeout:g} s per page",
+        f"  langid: {Path(model).name} ({model}), keep {list(cfg.langid.languages)}, score >= "
+        f"{cfg.langid.threshold}",
+        f"  filters: {filters}",
+        "  writers: ours Parquet (zstd) docs + rejected samples + per-file stats; datatrove "
+        + ("ParquetWriter(compression='zstd')" if args.dt_writer == "parquet" else "no writer"),
+        "  files, largest first (scheduling order on every side): " + ", ".join(Path(f).name for f in files),
+        f"Spark startup, reported apart: JVM + SparkSession {jvm:.1f} s, first trivial job (starts Spark's "
+        f"Python workers) {first_job:.1f} s; {startup:.1f} s in all",
+    ]
+    if args.repeat > 1:
+        lines.append(
+            "walls of every run: "
+            + "; ".join(f"{k}: {', '.join(f'{w:.1f}' for w in v)}" for k, v in ctx.walls.items())
+        )
+    lines.append("")
+
+    # -- throughput --------------------------------------------------------------------------
+    base, base_cpu = dt.per_core(), dt.pages_in / dt.cpu
+    rows = []
+    for run, extra, label in (
+        (dt, 0.0, dt.name),
+        (pool, 0.0, pool.name),
+        (spark, 0.0, spark.name),
+        (spark, startup, f"{spark.name} incl. startup"),
+        *([(ctx.full, 0.0, ctx.full.name)] if ctx.full else []),
+    ):
+        wall = run.wall + extra
+        rows.append(
+            [
+                label,
+                f"{wall:.1f}",
+                f"{run.pages_in:,}",
+                f"{run.kept:,}",
+                f"{run.pages_in / wall:.1f}",
+                f"{run.per_core(extra):.2f}",
+                f"{run.per_core(extra) / base:.2f}x",
+                f"{run.cpu:.1f}" if not extra else "-",
+                f"{run.pages_in / run.cpu:.2f}" if not extra else "-",
+                f"{run.pages_in / run.cpu / base_cpu:.2f}x" if not extra else "-",
+                f"{run.first_task_s + extra:.1f}",
+            ]
+        )
+    headers = [
+        "run",
+        "wall s",
+        "pages in",
+        "docs kept",
+        "pages/s",
+        "pages/s/core",
+        "vs dt",
+        "CPU s",
+        "pages/CPU-s",
+        "vs dt",
+        "1st task at s",
+    ]
+    lines.append(_table(headers, rows))
+    lines.append(
+        "  pages/s/core = pages in / (wall x cores). CPU s: the run's whole process tree. "
+        "1st task at: seconds from the call to the first task starting."
+    )
+    lines.append(
+        f"  ours/datatrove pages/s/core: Pool {pool.per_core() / base:.2f}x, Spark {spark.per_core() / base:.2f}x, "
+        f"Spark incl. startup {spark.per_core(startup) / base:.2f}x. Spark vs Pool: {spark.wall - pool.wall:+.1f} s "
+        f"wall, {spark.cpu - pool.cpu:+.1f} CPU s; a cold start adds {startup:.1f} s."
+    )
+    if ctx.full is not None:
+        lines.append(
+            f"  cascade (extract.cascade, margin {cfg.extract.cascade_margin}): kept-set agreement of the Spark run "
+            f"with the full path (same ids, same texts) {100 * ctx.agreement:.2f}%; the full path's Pool run is "
+            f"{ctx.full.per_core() / base:.2f}x datatrove per core."
+        )
+    sel = ctx.selection
+    lines.append(
+        f"  pages read: {sel['both']['pages']:,} by both readers; ours only "
+        f"{sum(sel['ours only'].values()):,} ({', '.join(f'{k}: {v}' for k, v in sel['ours only'].items()) or '-'}); "
+        f"datatrove only {sum(sel['datatrove only'].values()):,} "
+        f"({', '.join(f'{k}: {v}' for k, v in sel['datatrove only'].items()) or '-'})"
+    )
+    lines.append(
+        f"  extraction timeouts ({args.timeout:g} s): "
+        + ", ".join(
+            f"{label} {r.stages['extract'].timeouts}"
+            for label, r in (("datatrove", dt), ("ours/pool", pool), ("ours/spark", spark))
+        )
+    )
+    for run in (dt, pool, spark):
+        lines.extend(f"  FAILED in {run.name}: {f}" for f in run.failed)
+    lines.append("")
+
+    # -- stages ------------------------------------------------------------------------------
+    dt_names = {
+        "read": "Warc",
+        "url_filter": "URLFilter",
+        "prelid": "(none: datatrove extracts every page)",
+        "extract": "Trafilatura",
+        "langid": "Language ID",
+        "filter:gopher_repetition": "Gopher Repetition",
+        "filter:gopher_quality": "Gopher Quality",
+        "filter:c4_quality": "C4 Quality",
+        "filter:fineweb_quality": "FineWeb Quality",
+        "write": "Parquet" if args.dt_writer == "parquet" else "(none)",
+    }
+    runs = (spark, pool, dt)
+    bd = {r.name: dict(_breakdown(r)) for r in runs}
+    cap = {r.name: r.cores * r.wall for r in runs}
+    rows = []
+    for key in [k for k, _ in _breakdown(spark)]:
+        st_o, st_d = spark.stages.get(key), dt.stages.get(key)
+        cells = []
+        for r in runs:
+            v = bd[r.name].get(key)
+            cells += ["-", "-"] if v is None else [f"{v:.1f}", f"{100 * v / cap[r.name]:.1f}%"]
+        rows.append(
+            [
+                key,
+                dt_names.get(key, ""),
+                f"{st_o.docs_in:,}" if st_o else "",
+                f"{st_d.docs_in:,}" if st_d else "",
+                *cells,
+                f"{1000 * st_o.seconds / st_o.docs_in:.2f}" if st_o and st_o.docs_in else "",
+                f"{1000 * st_d.seconds / st_d.docs_in:.2f}" if st_d and st_d.docs_in else "",
+            ]
+        )
+    totals = [x for r in runs for x in (f"{cap[r.name]:.1f}", "100%")]
+    rows.append(["total = cores x wall", "", "", "", *totals, "", ""])
+    lines.append("Seconds per stage (summed over tasks) and share of cores x wall")
+    headers = [
+        "stage (ours)",
+        "datatrove block",
+        "in: ours",
+        "dt",
+        "spark s",
+        "%",
+        "pool s",
+        "%",
+        "dt s",
+        "%",
+        "ms/doc ours",
+        "dt",
+    ]
+    lines.append(_table(headers, rows, left=2))
+    lines.append(
+        "  in: documents entering the stage (ours: Spark run). ms/doc: stage seconds per document entering "
+        "it (ours: Spark run). Our `read` is timed per WARC record, pages and skipped records alike; "
+        "datatrove times only process_record for the records it yields, its record iteration is in its "
+        "in-task overhead."
+    )
+    lines.append(
+        "  datatrove's stage seconds include each task's lazy set-up (sandbox process start and trafilatura "
+        "import, lid.176 load, spaCy tokenizer: its blocks are fresh per task); ours build them once per "
+        "worker process (build_stages), counted as in-task overhead. datatrove's Trafilatura seconds include "
+        "its sandbox pipe round trip per page."
+    )
+    lines.append("")
+    lines.append(where_time_goes(dt, pool, spark, ctx))
+    return "\n".join(lines)
+
+
+def where_time_goes(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
+    cap = spark.cores * spark.wall
+    out = [
+        f"Where does our time go? (Spark run: {spark.cores} cores x {spark.wall:.1f} s = {cap:.1f} core-s)"
+    ]
+    for name, secs in sorted(_breakdown(spark), key=lambda kv: -kv[1]):
+        out.append(f"  {name:<30} {secs:6.1f} s  {100 * secs / cap:5.1f}%")
+    ex_o, ex_d = spark.stages["extract"], dt.stages["extract"]
+    filt = [s for s in OUR_STAGES if s.startswith("filter:")]
+    filt_o = sum(spark.stages[s].seconds for s in filt)
+    filt_d = sum(dt.stages[s].seconds for s in filt)
+    n_o, n_d = spark.stages[filt[0]].docs_in, dt.stages[filt[0]].docs_in
+    out.append(
+        f"  - extraction (trafilatura) is {100 * ex_o.seconds / spark.stage_seconds:.0f}% of our stage time: "
+        f"{1000 * ex_o.seconds / max(1, ex_o.docs_in):.1f} ms/page vs datatrove's "
+        f"{1000 * ex_d.seconds / max(1, ex_d.docs_in):.1f} ms/page ({100 * ex_d.seconds / dt.stage_seconds:.0f}% "
+        "of its stage time)."
+    )
+    out.append(
+        f"  - the four filter blocks (ours: curation/filters/text.py by default; datatrove's blocks): ours {filt_o:.1f} s for {n_o:,} docs "
+        f"({1000 * filt_o / max(1, n_o):.1f} ms/doc), datatrove {filt_d:.1f} s for {n_d:,} "
+        f"({1000 * filt_d / max(1, n_d):.1f} ms/doc); langid {spark.stages['langid'].seconds:.1f} s."
+    )
+    if ctx.setup:
+        imports, build = ctx.setup
+        out.append(
+            f"  - in-task overhead {spark.task_seconds - spark.stage_seconds:.1f} s: a fresh worker pays "
+            f"{imports:.1f} s of imports + {build:.1f} s build_stages (lid.176, spaCy, filter blocks) once "
+            f"({spark.cores} workers), the rest is per-file Parquet/stats writing and untimed bookkeeping."
+        )
+    parts = spark.outside_tasks()
+    longest = max(e - s for s, e in spark.tasks)
+    out.append(
+        f"  - outside tasks {cap - spark.task_seconds:.1f} core-s: {parts['start']:.1f} before the first task "
+        f"({spark.first_task_s:.2f} s x {spark.cores} cores), {parts['between tasks']:.1f} handing over between "
+        f"tasks, {parts['tail idle']:.1f} with a core idle at the tail (one WARC = one task; the longest task "
+        f"took {longest:.1f} s), {parts['end']:.1f} after the last task (merging stats, job end). datatrove: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in dt.outside_tasks().items())
+        + "."
+    )
+    out.append(
+        f"  - Spark itself: {spark.wall - pool.wall:+.1f} s wall and {spark.cpu - pool.cpu:+.1f} CPU s against "
+        f"the Spark-free Pool run ({spark.wall:.1f} vs {pool.wall:.1f} s), plus {sum(ctx.spark_start):.1f} s "
+        "of JVM and Python-worker start on a cold run."
+    )
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def stderr_to(path: Path | None) -> Iterator[None]:
+    """Send fd 2 (and so every child's stderr: datatrove's log lines, the JVM's) to `path`."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as f:
+        os.dup2(f.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def resolve_files(given: list[str] | None) -> list[str]:
+    """Local files, globs or folders (as `extract --input` takes them), or names in the shared warc/ folder."""
+    from core.errors import InputError
+    from curation.inputs import resolve_inputs
+
+    warc = shared_data_dir() / "warc"
+    out = []
+    for name in given or DEFAULT_FILES:
+        if not Path(name).exists() and (warc / name).is_file():
+            name = str(warc / name)
+        try:
+            out += [str(Path(f).resolve()) for f in resolve_inputs([name])]
+        except InputError as e:
+            raise SystemExit(f"no such WARC: {name} ({e})") from None
+    return sorted(dict.fromkeys(out), key=lambda f: -Path(f).stat().st_size)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument(
+        "--input",
+        "--files",
+        dest="files",
+        nargs="+",
+        help="WARC files, globs or folders, or names in the shared warc/ folder (default: 9 files)",
+    )
+    ap.add_argument("--cores", type=int, default=2, help="workers on every side (default 2)")
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="runs per side, interleaved; the fastest wall is reported"
+    )
+    ap.add_argument("--timeout", type=float, default=5.0, help="per-page extraction timeout, both sides (s)")
+    ap.add_argument(
+        "--dt-writer",
+        choices=("parquet", "none"),
+        default="parquet",
+        help="datatrove's last block: ParquetWriter(zstd) (JsonlWriter needs orjson, not installed) or none",
+    )
+    ap.add_argument("--keep", action="store_true", help="keep the outputs and logs (path printed)")
+    ap.add_argument(
+        "--verbose", action="store_true", help="leave stderr (datatrove, Spark logs) on the console"
+    )
+    args = ap.parse_args(argv)
+    if args.cores < 1 or args.repeat < 1:
+        ap.error("--cores and --repeat must be >= 1")
+
+    files = resolve_files(args.files)
+    cfg = ExtractJobConfig(extract=ExtractConfig(timeout_s=args.timeout))
+    # The full path (no cascade), for the kept-set agreement of our default against it.
+    cfg_full = ExtractJobConfig(extract=ExtractConfig(timeout_s=args.timeout, cascade=False))
+    for f in files:  # warm the page cache: time the work, not the disk
+        Path(f).read_bytes()
+    work = Path(tempfile.mkdtemp(prefix="refinery-throughput-"))
+    log = None if args.verbose else work / "stderr.log"
+    print(f"{len(files)} files, cores={args.cores}, repeat={args.repeat}; work dir {work}", flush=True)
+
+    best: dict[str, Run] = {}
+    walls: dict[str, list[float]] = defaultdict(list)
+
+    def keep_best(run: Run) -> None:
+        print(f"  {run.name:<38} {run.wall:6.1f} s  {run.pages_in} pages in, {run.kept} kept", flush=True)
+        walls[run.name].append(run.wall)
+        if run.name not in best or run.wall < best[run.name].wall:
+            best[run.name] = run
+
+    try:
+        with stderr_to(log):
+            jvm, first_job, spark_pids = start_spark(args.cores)
+            print(f"  Spark started: session {jvm:.1f} s + first job {first_job:.1f} s", flush=True)
+            for r in range(args.repeat):  # interleaved, so load from elsewhere hits every side alike
+                keep_best(
+                    run_datatrove(
+                        files, cfg, args.cores, args.timeout, work / f"dt-{r}", args.dt_writer, spark_pids
+                    )
+                )
+                keep_best(run_pool(files, cfg, args.cores, work / f"pool-{r}", spark_pids))
+                keep_best(run_spark(files, cfg, args.cores, work / f"spark-{r}", spark_pids))
+                if cfg.extract.cascade:
+                    keep_best(
+                        run_pool(files, cfg_full, args.cores, work / f"full-{r}", spark_pids, " (no cascade)")
+                    )
+            selection = reader_selection(files, cfg)
+            setup = our_setup_seconds()
+    except BaseException:
+        if log is not None and log.is_file():
+            sys.stderr.write("".join(log.read_text(errors="replace").splitlines(True)[-40:]))
+            sys.stderr.write(f"\n(full stderr in {log})\n")
+        raise
+    dt, pool, spark, *full = best.values()
+    agree = kept_agreement(work / "spark-0", work / "full-0") if full else 1.0
+    ctx = Context(
+        args, files, cfg, (jvm, first_job), selection, setup, dict(walls), full[0] if full else None, agree
+    )
+    print()
+    print(report(dt, pool, spark, ctx))
+    if args.keep:
+        print(f"\noutputs and logs kept in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(summary(dt, pool, spark, ctx)))  # the last line: machine-readable
+    return 1 if dt.failed or pool.failed or spark.failed or (full and full[0].failed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

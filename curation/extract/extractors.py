@@ -1,0 +1,313 @@
+"""Main-text extraction with trafilatura (or resiliparse), bounded in size and time.
+
+trafilatura's `extract()` can run for minutes on pathological pages and offers no timeout of its
+own outside its CLI (trafilatura #704). datatrove runs it in a sandbox process and pays a pipe
+round trip per page; here a POSIX interval timer (SIGALRM) interrupts the call in-process, which
+costs nothing when it does not fire. Spark runs Python tasks on the worker's main thread, where
+signals are delivered; elsewhere (a thread) the limit cannot be enforced and a warning says so.
+
+The title is read from the same parsed tree before trafilatura prunes it (trafilatura's own
+title heuristic: og:title, <title>, <h1>), so the page is parsed once; full metadata extraction
+(dates, authors) would cost ~30% more per page and nothing downstream uses it.
+
+trafilatura's `deduplicate` keeps a cache of text segments seen so far; by default that cache is a
+process-wide global, so output would depend on which pages a Spark worker happened to process
+before. Here the cache belongs to the extractor and is reset at the start of every WARC file
+(`start_file()`), so a file's output depends on that file alone: reruns and resumes are exact.
+
+resiliparse (`Resiliparse`, `main_content`) is the fast alternative: the cascade's pre-extraction
+(curation/filters/langid.py, `PreLanguageFilter`) and the second extractor of `extract.extractors`. Its
+main-content pass is one C++ call that no signal interrupts, and it is quadratic in the depth of
+the tree (23 s for one 440 KB page of 40,000 nested <div>s). So before it runs, the page is held to
+trafilatura's size cap (`max_html_chars`) and cut before its first element deeper than
+`max_tag_depth` (curation/extract/html_depth.py: a linear scan, no parser); the cut is what libxml2 already
+does to trafilatura's input at depth 256, so both extractors see the same page, and the cost of
+the call is bounded by the page's size times the cap (measured: < 0.2 s for a 2 MB hostile page).
+A cut page is counted (`html_too_deep`, or `prelid_too_deep` in the cascade's pre-check).
+trafilatura itself needs no cut: libxml2 stops at depth 256 and its cost stays linear (tested).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from core.stage import Document, DocumentStage, Drop
+from curation.config import ExtractConfig
+from curation.extract.charset import decode_html
+from curation.extract.html_depth import MAX_TAG_DEPTH, bound_depth
+
+log = logging.getLogger(__name__)
+
+
+class ExtractTimeout(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class Extracted:
+    text: str | None
+    title: str | None
+    reason: str | None  # None when text was extracted, else the drop reason
+    detail: str = ""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise ExtractTimeout in the block after `seconds` (main thread only; else no limit)."""
+    if threading.current_thread() is not threading.main_thread():
+        _warn_no_timer()
+        yield
+        return
+
+    def _fire(signum, frame):
+        raise ExtractTimeout()
+
+    previous = signal.signal(signal.SIGALRM, _fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+_warned = False
+
+
+def _warn_no_timer() -> None:
+    global _warned
+    if not _warned:
+        log.warning("extraction runs outside the main thread: the per-page timeout is not enforced")
+        _warned = True
+
+
+class HtmlExtractor(DocumentStage, abc.ABC):
+    """An extractor as a document stage: `doc.html` -> text and title through `self(html, url)`,
+    or the drop its `Extracted` names. A subclass that lacks `__call__` fails when it is made."""
+
+    name = "extract"
+
+    @abc.abstractmethod
+    def __call__(self, html: str, url: str | None = None) -> Extracted: ...
+
+    def process(self, doc: Document) -> Document | Drop:
+        ex = self(doc.html or "", doc.metadata.get("url"))
+        if ex.reason is not None:
+            return Drop(ex.reason, ex.detail)
+        doc.text = ex.text
+        doc.metadata["title"] = ex.title
+        return doc
+
+
+class Extractor(HtmlExtractor):
+    """HTML -> (text, title) with trafilatura; drop reasons extract_oversize/timeout/error/empty."""
+
+    name = "extract"
+    label = "trafilatura"
+    section_config = True  # built from the `extract` section (curation.config.uses_section)
+
+    def __init__(self, cfg: ExtractConfig) -> None:
+        self.cfg = cfg
+        self._dedup_cache = None
+        # trafilatura logs a warning per page it discards; the funnel counts those as
+        # extract_empty, so the per-page log lines are noise in a job's output.
+        logging.getLogger("trafilatura").setLevel(logging.ERROR)
+        self.start_file()
+
+    def start_file(self) -> None:
+        """Forget the segments seen so far (call once per input file, before its first page)."""
+        if self.cfg.deduplicate:
+            from trafilatura.deduplication import LRU_SIZE, LRUCache
+
+            self._dedup_cache = LRUCache(maxsize=LRU_SIZE)
+
+    def __call__(self, html: str, url: str | None = None) -> Extracted:
+        cfg = self.cfg
+        if len(html) > cfg.max_html_chars:
+            return Extracted(None, None, "extract_oversize", f"{len(html)} chars")
+        try:
+            with time_limit(cfg.timeout_s):
+                text, title = self._extract(html, url)
+        except ExtractTimeout:
+            return Extracted(None, None, "extract_timeout", f"> {cfg.timeout_s} s")
+        except RecursionError:
+            return Extracted(None, None, "extract_error", "RecursionError (deeply nested HTML)")
+        except Exception as e:  # trafilatura and lxml raise many types on broken markup
+            return Extracted(None, None, "extract_error", f"{type(e).__name__}: {str(e)[:200]}")
+        if text is None or len(text.strip()) < cfg.min_text_chars:
+            return Extracted(None, title, "extract_empty")
+        return Extracted(text, title, None)
+
+    def _extract(self, html: str, url: str | None) -> tuple[str | None, str | None]:
+        from trafilatura import bare_extraction
+        from trafilatura.metadata import extract_title
+        from trafilatura.utils import load_html
+
+        tree = load_html(html)
+        if tree is None:
+            return None, None
+        title = extract_title(tree)
+        doc = bare_extraction(
+            tree,
+            url=url,
+            favor_precision=self.cfg.favor_precision,
+            include_comments=self.cfg.include_comments,
+            include_tables=self.cfg.include_tables,
+            deduplicate=self._dedup_cache if self.cfg.deduplicate else False,
+            with_metadata=False,
+        )
+        if doc is None:
+            return None, title
+        return doc.text, title
+
+
+class Resiliparse(HtmlExtractor):
+    """HTML -> (text, title) with resiliparse's main-content heuristics (19x faster than trafilatura).
+
+    The same size cap and minimum length as trafilatura, with the same drop reasons. No timeout:
+    resiliparse is one C++ call that a Python signal handler cannot interrupt; the size cap and the
+    depth cut (module doc) bound its cost instead. No cross-page state, so `start_file` has nothing
+    to reset.
+    """
+
+    name = "extract"
+    label = "resiliparse"
+    section_config = True
+
+    def __init__(self, cfg: ExtractConfig) -> None:
+        self.cfg = cfg
+
+    def __call__(self, html: str, url: str | None = None) -> Extracted:
+        if len(html) > self.cfg.max_html_chars:
+            return Extracted(None, None, "extract_oversize", f"{len(html)} chars")
+        html, depth = bound_depth(html, self.cfg.max_tag_depth)
+        if depth.cut is not None:
+            self.count("html_too_deep")
+        try:
+            text, title = main_content(html, max_tag_depth=None)
+        except Exception as e:  # resiliparse raises on markup its parser refuses
+            return Extracted(None, None, "extract_error", f"{type(e).__name__}: {str(e)[:200]}")
+        if len(text.strip()) < self.cfg.min_text_chars:
+            return Extracted(None, title, "extract_empty")
+        return Extracted(text, title, None)
+
+
+def main_content(html: str, max_tag_depth: int | None = MAX_TAG_DEPTH) -> tuple[str, str | None]:
+    """resiliparse's main-content plain text (paragraphs as lines) and the page's <title>, of the
+    page cut before its first element deeper than `max_tag_depth` (None: the caller has cut it)."""
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
+    if max_tag_depth is not None:
+        html = bound_depth(html, max_tag_depth)[0]
+    tree = HTMLTree.parse(html)
+    title = (tree.title or "").strip() or None
+    return extract_plain_text(tree, main_content=True), title
+
+
+def decoded_html(doc: Document, stage: DocumentStage) -> str:
+    """The page's HTML as text, decoded once per document by the first stage that needs it.
+
+    The charset's source (HTTP header, meta tag, detection) is counted by that stage, so a page
+    the cascade's pre-check decodes is not counted twice when the extractor reads it.
+    """
+    if doc.html is None:
+        html, _codec, source = decode_html(doc.payload or b"", doc.metadata.get("content_type"))
+        stage.count(f"charset_{source}")
+        doc.html = html
+    return doc.html
+
+
+def pre_extract(doc: Document, stage: DocumentStage, cfg: ExtractConfig) -> str | None:
+    """The cascade's pre-extraction: resiliparse's main-content text of the page, under the
+    extractor's limits, or None when the page is over the size cap (counter `prelid_oversize`:
+    the extractor drops it as `extract_oversize`, so it is not worth a pre-check). A page deeper
+    than `max_tag_depth` is judged on its text up to the cut (counter `prelid_too_deep`), as
+    trafilatura will see it. Raises what resiliparse raises on markup it refuses."""
+    html = decoded_html(doc, stage)
+    if len(html) > cfg.max_html_chars:
+        stage.count("prelid_oversize")
+        return None
+    html, depth = bound_depth(html, cfg.max_tag_depth)
+    if depth.cut is not None:
+        stage.count("prelid_too_deep")
+    return main_content(html, max_tag_depth=None)[0]
+
+
+class ExtractStep(DocumentStage):
+    """The `extract` funnel row: raw payload -> text, whatever extractor is configured.
+
+    HTML is decoded here (charset from the HTTP header, the page's meta tag or detection, counted
+    per source) and handed to the extractor as `doc.html`; a WET conversion record is already text
+    and passes through. The extractor is trafilatura unless the config names another one.
+
+    With several extractors (`extract.mode: fallback`), the next one runs only when the previous
+    one gave no text (empty, error, timeout); when none gives text, the first one's drop reason is
+    the page's, so the funnel reads as with the first extractor alone. `record` adds the
+    `extractor` column: the name of the extractor whose text the document carries.
+    """
+
+    name = "extract"
+
+    def __init__(self, extractor: DocumentStage | list[DocumentStage], record: bool = False) -> None:
+        self.extractors = list(extractor) if isinstance(extractor, list) else [extractor]
+        self.extractor = self.extractors[0]
+        self.record = record
+        self.columns = {"extractor": pa.string()} if record else {}
+
+    def start_file(self) -> None:
+        for ex in self.extractors:
+            ex.start_file()
+
+    def warm_up(self) -> None:
+        for ex in self.extractors:
+            ex.warm_up()
+
+    def process(self, doc: Document) -> Document | Drop:
+        if doc.metadata.get("source_format") == "wet":
+            doc.text = (doc.payload or b"").decode("utf-8", "replace")
+            doc.metadata["title"] = None
+            self.count("wet_passthrough")
+        else:
+            decoded_html(doc, self)
+            result = self._first_text(doc)
+            if isinstance(result, Drop):
+                return result  # the rejected sample shows the HTML (the document has no text)
+            doc = result
+        if self.record and doc.metadata.get("source_format") == "wet":
+            doc.metadata["extractor"] = None  # the record came as text: no extractor ran
+        doc.payload = doc.html = None  # the page is not needed past this point
+        return doc
+
+    def _first_text(self, doc: Document) -> Document | Drop:
+        first_drop: Drop | None = None
+        for i, ex in enumerate(self.extractors):
+            result = ex.process(doc)
+            for k, n in (ex.take_counters() or {}).items():
+                self.count(k, n)
+            if not isinstance(result, Drop) and result.text is None:
+                result = Drop("extract_empty", f"{type(ex).__name__} returned no text")
+            if isinstance(result, Drop):
+                first_drop = first_drop or result
+                continue
+            label = extractor_label(ex)
+            if self.record:
+                result.metadata["extractor"] = label
+            if i:
+                self.count(f"extract_fallback:{label}")
+            return result
+        assert first_drop is not None
+        return first_drop
+
+
+def extractor_label(ex: DocumentStage) -> str:
+    """What the `extractor` column says: the registry label, or a user class's name."""
+    return getattr(ex, "label", None) or type(ex).__name__
