@@ -29,7 +29,16 @@ from classifiers.score import run_score
 from classifiers.scorer import BUILTIN, ScorerSpec, make_spec
 from classifiers.toxicity import train_toxicity
 from classifiers.train import train_quality
-from core.cli import add_config_args, add_spark_args, guarded, load_settings, print_run, setup_logging
+from core.cli import (
+    add_config_args,
+    add_io_args,
+    add_repeated,
+    add_spark_args,
+    command_parser,
+    load_settings,
+    print_run,
+    run_subcommand,
+)
 from core.config import ConfigModel, read_yaml_mapping
 from core.errors import ConfigError, OutputConflict
 from core.output import check_folder_path
@@ -49,17 +58,18 @@ class EvaluateSettings(ConfigModel):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m classifiers", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser, sub = command_parser("classifiers", __doc__)
 
-    tr = sub.add_parser("train-quality", help="train the fastText quality model (DCLM-style)")
-    tr.add_argument("--positive", nargs="+", required=True, metavar="FILE", help="high-quality text")
-    tr.add_argument("--negative", nargs="+", required=True, metavar="FILE", help="ordinary web documents")
-    tr.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder (must not exist)")
-    add_config_args(tr, "classifiers/config.py for the keys")
-    tr.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
-
-    _add_train_toxicity(sub)
+    _add_train(
+        sub.add_parser("train-quality", help="train the fastText quality model (DCLM-style)"),
+        ("high-quality text", "ordinary web documents"),
+        "classifiers/config.py for the keys",
+    )
+    _add_train(
+        sub.add_parser("train-toxicity", help="train a fastText toxicity model on your own labelled text"),
+        ("toxic text", "clean text"),
+        "classifiers/config.py (ToxicityTrainConfig) for the keys",
+    )
 
     ev = sub.add_parser("evaluate", help="ROC-AUC, precision, recall on labelled JSONL")
     ev.add_argument("--model", required=True, metavar="MODEL_DIR")
@@ -71,31 +81,22 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser(
         "score", help="add score columns (quality, perplexity, toxicity) to Parquet documents"
     )
-    sc.add_argument("--input", required=True, metavar="DIR", help="extract output, or a folder of Parquet")
-    sc.add_argument("--output", required=True, metavar="DIR")
-    sc.add_argument(
+    add_io_args(sc, "extract output, or a folder of Parquet")
+    add_repeated(
+        sc,
         "--scorer",
-        action="append",
-        default=[],
-        metavar="KIND=DIR",
-        help="a scorer and its model folder, repeatable: KIND is a registry name (quality, perplexity, "
+        "KIND=DIR",
+        "a scorer and its model folder, repeatable: KIND is a registry name (quality, perplexity, "
         "toxicity) or the import path of a Scorer class (mypkg.scorers.MyScorer)",
     )
     sc.add_argument("--model", default=None, metavar="MODEL_DIR", help="alias of --scorer quality=MODEL_DIR")
-    sc.add_argument(
+    add_repeated(
+        sc,
         "--perplexity",
-        action="append",
-        default=[],
-        metavar="LM_DIR",
-        help="alias of --scorer perplexity=LM_DIR (a workflows train-lm model; one per language)",
+        "LM_DIR",
+        "alias of --scorer perplexity=LM_DIR (a workflows train-lm model; one per language)",
     )
-    sc.add_argument(
-        "--toxicity",
-        action="append",
-        default=[],
-        metavar="MODEL",
-        help="alias of --scorer toxicity=MODEL (see classifiers/toxicity.py)",
-    )
+    add_repeated(sc, "--toxicity", "MODEL", "alias of --scorer toxicity=MODEL (see classifiers/toxicity.py)")
     add_config_args(sc, "the scorers' options: a mapping KIND -> options", "perplexity.max_tokens=512")
     sc.add_argument(
         "--option",
@@ -109,13 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_train_toxicity(sub: argparse._SubParsersAction) -> None:
-    tt = sub.add_parser("train-toxicity", help="train a fastText toxicity model on your own labelled text")
-    tt.add_argument("--positive", nargs="+", required=True, metavar="FILE", help="toxic text")
-    tt.add_argument("--negative", nargs="+", required=True, metavar="FILE", help="clean text")
-    tt.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder (must not exist)")
-    add_config_args(tt, "classifiers/config.py (ToxicityTrainConfig) for the keys")
-    tt.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
+def _add_train(p: argparse.ArgumentParser, helps: tuple[str, str], config_example: str) -> None:
+    """The arguments of both fastText trainers (`_train`): positive and negative text, the model folder."""
+    p.add_argument("--positive", nargs="+", required=True, metavar="FILE", help=helps[0])
+    p.add_argument("--negative", nargs="+", required=True, metavar="FILE", help=helps[1])
+    p.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder (must not exist)")
+    add_config_args(p, config_example)
+    p.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
 
 
 def _train_toxicity(args: argparse.Namespace) -> int:
@@ -235,12 +236,10 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging()
-    run = {
+    bodies = {
         "train-quality": _train,
         "train-toxicity": _train_toxicity,
         "evaluate": _evaluate,
         "score": _score,
-    }[args.command]
-    return guarded(lambda: run(args))
+    }
+    return run_subcommand(build_parser(), bodies, argv)

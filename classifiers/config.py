@@ -23,15 +23,8 @@ from typing import Any, Self
 
 from pydantic import Field, model_validator
 
-from core.config import (
-    ConfigError,
-    ConfigModel,
-    build_config,
-    check_choice,
-    check_positive,
-    fingerprint_of,
-    load_config,
-)
+from core.config import ConfigModel, build_config, check_choice, check_positive, fingerprint_of, load_config
+from core.errors import ConfigError
 
 
 class FastTextParams(ConfigModel):

@@ -48,19 +48,30 @@ def read_metadata(model_dir: str | Path, trainer: str = "train-quality") -> dict
     """metadata.json of a model folder, after checking the folder has what scoring needs.
 
     `trainer` is the command that makes such folders, named in the errors."""
-    d = Path(model_dir)
-    if not d.is_dir():
-        raise ModelError(f"model folder not found: {d}")
-    for name in (MODEL_FILE, METADATA_FILE):
-        if not (d / name).is_file():
-            raise ModelError(f"{d} is not a model folder: {name} is missing (train one with {trainer})")
-    try:
-        meta = json.loads((d / METADATA_FILE).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelError(f"{d / METADATA_FILE}: not valid JSON: {e}") from None
+    d, meta = read_folder_json(
+        model_dir, "a model folder", (MODEL_FILE, METADATA_FILE), f"train one with {trainer}"
+    )
     if not isinstance(meta, dict) or not isinstance(meta.get("model_sha256"), str):
         raise ModelError(f"{d / METADATA_FILE}: no model_sha256 (not written by {trainer}?)")
     return meta
+
+
+def read_folder_json(
+    model_dir: str | Path, folder: str, files: Sequence[str], hint: str, name: str = METADATA_FILE
+) -> tuple[Path, Any]:
+    """(the folder, its JSON file `name` parsed), after checking the folder holds all of `files`; a
+    ModelError otherwise. `folder` names such a folder with its article ("a model folder", "an LM
+    folder"), `hint` how to make one; both go into the errors."""
+    d = Path(model_dir)
+    if not d.is_dir():
+        raise ModelError(f"{folder.split(' ', 1)[1]} not found: {d}")
+    for file in files:
+        if not (d / file).is_file():
+            raise ModelError(f"{d} is not {folder}: {file} is missing ({hint})")
+    try:
+        return d, json.loads((d / name).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelError(f"{d / name}: not valid JSON: {e}") from None
 
 
 def check_model_file(model_dir: str | Path, sha256: str | None) -> None:

@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 from pydantic import model_validator
 
-from classifiers.model import ModelError
+from classifiers.model import ModelError, read_folder_json
 from classifiers.scorer import Scorer
 from core.config import ConfigError, ConfigModel, build_config, check_choice
 from core.files import sha256_file
@@ -134,16 +134,9 @@ class PerplexityOptions(ConfigModel):
 
 def read_lm_metadata(model_dir: str | Path) -> dict[str, Any]:
     """metadata.json of an LM folder, after checking the folder has what scoring needs."""
-    d = Path(model_dir)
-    if not d.is_dir():
-        raise ModelError(f"LM folder not found: {d}")
-    for name in (PROGRAM, TOKENIZER, METADATA):
-        if not (d / name).is_file():
-            raise ModelError(f"{d} is not an LM folder: {name} is missing (make one with train-lm)")
-    try:
-        meta = json.loads((d / METADATA).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelError(f"{d / METADATA}: not valid JSON: {e}") from None
+    d, meta = read_folder_json(
+        model_dir, "an LM folder", (PROGRAM, TOKENIZER, METADATA), "make one with train-lm", METADATA
+    )
     if not isinstance(meta, dict) or meta.get("format") not in (FORMAT, FORMAT_LOGITS):
         raise ModelError(f"{d / METADATA}: not an LM of format {FORMAT} (not written by trainer.export_lm?)")
     if meta["format"] == FORMAT and not isinstance(meta.get("head_weight"), str):

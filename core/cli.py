@@ -4,7 +4,9 @@ One override syntax: every command takes `--config FILE` and repeatable `--set s
 (`add_config_args`, read by core/config.py). A setting that also has a flag of its own (`tokenize
 --source web`) is the same setting: the flag is an alias of `--set source=web`, and a given flag wins
 over the file and `--set` (`load_settings`). Spark jobs take `--master`, `--spark-conf` and
-`--no-progress` (`add_spark_args`), read into one `core.spark.SparkOptions`.
+`--no-progress` (`add_spark_args`), read into one `core.spark.SparkOptions`. Every package's
+`__main__.py` is `run_package`; a command line with subcommands is `command_parser` and
+`run_subcommand`.
 
 Exit status, for every command: 0 done; 1 the job ran but some inputs failed unexpectedly (they are
 listed; a rerun retries them); 2 a `UserError` (bad config, input or output folder), reported as
@@ -21,6 +23,7 @@ there print the same line and exit 130 at once instead of printing an import tra
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import signal
@@ -36,13 +39,18 @@ from core.stats import funnel_table
 __all__ = [
     "INTERRUPTED",
     "add_config_args",
+    "add_io_args",
+    "add_repeated",
     "add_set_arg",
     "add_spark_args",
+    "command_parser",
     "guarded",
     "handle_interrupts",
     "interrupted",
     "load_settings",
     "print_run",
+    "run_package",
+    "run_subcommand",
     "setup_logging",
 ]
 
@@ -85,6 +93,32 @@ def _quiet_interrupt_logs() -> None:
         root.addFilter(_NoInterruptTracebacks())
 
 
+def command_parser(package: str, doc: str) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """`python -m PACKAGE COMMAND ...`: the parser, described by the first line of `doc` (the CLI
+    module's docstring), and its required subcommands (`.add_parser(name, help=...)` each)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {package}", description=doc.splitlines()[0])
+    return parser, parser.add_subparsers(dest="command", required=True)
+
+
+def run_subcommand(
+    parser: argparse.ArgumentParser,
+    bodies: dict[str, Callable[[argparse.Namespace], int]],
+    argv: list[str] | None,
+) -> int:
+    """A `command_parser` command line's `main`: parse `argv`, set up logging, and run the chosen
+    subcommand's body under `guarded` (its exit status)."""
+    args = parser.parse_args(argv)
+    setup_logging()
+    body = bodies[args.command]
+    return guarded(lambda: body(args))
+
+
+def add_io_args(parser: argparse.ArgumentParser, input_help: str, output_help: str | None = None) -> None:
+    """`--input DIR` (what the job reads) and `--output DIR` (the folder it writes), both required."""
+    parser.add_argument("--input", required=True, metavar="DIR", help=input_help)
+    parser.add_argument("--output", required=True, metavar="DIR", help=output_help)
+
+
 def add_config_args(
     parser: argparse.ArgumentParser, example: str, set_example: str = "langid.threshold=0.5"
 ) -> None:
@@ -97,14 +131,18 @@ def add_config_args(
 def add_set_arg(parser: argparse.ArgumentParser, example: str) -> None:
     """Repeatable `--set section.key=value` alone, into `args.overrides`: for a command whose settings
     file is not `--config` (`mixtures plan RECIPE`)."""
-    parser.add_argument(
+    add_repeated(
+        parser,
         "--set",
+        "SECTION.KEY=VALUE",
+        f"override one config value, e.g. {example} (repeatable; YAML values)",
         dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help=f"override one config value, e.g. {example} (repeatable; YAML values)",
     )
+
+
+def add_repeated(parser: argparse.ArgumentParser, flag: str, metavar: str, help: str, **kwargs: Any) -> None:
+    """A flag that may be given several times: its values, in order, into a list (empty when not given)."""
+    parser.add_argument(flag, action="append", default=[], metavar=metavar, help=help, **kwargs)
 
 
 M = TypeVar("M", bound=ConfigModel)
@@ -122,13 +160,7 @@ def add_spark_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--master", default=None, help="Spark master URL (default: spark-submit's, else local[*])"
     )
-    parser.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Spark setting (repeatable)",
-    )
+    add_repeated(parser, "--spark-conf", "KEY=VALUE", "extra Spark setting (repeatable)")
     parser.add_argument("--no-progress", action="store_true", help="do not print progress lines")
 
 
@@ -161,6 +193,17 @@ def handle_interrupts() -> None:
     """
     signal.signal(signal.SIGINT, _on_sigint)
     _quiet_interrupt_logs()
+
+
+def run_package(name: str, cli: str) -> None:
+    """The body of a package's `__main__.py` (`python -m PKG ...` or `spark-submit PKG/__main__.py ...`):
+    `handle_interrupts()`, then `main()` of the module `cli`, imported only then (seconds: torch,
+    pyarrow) so that a Ctrl-C while it imports is `interrupted` too. `name` is the caller's
+    `__name__`: imported rather than run, it does nothing."""
+    if name != "__main__":
+        return
+    handle_interrupts()
+    sys.exit(importlib.import_module(cli).main())
 
 
 def guarded(fn: Callable[[], int]) -> int:

@@ -42,6 +42,7 @@ __all__ = [
     "ConfigModel",
     "apply_overrides",
     "build_config",
+    "check_at_least",
     "check_choice",
     "check_positive",
     "fingerprint_of",
@@ -265,3 +266,8 @@ def check_choice(key: str, value: Any, allowed: Iterable[Any]) -> None:
 def check_positive(key: str, value: float) -> None:
     if value <= 0:
         raise ConfigError(f"{key} must be > 0, got {value!r}")
+
+
+def check_at_least(key: str, value: float, minimum: float) -> None:
+    if value < minimum:
+        raise ConfigError(f"{key} must be >= {minimum}, got {value}")

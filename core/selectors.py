@@ -35,7 +35,8 @@ from typing import Any
 from core.errors import ConfigError
 
 OPS = (">=", "<=", "==", "!=", ">", "<")
-_CMP = re.compile(r"^\s*(>=|<=|==|!=|>|<)\s*([^<>=!\s].*?)\s*$")
+# OPS as the regex's alternatives, in its order: a two-character operator is tried before its prefix.
+_CMP = re.compile(r"^\s*(" + "|".join(OPS) + r")\s*([^<>=!\s].*?)\s*$")
 
 
 class SelectorError(ConfigError):
@@ -44,6 +45,8 @@ class SelectorError(ConfigError):
 
 @dataclass(frozen=True, slots=True)
 class Selector:
+    """One `column: condition` of a recipe's `select`, parsed (the forms in the module docstring)."""
+
     column: str
     op: str
     """One of OPS, or 'in' for membership."""

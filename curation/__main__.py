@@ -7,12 +7,7 @@ if __package__ in (None, ""):
     # Started as a file by spark-submit: make the project importable from the checkout.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then is `interrupted` too
-    from core.cli import handle_interrupts
+from core.cli import run_package
 
-    handle_interrupts()
-
-from curation.cli import main
-
-if __name__ == "__main__":
-    sys.exit(main())
+# handle_interrupts() first, then curation.cli (seconds to import): a Ctrl-C meanwhile is `interrupted` too
+run_package(__name__, "curation.cli")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli import add_config_args, add_spark_args, guarded, load_settings, print_run, setup_logging
+from core.cli import add_config_args, add_spark_args, command_parser, load_settings, print_run, run_subcommand
 from core.config import ConfigModel
 from core.errors import InputError
 from core.spark import SparkOptions
@@ -35,8 +35,7 @@ class IndexSettings(ConfigModel):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m curation", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser, sub = command_parser("curation", __doc__)
     ex = sub.add_parser("extract", help="WARC files -> filtered documents (Parquet) on Spark")
     source = ex.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -91,13 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging()
-    if args.command == "extract":
-        return guarded(lambda: _extract(args))
-    if args.command == "index":
-        return guarded(lambda: _index(args))
-    return 2
+    return run_subcommand(build_parser(), {"extract": _extract, "index": _index}, argv)
 
 
 def _extract(args: argparse.Namespace) -> int:

@@ -24,15 +24,8 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from core.config import (
-    ConfigError,
-    ConfigModel,
-    build_config,
-    check_choice,
-    check_positive,
-    fingerprint_of,
-    load_config,
-)
+from core.config import ConfigModel, build_config, check_choice, check_positive, fingerprint_of, load_config
+from core.errors import ConfigError
 from core.stage import check_arguments, class_entries, register_path, resolve_stage
 from curation.extract.html_depth import MAX_TAG_DEPTH
 from curation.filters.urls import UT1_CATEGORIES, datatrove_asset, parse_domain_file

@@ -11,12 +11,7 @@ if __package__ in (None, ""):
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     sys.path.insert(0, str(here.parent))
 
-if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then is `interrupted` too
-    from core.cli import handle_interrupts
+from core.cli import run_package
 
-    handle_interrupts()
-
-from dedup.cli import main
-
-if __name__ == "__main__":
-    sys.exit(main())
+# handle_interrupts() first, then dedup.cli (seconds to import): a Ctrl-C meanwhile is `interrupted` too
+run_package(__name__, "dedup.cli")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli import add_config_args, add_spark_args, guarded, setup_logging
+from core.cli import add_config_args, add_io_args, add_spark_args, command_parser, run_subcommand
 from core.output import ON_CHANGED_INPUT
 from core.spark import SparkOptions
 from core.stats import funnel_table
@@ -19,13 +19,13 @@ from dedup.job import run_dedup
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m dedup", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser, sub = command_parser("dedup", __doc__)
     run = sub.add_parser("run", help="exact, URL, MinHash and line dedup of documents on Spark")
-    run.add_argument(
-        "--input", required=True, metavar="DIR", help="documents: an extract output, a Parquet folder or file"
+    add_io_args(
+        run,
+        "documents: an extract output, a Parquet folder or file",
+        "output folder (created; reruns resume)",
     )
-    run.add_argument("--output", required=True, metavar="DIR", help="output folder (created; reruns resume)")
     add_config_args(run, "configs/dedup.yaml")
     add_spark_args(run)
     run.add_argument(
@@ -39,9 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging()
-    return guarded(lambda: _run(args))
+    return run_subcommand(build_parser(), {"run": _run}, argv)
 
 
 def _run(args: argparse.Namespace) -> int:

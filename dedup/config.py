@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from core.config import ConfigError, ConfigModel, build_config, check_choice, load_config
+from core.config import ConfigError, ConfigModel, build_config, check_at_least, check_choice, load_config
 from dedup.minhash import MinHashConfig
 
 KEEP_ONE = ("best", "first", "last")
@@ -60,8 +60,7 @@ class ClusterConfig(ConfigModel):
     @model_validator(mode="after")
     def _check(self) -> ClusterConfig:
         check_choice("cluster.keep", self.keep, (*KEEP_ONE, "drop_cluster"))
-        if self.max_iterations < 1:
-            raise ConfigError(f"cluster.max_iterations must be >= 1, got {self.max_iterations}")
+        check_at_least("cluster.max_iterations", self.max_iterations, 1)
         return self
 
 
@@ -81,12 +80,10 @@ class LinesConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _check(self) -> LinesConfig:
-        if self.max_docs < 1:
-            raise ConfigError(f"lines.max_docs must be >= 1, got {self.max_docs}")
+        check_at_least("lines.max_docs", self.max_docs, 1)
         if self.max_fraction is not None and not 0.0 < self.max_fraction < 1.0:
             raise ConfigError(f"lines.max_fraction must be in (0, 1), got {self.max_fraction}")
-        if self.min_words < 0:
-            raise ConfigError(f"lines.min_words must be >= 0, got {self.min_words}")
+        check_at_least("lines.min_words", self.min_words, 0)
         return self
 
 

@@ -16,7 +16,7 @@ if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then 
 
     handle_interrupts()
 
-from core.cli import add_set_arg, guarded
+from core.cli import add_set_arg, command_parser, guarded
 from mixtures.plan import H100_BF16_DENSE_FLOPS, format_plan, make_plan
 from mixtures.recipe import Recipe
 
@@ -56,8 +56,7 @@ def _fraction(s: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mixtures", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser, sub = command_parser("mixtures", __doc__)
     p = sub.add_parser("plan", help="tokens per source and phase, epochs, caps, FLOPs and GPU-hours")
     p.add_argument("recipe", help="recipe YAML (see mixtures/demo.yaml)")
     add_set_arg(p, "total_tokens=2e6 or sources.web.max_epochs=2")

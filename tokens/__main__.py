@@ -8,12 +8,7 @@ if __package__ in (None, ""):
     # here shadows the standard library, so this folder may stay on sys.path.)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then is `interrupted` too
-    from core.cli import handle_interrupts
+from core.cli import run_package
 
-    handle_interrupts()
-
-from tokens.cli import main
-
-if __name__ == "__main__":
-    sys.exit(main())
+# handle_interrupts() first, then tokens.cli (seconds to import): a Ctrl-C meanwhile is `interrupted` too
+run_package(__name__, "tokens.cli")

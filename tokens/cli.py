@@ -16,7 +16,15 @@ import json
 
 import yaml
 
-from core.cli import add_config_args, add_spark_args, guarded, load_settings, print_run, setup_logging
+from core.cli import (
+    add_config_args,
+    add_io_args,
+    add_spark_args,
+    command_parser,
+    load_settings,
+    print_run,
+    run_subcommand,
+)
 from core.config import ConfigError
 from core.errors import InputError
 from core.safe_yaml import load_yaml
@@ -27,14 +35,10 @@ from tokens.tokenizer import ENCODERS, TokenizerConfig, train_tokenizer
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tokens", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser, sub = command_parser("tokens", __doc__)
 
     tt = sub.add_parser("train-tokenizer", help="documents -> byte-level BPE tokenizer.json")
-    tt.add_argument(
-        "--input", required=True, metavar="DIR", help="documents: an extract output or Parquet folder"
-    )
-    tt.add_argument("--output", required=True, metavar="DIR", help="folder for tokenizer.json (+ meta)")
+    add_io_args(tt, "documents: an extract output or Parquet folder", "folder for tokenizer.json (+ meta)")
     add_config_args(tt, "configs/tokenizer.yaml")
 
     tk = sub.add_parser("tokenize", help="documents -> token shards (.bin/.idx + manifest) on Spark")
@@ -142,7 +146,4 @@ def _train_tokenizer(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging()
-    run = {"train-tokenizer": _train_tokenizer, "tokenize": _tokenize}[args.command]
-    return guarded(lambda: run(args))
+    return run_subcommand(build_parser(), {"train-tokenizer": _train_tokenizer, "tokenize": _tokenize}, argv)

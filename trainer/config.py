@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from core import config as core_config
-from core.config import ConfigModel, check_choice
+from core.config import ConfigModel, check_at_least, check_choice
 from core.errors import ConfigError
 
 __all__ = [
@@ -106,8 +106,7 @@ class OptimizerSection(ConfigModel):
             if not 0 <= getattr(self, k) < 1:
                 raise ConfigError(f"optimizer.{k} must be in [0, 1), got {getattr(self, k)}")
         for k in ("weight_decay", "grad_clip"):
-            if getattr(self, k) < 0:
-                raise ConfigError(f"optimizer.{k} must be >= 0, got {getattr(self, k)}")
+            check_at_least(f"optimizer.{k}", getattr(self, k), 0)
         return self
 
 
@@ -202,8 +201,7 @@ class EvalSection(ConfigModel):
     @model_validator(mode="after")
     def _check(self) -> EvalSection:
         for k in ("sequences_per_source", "every"):
-            if getattr(self, k) < 0:
-                raise ConfigError(f"eval.{k} must be >= 0, got {getattr(self, k)}")
+            check_at_least(f"eval.{k}", getattr(self, k), 0)
         return self
 
 
@@ -226,10 +224,8 @@ class CheckpointSection(ConfigModel):
 
     @model_validator(mode="after")
     def _check(self) -> CheckpointSection:
-        if self.every < 0:
-            raise ConfigError(f"checkpoint.every must be >= 0, got {self.every}")
-        if self.keep < 1:
-            raise ConfigError(f"checkpoint.keep must be >= 1, got {self.keep}")
+        check_at_least("checkpoint.every", self.every, 0)
+        check_at_least("checkpoint.keep", self.keep, 1)
         check_choice("checkpoint.verify", self.verify, ("sha256", "size"))
         return self
 
@@ -255,10 +251,8 @@ class SpikeSection(ConfigModel):
             )
         if not self.sigmas > 0:
             raise ConfigError(f"spike.sigmas must be > 0, got {self.sigmas}")
-        if self.max_consecutive < 1:
-            raise ConfigError(f"spike.max_consecutive must be >= 1, got {self.max_consecutive}")
-        if self.max_rollbacks < 0:
-            raise ConfigError(f"spike.max_rollbacks must be >= 0, got {self.max_rollbacks}")
+        check_at_least("spike.max_consecutive", self.max_consecutive, 1)
+        check_at_least("spike.max_rollbacks", self.max_rollbacks, 0)
         return self
 
 
@@ -277,10 +271,8 @@ class LoggingSection(ConfigModel):
 
     @model_validator(mode="after")
     def _check(self) -> LoggingSection:
-        if self.every < 1:
-            raise ConfigError(f"logging.every must be >= 1, got {self.every}")
-        if self.sample_tokens < 0:
-            raise ConfigError(f"logging.sample_tokens must be >= 0, got {self.sample_tokens}")
+        check_at_least("logging.every", self.every, 1)
+        check_at_least("logging.sample_tokens", self.sample_tokens, 0)
         # checked here, on every rank alike, rather than when rank 0 opens the writer: a rank failing alone
         # after deepspeed.initialize would leave the others waiting in their next collective forever
         if self.tensorboard and importlib.util.find_spec("tensorboard") is None:

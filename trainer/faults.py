@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pydantic import model_validator
 
-from core.config import ConfigModel, build_config
+from core.config import ConfigModel, build_config, check_at_least
 from core.errors import ConfigError
 from trainer.hooks import Hook, StepEnd
 
@@ -54,8 +54,7 @@ class Faults(ConfigModel):
     @model_validator(mode="after")
     def _check(self) -> Faults:
         for k in ("kill_at_step", "kill_in_upload_step"):
-            if getattr(self, k) < 0:
-                raise ConfigError(f"{k} must be >= 0, got {getattr(self, k)}")
+            check_at_least(k, getattr(self, k), 0)
         return self
 
     @property

@@ -1,13 +1,6 @@
 """`python -m workflows ...` (see workflows/cli.py)."""
 
-import sys
+from core.cli import run_package
 
-if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then is `interrupted` too
-    from core.cli import handle_interrupts
-
-    handle_interrupts()
-
-from workflows.cli import main
-
-if __name__ == "__main__":
-    sys.exit(main())
+# handle_interrupts() first, then workflows.cli (seconds to import): a Ctrl-C meanwhile is `interrupted` too
+run_package(__name__, "workflows.cli")

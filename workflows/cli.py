@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from core.cli import add_config_args, guarded, setup_logging
+from core.cli import add_config_args, command_parser, guarded, setup_logging
 from workflows import ablate, ablate_demo, compose, demo, pick_records
 from workflows.steps import StepFailed
 
@@ -48,8 +48,7 @@ def _train_lm(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m workflows", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser, sub = command_parser("workflows", __doc__)
     demo.add_arguments(sub.add_parser("demo", help="WARCs to a trained model and report.html (`make demo`)"))
     _add_train_lm(sub)
     ablate.add_arguments(

@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from core.cli import add_repeated
 from trainer.launch import default_processes, launch_command, without_port
 from trainer.metrics import MetricsLog
 from workflows import demo_inputs
@@ -78,12 +79,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quality-model", default=None, help="a train-quality model folder (default: train one)")
     ap.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
     ap.add_argument("--total-tokens", default=None, help="override the recipe's token budget (e.g. 100K)")
-    ap.add_argument(
-        "--train-set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="trainer config override, e.g. schedule.warmup_steps=5 (repeatable)",
+    add_repeated(
+        ap, "--train-set", "KEY=VALUE", "trainer config override, e.g. schedule.warmup_steps=5 (repeatable)"
     )
     ap.add_argument("--skip-train", action="store_true", help="stop after the plan (no trainer run)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands it would run, and exit")

@@ -69,8 +69,10 @@ TABLE_PARTS = frozenset(["caption", "colgroup", "tbody", "thead", "tfoot", "tr",
 FORMATTING = frozenset(
     ["a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt", "u"]
 )
+# h1-h6: part of SPECIAL, CLOSES_P and BREAKOUT below, and a heading closes an open heading (scan).
+HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 # HTML5 "special" elements (those that stop the adoption agency and <li>'s implied end tag).
-SPECIAL = frozenset(
+SPECIAL = HEADINGS | frozenset(
     [
         "address",
         "applet",
@@ -102,12 +104,6 @@ SPECIAL = frozenset(
         "form",
         "frame",
         "frameset",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
         "head",
         "header",
         "hgroup",
@@ -158,7 +154,7 @@ SPECIAL = frozenset(
     ]
 )
 # Start tags that close an open <p> in button scope.
-CLOSES_P = frozenset(
+CLOSES_P = HEADINGS | frozenset(
     [
         "address",
         "article",
@@ -185,12 +181,6 @@ CLOSES_P = frozenset(
         "section",
         "summary",
         "ul",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
         "pre",
         "listing",
         "form",
@@ -204,7 +194,7 @@ CLOSES_P = frozenset(
     ]
 )
 # HTML tags that end SVG/MathML content (HTML5 "in foreign content", the breakout list).
-BREAKOUT = frozenset(
+BREAKOUT = HEADINGS | frozenset(
     [
         "b",
         "big",
@@ -219,12 +209,6 @@ BREAKOUT = frozenset(
         "dt",
         "em",
         "embed",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
         "head",
         "hr",
         "i",
@@ -257,7 +241,6 @@ INTEGRATION_POINTS = frozenset(
     ["foreignobject", "desc", "title", "annotation-xml", "mi", "mo", "mn", "ms", "mtext"]
 )
 _NOT_LI_STOPS = frozenset(("address", "div", "p"))
-HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
 
 
 @dataclass(slots=True)

@@ -43,7 +43,7 @@ import functools
 import logging
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -461,13 +461,9 @@ class _Raw:
         try:
             if size is None or size < 0:
                 return self._r.read()
-            data = self._r.read(size)
-            while len(data) < size:
-                more = self._r.read(size - len(data))
-                if not more:
-                    break
-                data += more
-            return data
+            return _read_on(
+                self._r.read(size), lambda got: self._r.read(size - len(got)), lambda got: len(got) >= size
+            )
         except OSError as e:
             raise _Damage(_short(e)) from e
 
@@ -475,15 +471,22 @@ class _Raw:
         try:
             if size is not None and size >= 0:
                 return self._r.readline(size)
-            line = self._r.readline()
-            while line and not line.endswith(b"\n"):
-                more = self._r.readline()
-                if not more:
-                    break
-                line += more
-            return line
+            return _read_on(
+                self._r.readline(), lambda _: self._r.readline(), lambda got: not got or got.endswith(b"\n")
+            )
         except OSError as e:
             raise _Damage(_short(e)) from e
+
+
+def _read_on(data: bytes, more: Callable[[bytes], bytes], done: Callable[[bytes], bool]) -> bytes:
+    """`data`, extended by `more(data)` until `done(data)` or the record ends (`more` returns b""):
+    a FastWARC read or readline may return less than warcio's would, so _Raw reads on."""
+    while not done(data):
+        chunk = more(data)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def _page(rec, offset: int, url, kind: str, payload: bytes, ctype, state: _State) -> Page:
