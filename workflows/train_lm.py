@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import model_validator
 
 from classifiers.data import read_inputs
-from core.config import ConfigError, ConfigModel, fingerprint_of, load_config
+from core.config import ConfigError, ConfigModel, fingerprint_of, load_config, read_yaml_mapping
 from core.errors import InputError
 from core.files import sha256_file
 from core.output import atomic_write_json, guard_folder
@@ -213,12 +213,15 @@ def heldout_perplexity(model_dir: Path, heldout: Path, max_tokens: int) -> dict[
     }
 
 
-def _fingerprint(cfg: LMTrainConfig, reference: list[Path], tokenizer: Path | None) -> tuple[str, dict]:
+def lm_fingerprint(cfg: LMTrainConfig, reference: list[Path], tokenizer: Path | None) -> tuple[str, dict]:
+    """(fingerprint, what went into it besides `cfg`): the identity of a train-lm folder."""
     extra = {
         "reference": [{"path": str(p.resolve()), "sha256": sha256_file(p)} for p in reference],
-        # the files the config names decide the model as much as its own keys do
+        # the files the config names decide the model as much as its own keys do: their settings, not
+        # their bytes, so that editing a comment in configs/train-lm.yaml does not retrain the model
         "config_files": {
-            k: sha256_file(project_path(getattr(cfg, k))) for k in ("tokenizer_config", "trainer_config")
+            k: fingerprint_of(read_yaml_mapping(project_path(getattr(cfg, k))), length=64)
+            for k in ("tokenizer_config", "trainer_config")
         },
         "tokenizer": {"path": str(tokenizer.resolve()), "sha256": sha256_file(tokenizer)}
         if tokenizer
@@ -244,7 +247,7 @@ def train_lm(
     if tok_given is not None and not tok_given.is_file():
         raise InputError(f"--tokenizer {tok_given} not found")
     out = Path(output).expanduser().resolve()
-    fp, extra = _fingerprint(cfg, files, tok_given)
+    fp, extra = lm_fingerprint(cfg, files, tok_given)
     guard_folder(out, "train-lm", cfg.to_dict(), fp, extra)
     steps = StepRunner(out / "timings.json", log)
     tok = tok_given.resolve() if tok_given else out / "tokenizer" / "tokenizer.json"
