@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from classifiers.model import QualityModel, check_model_file, load_model, read_metadata
-from classifiers.scorer import Scorer
+from classifiers.scorer import Scorer, score_selected
 from core.errors import ConfigError
 
 
@@ -27,10 +27,8 @@ class QualityScorer(Scorer):
         return ("quality",)
 
     def score(self, texts: list[str | None], langs: list[str | None]) -> dict[str, np.ndarray]:
-        out = np.full(len(texts), np.nan, dtype=np.float32)
         idx = [i for i, t in enumerate(texts) if t is not None]
-        out[idx] = self.model.predict([texts[i] for i in idx])
-        return {"quality": out}
+        return {"quality": score_selected(texts, idx, self.model.predict)}
 
     @classmethod
     def describe(cls, model: str, options: dict[str, Any]) -> dict[str, Any]:

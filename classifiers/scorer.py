@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from functools import cache
 from typing import Any, ClassVar
 
@@ -54,6 +55,19 @@ class Scorer(ABC):
     @abstractmethod
     def load(cls, model: str, options: dict[str, Any]) -> Scorer:
         """Build the scorer from its folder (called once per process through `load_scorer`)."""
+
+
+def score_selected(
+    texts: list[str | None], idx: list[int], predict: Callable[[list[str]], np.ndarray]
+) -> np.ndarray:
+    """One column of `score`: `predict` of the texts at `idx` there, NaN (null) everywhere else.
+
+    `idx` holds the documents the scorer scores (text not null, a language it has a model for); with
+    none, `predict` is not called."""
+    out = np.full(len(texts), np.nan, dtype=np.float32)
+    if idx:
+        out[idx] = predict([texts[i] for i in idx])
+    return out
 
 
 class ScorerSpec(ConfigModel):

@@ -61,6 +61,7 @@ import importlib.metadata
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,7 @@ from classifiers.model import (
     load_model,
     read_metadata,
 )
-from classifiers.scorer import Scorer
+from classifiers.scorer import Scorer, score_selected
 from classifiers.text import MAX_CHARS
 from classifiers.train import FastTextTask, train_fasttext
 from core.config import ConfigModel, build_config, check_positive
@@ -251,16 +252,14 @@ class ToxicityScorer(Scorer):
         return ("toxicity",)
 
     def score(self, texts: list[str | None], langs: list[str | None]) -> dict[str, np.ndarray]:
-        out = np.full(len(texts), np.nan, dtype=np.float32)
         keep = self.languages
         idx = [
             i
             for i, (t, lang) in enumerate(zip(texts, langs))
             if t is not None and (keep is None or lang is None or lang in keep)
         ]
-        if idx:
-            out[idx] = document_scores([texts[i] for i in idx], self.window_words, self.predict)
-        return {"toxicity": out}
+        windowed = partial(document_scores, window_words=self.window_words, predict=self.predict)
+        return {"toxicity": score_selected(texts, idx, windowed)}
 
     @classmethod
     def describe(cls, model: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Charts (PNG, matplotlib's Agg backend: no display needed) and report.html, drawn from report.json only.
 
-One function per chart; each returns the PNG file name or None when its section has no data (a run
-stopped early still gets a report of what it has). The HTML puts the numbers in a table under each
-chart, so a reader can quote them without opening the JSON.
+One function per chart (`CHARTS`); each returns its figure, or None when its section has no data (a
+run stopped early still gets a report of what it has), and `render` saves it as <name>.png. The HTML
+puts the numbers in a table under each chart, so a reader can quote them without opening the JSON.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import html
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-CHARTS = ("funnel", "languages", "quality", "scores", "dup_clusters", "tokens", "loss", "throughput")
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _plt():
@@ -25,19 +26,30 @@ def _plt():
     return plt
 
 
-def _save(fig, out: Path, name: str) -> str:
+def _save(fig: Figure, out: Path, name: str) -> str:
     fig.tight_layout()
     fig.savefig(out / f"{name}.png", dpi=110)
     _plt().close(fig)
     return f"{name}.png"
 
 
-def chart_funnel(r: dict[str, Any], out: Path) -> str | None:
+def _histogram(ax, bins: list[tuple[float, float]], counts: list[int], color: str) -> None:
+    """One bar per (low, high) bin, as wide as the bin."""
+    lows, widths = [lo for lo, _ in bins], [hi - lo for lo, hi in bins]
+    ax.bar(lows, counts, width=widths, align="edge", color=color, edgecolor="white")
+
+
+def _bound(ax, x: float, top: float, label: str) -> None:
+    """A recipe's threshold: a dashed vertical line at x, labelled near the top of the highest bar."""
+    ax.axvline(x, color="black", ls="--", lw=1)
+    ax.text(x, top * 0.95, label, va="top")
+
+
+def chart_funnel(r: dict[str, Any]) -> Figure | None:
     rows = r["funnel"]
     if not rows:
         return None
-    plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 1.3]})
+    fig, (a1, a2) = _plt().subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 1.3]})
     # The first bar is what went in (WARC records), then what each stage left.
     labels = ["records read", *(f"{x['job']}:{x['stage']}" for x in rows)]
     a1.barh(labels, [rows[0]["docs_in"], *(x["docs_out"] for x in rows)], color="#4c72b0")
@@ -55,10 +67,10 @@ def chart_funnel(r: dict[str, Any], out: Path) -> str | None:
     a2.invert_yaxis()
     a2.set_xlabel("documents dropped")
     a2.set_title("Drop reasons (top 20)")
-    return _save(fig, out, "funnel")
+    return fig
 
 
-def chart_languages(r: dict[str, Any], out: Path) -> str | None:
+def chart_languages(r: dict[str, Any]) -> Figure | None:
     lang = r["languages"]
     # Dropped: exact when extract counted every language (`seen`), else the rejected/ sample's count.
     if lang.get("seen"):
@@ -71,8 +83,7 @@ def chart_languages(r: dict[str, Any], out: Path) -> str | None:
     if not merged:
         return None
     top = sorted(merged.items(), key=lambda kv: -kv[1])[:20]
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = _plt().subplots(figsize=(8, 4.5))
     names = [k for k, _ in top]
     ax.bar(names, [lang["kept"].get(k, 0) for k in names], label="kept", color="#55a868")
     ax.bar(names, [dropped.get(k, 0) for k in names], bottom=[lang["kept"].get(k, 0) for k in names],
@@ -80,83 +91,67 @@ def chart_languages(r: dict[str, Any], out: Path) -> str | None:
     ax.legend()
     ax.set_ylabel("documents")
     ax.set_title("Languages (lid.176)")
-    return _save(fig, out, "languages")
+    return fig
 
 
-def chart_quality(r: dict[str, Any], out: Path) -> str | None:
+def chart_quality(r: dict[str, Any]) -> Figure | None:
     q = r["quality"]
     if not q.get("bins"):
         return None
-    plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4))
+    fig, (a1, a2) = _plt().subplots(1, 2, figsize=(12, 4))
     edges = [tuple(float(x) for x in k.split("-")) for k in q["bins"]]  # "0.0-0.1" -> (0.0, 0.1)
-    a1.bar([lo for lo, _ in edges], list(q["bins"].values()), width=[hi - lo for lo, hi in edges], align="edge",
-           color="#8172b2", edgecolor="white")  # fmt: skip
+    _histogram(a1, edges, list(q["bins"].values()), "#8172b2")
     a1.set_xlabel("quality score P(high quality)")
     a1.set_ylabel("documents")
     a1.set_title("Quality scores (score job's stats, tenths)")
     lb = q.get("log_bins")
     if lb:
-        e = lb["edges"]
-        a2.bar(e[:-1], lb["counts"], width=[hi - lo for lo, hi in itertools.pairwise(e)], align="edge",
-               color="#8172b2", edgecolor="white")  # fmt: skip
+        _histogram(a2, list(itertools.pairwise(lb["edges"])), lb["counts"], "#8172b2")
         a2.set_xscale("log")
         a2.set_xlabel("quality score (log scale; below 1e-4 counted in the first bin)")
         a2.set_title("Quality scores, log scale, with the recipe's thresholds")
         for t in r.get("quality_thresholds", []):
-            a2.axvline(t, color="black", ls="--", lw=1)
-            a2.text(t, max(lb["counts"]) * 0.95, f" recipe ≥ {t}", va="top")
-    return _save(fig, out, "quality")
+            _bound(a2, t, max(lb["counts"]), f" recipe ≥ {t}")
+    return fig
 
 
-def chart_scores(r: dict[str, Any], out: Path) -> str | None:
+def chart_scores(r: dict[str, Any]) -> Figure | None:
     """One histogram per score column (perplexity, toxicity) with the recipe's bounds on it."""
     sc = r.get("scores") or {}
     if not sc:
         return None
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(sc), figsize=(6 * len(sc), 4), squeeze=False)
+    fig, axes = _plt().subplots(1, len(sc), figsize=(6 * len(sc), 4), squeeze=False)
     for ax, (col, h) in zip(axes[0], sc.items()):
-        e = h["edges"]
-        ax.bar(e[:-1], h["counts"], width=[hi - lo for lo, hi in itertools.pairwise(e)], align="edge",
-               color="#55a868", edgecolor="white")  # fmt: skip
+        _histogram(ax, list(itertools.pairwise(h["edges"])), h["counts"], "#55a868")
         if h["scale"] == "log":
             ax.set_xscale("log")
         ax.set_xlabel(f"{col} ({h['scale']} scale; outside the range counted in the end bins)")
         ax.set_ylabel("documents")
         ax.set_title(f"{col}: {sum(h['counts'])} scored, {h['null']} null, with the recipe's bounds")
         for b in h["recipe"]:
-            ax.axvline(b["value"], color="black", ls="--", lw=1)
-            ax.text(
-                b["value"],
-                max(h["counts"] or [1]) * 0.95,
-                f" {b['source']}: {b['op']} {b['value']:g}",
-                va="top",
-            )
-    return _save(fig, out, "scores")
+            _bound(ax, b["value"], max(h["counts"] or [1]), f" {b['source']}: {b['op']} {b['value']:g}")
+    return fig
 
 
-def chart_dup_clusters(r: dict[str, Any], out: Path) -> str | None:
+def chart_dup_clusters(r: dict[str, Any]) -> Figure | None:
     sizes = r["dup_clusters"]["kept_docs_by_cluster_size"]
     if not sizes:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = _plt().subplots(figsize=(7, 4))
     ax.bar([str(k) for k in sizes], list(sizes.values()), color="#dd8452")
     ax.set_yscale("log")
     ax.set_xlabel("near-duplicate cluster size (documents)")
     ax.set_ylabel("clusters (log)")
     ax.set_title("Duplicate-cluster sizes (MinHash LSH)")
-    return _save(fig, out, "dup_clusters")
+    return fig
 
 
-def chart_tokens(r: dict[str, Any], out: Path) -> str | None:
+def chart_tokens(r: dict[str, Any]) -> Figure | None:
     plan = r["tokens"]["plan"]
     mans = r["tokens"]["manifests"]
     if not mans:
         return None
-    plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, (a1, a2) = _plt().subplots(1, 2, figsize=(12, 4.2))
     names = list(mans)
     a1.bar(names, [mans[n]["tokens"] for n in names], color="#4c72b0")
     a1.set_ylabel("tokens")
@@ -174,15 +169,14 @@ def chart_tokens(r: dict[str, Any], out: Path) -> str | None:
     a2.set_ylabel("tokens")
     a2.set_title("Tokens per source and phase: recipe plan and trained")
     a2.legend()
-    return _save(fig, out, "tokens")
+    return fig
 
 
-def chart_loss(r: dict[str, Any], out: Path) -> str | None:
+def chart_loss(r: dict[str, Any]) -> Figure | None:
     t = r["training"]
     if not t.get("step"):
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = _plt().subplots(figsize=(8, 4))
     ax.plot(t["step"], t["loss"], lw=1, color="#4c72b0")
     # Shade phases so the anneal's effect on the loss is visible.
     prev, start = None, None
@@ -200,20 +194,19 @@ def chart_loss(r: dict[str, Any], out: Path) -> str | None:
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats/token)")
     ax.set_title("Loss curve")
-    return _save(fig, out, "loss")
+    return fig
 
 
-def chart_throughput(r: dict[str, Any], out: Path) -> str | None:
+def chart_throughput(r: dict[str, Any]) -> Figure | None:
     t = r["training"]
     if not t.get("step"):
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = _plt().subplots(figsize=(8, 4))
     ax.plot(t["step"], t["tokens_per_s"], lw=1, color="#55a868")
     ax.set_xlabel("step")
     ax.set_ylabel("tokens / s (all ranks)")
     ax.set_title("Training throughput")
-    return _save(fig, out, "throughput")
+    return fig
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -320,16 +313,17 @@ def _section_tables(r: dict[str, Any]) -> dict[str, str]:
     return t
 
 
-TITLES = {
-    "funnel": "Funnel and drop reasons",
-    "languages": "Languages",
-    "quality": "Quality scores",
-    "scores": "Perplexity and toxicity",
-    "dup_clusters": "Duplicate clusters",
-    "tokens": "Tokens per source and phase",
-    "loss": "Loss curve",
-    "throughput": "Tokens per second",
+CHARTS = {
+    "funnel": ("Funnel and drop reasons", chart_funnel),
+    "languages": ("Languages", chart_languages),
+    "quality": ("Quality scores", chart_quality),
+    "scores": ("Perplexity and toxicity", chart_scores),
+    "dup_clusters": ("Duplicate clusters", chart_dup_clusters),
+    "tokens": ("Tokens per source and phase", chart_tokens),
+    "loss": ("Loss curve", chart_loss),
+    "throughput": ("Tokens per second", chart_throughput),
 }
+"""The page's sections in order: name (its PNG file and anchor) -> (title, chart function)."""
 
 
 def _ablation_section(a: dict[str, Any], out: Path) -> str:
@@ -356,22 +350,13 @@ def _ablation_section(a: dict[str, Any], out: Path) -> str:
 
 def render(r: dict[str, Any], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    draw = {
-        "funnel": chart_funnel,
-        "languages": chart_languages,
-        "quality": chart_quality,
-        "scores": chart_scores,
-        "dup_clusters": chart_dup_clusters,
-        "tokens": chart_tokens,
-        "loss": chart_loss,
-        "throughput": chart_throughput,
-    }
     tables = _section_tables(r) if "funnel" in r else {}
     parts = []
-    for name in CHARTS if "funnel" in r else ():
-        png = draw[name](r, out)
+    for name, (title, chart) in CHARTS.items() if "funnel" in r else ():
+        fig = chart(r)
+        png = _save(fig, out, name) if fig is not None else None
         img = f'<img src="{png}" alt="{name}">' if png else "<p class=note>no data for this section</p>"
-        parts.append(f"<h2 id={name}>{TITLES[name]}</h2>{img}{tables.get(name, '')}")
+        parts.append(f"<h2 id={name}>{title}</h2>{img}{tables.get(name, '')}")
     timings = r.get("timings", {})
     if timings:
         parts.insert(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+from abc import ABC, abstractmethod
 from collections import Counter
 from typing import Any
 
@@ -47,8 +48,20 @@ def _duplicates(items: list[str]) -> tuple[int, int]:
     return len(items) - len(counts), sum(len(x) * (c - 1) for x, c in counts.items() if c > 1)
 
 
+class _TextRules(DocumentStage, ABC):
+    """A block whose rules read the text alone: a document is dropped for the first rule it fails."""
+
+    def process(self, doc: Document) -> Document | Drop:
+        why = self.reason(doc.text)
+        return doc if why is None else Drop(why)
+
+    @abstractmethod
+    def reason(self, text: str) -> str | None:
+        """The drop reason of the first rule `text` fails (datatrove's), None when it passes them all."""
+
+
 @register("filter", "gopher_repetition")
-class GopherRepetition(DocumentStage):
+class GopherRepetition(_TextRules):
     """Gopher's repetition rules (Rae et al. 2021, table A1): duplicate paragraphs, lines and n-grams."""
 
     name = "gopher_repetition"
@@ -68,10 +81,6 @@ class GopherRepetition(DocumentStage):
         self.dup_line_char_frac, self.dup_para_char_frac = dup_line_char_frac, dup_para_char_frac
         self.top_n_grams = tuple((int(n), float(f)) for n, f in top_n_grams)
         self.dup_n_grams = tuple((int(n), float(f)) for n, f in dup_n_grams)
-
-    def process(self, doc: Document) -> Document | Drop:
-        why = self.reason(doc.text)
-        return doc if why is None else Drop(why)
 
     def reason(self, text: str) -> str | None:
         if not text:
@@ -102,7 +111,7 @@ class GopherRepetition(DocumentStage):
 
 
 @register("filter", "gopher_quality")
-class GopherQuality(DocumentStage):
+class GopherQuality(_TextRules):
     """Gopher's quality rules (Rae et al. 2021): word count and length, symbols, bullets, stop words."""
 
     name = "gopher_quality"
@@ -132,10 +141,6 @@ class GopherQuality(DocumentStage):
         self.max_non_alpha_words_ratio = max_non_alpha_words_ratio  # datatrove's name: a minimum ratio
         self.min_stop_words = min_stop_words
         self.stop_words = frozenset(_STOP_WORDS if stop_words is None else stop_words)
-
-    def process(self, doc: Document) -> Document | Drop:
-        why = self.reason(doc.text)
-        return doc if why is None else Drop(why)
 
     def _word_rules(self, text: str) -> tuple[str | None, int, int, frozenset[str] | set[str]]:
         """The rules on words alone; also (words, words with a letter, stop words seen) for the rest."""
@@ -185,7 +190,7 @@ _POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "u
 
 
 @register("filter", "c4_quality")
-class C4Quality(DocumentStage):
+class C4Quality(_TextRules):
     """C4's line and page rules (Raffel et al. 2020, as tensorflow_datasets' c4_utils applies them).
 
     Lines that fail a line rule are set aside; a page with "lorem ipsum" or a curly bracket in a
@@ -224,9 +229,8 @@ class C4Quality(DocumentStage):
         self.filter_lorem_ipsum, self.filter_javascript = filter_lorem_ipsum, filter_javascript
         self.filter_curly_bracket, self.filter_policy = filter_curly_bracket, filter_policy
 
-    def process(self, doc: Document) -> Document | Drop:
-        _, why = self.kept_lines(doc.text)
-        return doc if why is None else Drop(why)
+    def reason(self, text: str) -> str | None:
+        return self.kept_lines(text)[1]
 
     def kept_text(self, text: str) -> str | None:
         """The text datatrove's block leaves in a document it keeps; None when it drops it."""
@@ -270,7 +274,7 @@ class C4Quality(DocumentStage):
 
 
 @register("filter", "fineweb_quality")
-class FineWebQuality(DocumentStage):
+class FineWebQuality(_TextRules):
     """FineWeb's own rules (Penedo et al. 2024): terminal punctuation, short lines, duplicates, lists."""
 
     name = "fineweb_quality"
@@ -293,10 +297,6 @@ class FineWebQuality(DocumentStage):
         self.stop_chars = tuple(stop_chars) if stop_chars is not None else tuple(TERMINAL_PUNCTUATION)
         self.short_line_thr, self.short_line_length = short_line_thr, short_line_length
         self.char_duplicates_ratio, self.new_line_ratio = char_duplicates_ratio, new_line_ratio
-
-    def process(self, doc: Document) -> Document | Drop:
-        why = self.reason(doc.text)
-        return doc if why is None else Drop(why)
 
     def reason(self, text: str) -> str | None:
         lines = [line for line in text.split("\n") if line.strip() != ""]

@@ -90,15 +90,6 @@ __all__ = [
     "spark_plan",
 ]
 
-PLAN_SCHEMA = pa.schema(
-    [
-        ("url", pa.string()),
-        ("warc_filename", pa.string()),
-        ("warc_record_offset", pa.int64()),
-        ("warc_record_length", pa.int64()),
-        ("crawl", pa.string()),
-    ]
-)
 SELECT_SCHEMA = pa.schema(
     [
         ("warc_filename", pa.string()),
@@ -107,6 +98,8 @@ SELECT_SCHEMA = pa.schema(
         ("crawl", pa.string()),
     ]
 )
+# A plan row: the URL the task reads the record from (null: refused), then the selected row.
+PLAN_SCHEMA = pa.schema([("url", pa.string()), *SELECT_SCHEMA])
 SUMMARY_SCHEMA = pa.schema(
     [
         ("k", pa.int64()),
@@ -194,8 +187,7 @@ def select_records(dataset: ds.Dataset, expr: ds.Expression) -> pa.Table:
         raise InputError(f"cannot read the selected rows of the index: {e}") from None
     if "crawl" not in table.column_names:
         table = table.append_column("crawl", pa.nulls(table.num_rows, pa.string()))
-    table = table.select(["warc_filename", "warc_record_offset", "warc_record_length", "crawl"])
-    table = table.cast(SELECT_SCHEMA)
+    table = table.select(SELECT_SCHEMA.names).cast(SELECT_SCHEMA)
     bad = pc.sum(
         pc.or_kleene(pc.less(table["warc_record_offset"], 0), pc.less_equal(table["warc_record_length"], 0))
     )
