@@ -6,7 +6,9 @@ Bad input (missing or empty files, no `text` column, a config that does not vali
 that is not a model, an output that exists) is a core `UserError`, reported as `error: ...` with
 exit status 2 before any work starts (core/cli.py). `score` exits 1 when the job ran but some
 input files failed (a rerun retries them).
-`evaluate` prints a table and, as its last line, one JSON object with the metrics.
+`evaluate` prints a table and, as its last line, one JSON object with the metrics: of one quality model
+(`--model`), or with `--signal` / `--cv` of every signal named, each ROC-AUC with its bootstrap interval
+(classifiers/evaluate.py).
 
 Every command takes `--config FILE` and `--set key=value` (core/cli.py). For `score` a scorer's options
 are the section named by its KIND (`--set perplexity.max_tokens=512`; a file maps KIND to its options);
@@ -20,10 +22,11 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
 from pydantic import ConfigDict
 
 from classifiers.config import QualityTrainConfig, ToxicityTrainConfig
-from classifiers.evaluate import evaluate
+from classifiers.evaluate import SignalSettings, evaluate, evaluate_signals, signals_table
 from classifiers.metrics import metrics_table
 from classifiers.score import run_score
 from classifiers.scorer import BUILTIN, ScorerSpec, make_spec
@@ -39,15 +42,16 @@ from core.cli import (
     print_run,
     run_subcommand,
 )
-from core.config import ConfigModel, read_yaml_mapping
+from core.config import read_yaml_mapping
 from core.errors import ConfigError, OutputConflict
 from core.output import check_folder_path
 from core.safe_yaml import load_yaml
 from core.spark import SparkOptions
 
 
-class EvaluateSettings(ConfigModel):
-    """What `evaluate` reads besides its model and data (`--threshold` is an alias of `threshold`)."""
+class EvaluateSettings(SignalSettings):
+    """What `evaluate` reads besides its model and data (`--threshold` is an alias of `threshold`);
+    with `--signal`/`--cv`, the keys of classifiers.evaluate.SignalSettings (bootstrap, cv, directions, ...)."""
 
     # NaN and infinities pass here: classifiers.evaluate refuses every value outside [0, 1] with one
     # message ("--threshold must be in [0, 1]"), whether it came as the flag or by --set.
@@ -71,11 +75,37 @@ def build_parser() -> argparse.ArgumentParser:
         "classifiers/config.py (ToxicityTrainConfig) for the keys",
     )
 
-    ev = sub.add_parser("evaluate", help="ROC-AUC, precision, recall on labelled JSONL")
-    ev.add_argument("--model", required=True, metavar="MODEL_DIR")
+    ev = sub.add_parser(
+        "evaluate", help="ROC-AUC (with a bootstrap CI for signals), precision, recall on labelled JSONL"
+    )
+    ev.add_argument(
+        "--model",
+        default=None,
+        metavar="MODEL_DIR",
+        help="a quality model: its ROC-AUC, precision and recall; with --signal, one more signal (quality=DIR)",
+    )
     ev.add_argument("--labelled", required=True, metavar="FILE", help="JSONL with text and label (1/0)")
-    ev.add_argument("--threshold", type=float, default=None, help="for precision/recall (default 0.5)")
-    ev.add_argument("--predictions", default=None, metavar="FILE", help="also write per-document scores")
+    add_repeated(
+        ev,
+        "--signal",
+        "SIGNAL",
+        "a signal to rank the documents by, repeatable: a scorer KIND=MODEL (quality=DIR, perplexity=LM_DIR, "
+        "toxicity=profanity-check, mypkg.MyScorer=DIR: each of its columns), a text statistic "
+        "(length_chars, gopher_..., c4_..., fineweb_...; 'statistics' = all; classifiers/signals.py), or a "
+        "numeric field of the labelled records",
+    )
+    ev.add_argument(
+        "--cv",
+        action="store_true",
+        help="also train the fastText quality model on the labelled texts, k-fold (--set cv.folds=5), "
+        "and report the AUC of its out-of-fold scores",
+    )
+    ev.add_argument(
+        "--threshold", type=float, default=None, help="for --model's precision/recall (default 0.5)"
+    )
+    ev.add_argument(
+        "--predictions", default=None, metavar="FILE", help="also write per-document scores (JSONL)"
+    )
     add_config_args(ev, "EvaluateSettings in classifiers/cli.py", "threshold=0.6")
 
     sc = sub.add_parser(
@@ -138,15 +168,24 @@ def _train(args: argparse.Namespace, config_cls=QualityTrainConfig, train=train_
     return 0
 
 
-def _evaluate(args: argparse.Namespace) -> int:
-    cfg = load_settings(EvaluateSettings, args, {"threshold": args.threshold})
-    if args.predictions:  # checked before the model runs, not when its scores are written
-        pred = Path(args.predictions).expanduser()
+def _check_predictions(path: str | None) -> None:
+    """--predictions names a file in a folder that exists: checked before any model runs."""
+    if path:
+        pred = Path(path).expanduser()
         if pred.is_dir():
             raise OutputConflict(f"--predictions {pred} is a folder; name a file")
         if not pred.parent.is_dir():  # open() does not make folders; neither do we
             raise OutputConflict(f"--predictions {pred}: folder {pred.parent} does not exist")
         check_folder_path(pred.parent, "--predictions folder")
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    cfg = load_settings(EvaluateSettings, args, {"threshold": args.threshold})
+    if args.signal or args.cv:
+        return _evaluate_signals(args, cfg)
+    if args.model is None:
+        raise ConfigError("evaluate: give --model MODEL_DIR, or --signal SIGNAL (repeatable) and/or --cv")
+    _check_predictions(args.predictions)
     metrics, scores = evaluate(args.model, args.labelled, cfg.threshold)
     if args.predictions:
         with open(args.predictions, "w", encoding="utf-8") as f:
@@ -154,6 +193,24 @@ def _evaluate(args: argparse.Namespace) -> int:
                 f.write(json.dumps({"index": i, "quality": float(s)}) + "\n")
     print(metrics_table({args.labelled: metrics}))
     print(json.dumps(metrics, sort_keys=True))
+    return 0
+
+
+def _evaluate_signals(args: argparse.Namespace, cfg: EvaluateSettings) -> int:
+    if args.threshold is not None:
+        raise ConfigError(
+            "--threshold is for --model alone (precision and recall); a signal table has no threshold"
+        )
+    _check_predictions(args.predictions)
+    signals = [f"quality={args.model}"] * (args.model is not None) + list(args.signal)
+    report, values = evaluate_signals(args.labelled, signals, cfg, cv=args.cv)
+    if args.predictions:
+        with open(args.predictions, "w", encoding="utf-8") as f:
+            for i in range(report["n"]):
+                row = {v.name: None if np.isnan(v.values[i]) else float(v.values[i]) for v in values}
+                f.write(json.dumps({"index": i, **row}) + "\n")
+    print(signals_table(report))
+    print(json.dumps(report, sort_keys=True))
     return 0
 
 

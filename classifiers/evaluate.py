@@ -1,45 +1,166 @@
-"""Evaluate a quality model on labelled documents (JSONL: `text`, `label` 1 = high, 0 = low).
+"""Evaluate quality signals on labelled documents (JSONL: `text`, `label` 1 = high, 0 = low).
 
 The reference set is quality/dclm_human_labels_dev.jsonl: real Common Crawl documents with
-majority-vote human labels (DCLM). Scores come from the same `QualityModel.predict` the `score`
-stage runs, so these numbers describe the column recipes will threshold.
+majority-vote human labels (DCLM). Two uses:
+
+- `evaluate(model_dir, labelled)`: one quality model's ROC-AUC and precision/recall at a threshold
+  (`classifiers evaluate --model DIR`). Scores come from the same `QualityModel.predict` the `score`
+  stage runs, so these numbers describe the column recipes will threshold.
+- `evaluate_signals(labelled, signals, settings)`: how well each signal ranks the documents as people
+  did, and how sure that is: ROC-AUC of the *oriented* score (a lower-is-better signal such as
+  `perplexity_bpb` is negated, so 0.5 is chance and 1 is perfect for every row) with a seeded
+  stratified percentile-bootstrap interval (classifiers/metrics.py). A signal is
+  - a scorer of the registry, `KIND=MODEL` (classifiers/scorer.py: `quality=DIR`, `perplexity=DIR`,
+    `toxicity=profanity-check`, or a user's Scorer by import path): each of its columns is a row,
+    scored through the scorer itself, as the score job would;
+  - a text statistic (classifiers/signals.py: `length_chars`, the Gopher/C4/FineWeb statistics;
+    `statistics` names them all);
+  - a numeric field of the labelled file's records (scores computed elsewhere).
+  With `cv`, a fastText quality model is trained on the labelled texts themselves, k-fold, and the
+  AUC of its out-of-fold scores is the row: a model scored on the labels it learned from would
+  report an in-sample number. A scorer whose model folder lists the labelled file among its
+  training inputs (by sha256 in its metadata.json) is flagged `in_sample` for the same reason.
+
+Which way is better is fixed before looking at the labels: the built-in columns' directions below,
+the statistics' own, and for any other column the user's (`directions`); never chosen from the data,
+which would push every AUC above 0.5.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 
+from classifiers.config import FastTextParams, QualityTrainConfig
 from classifiers.data import DataError, iter_jsonl
-from classifiers.metrics import binary_metrics
-from classifiers.model import load_model
+from classifiers.metrics import (
+    binary_metrics,
+    bootstrap_auc_ci,
+    cross_validated_scores,
+    roc_auc,
+    stratified_folds,
+    text_table,
+)
+from classifiers.model import METADATA_FILE, MODEL_FILE, QualityModel, load_model
+from classifiers.scorer import load_scorer, make_spec
+from classifiers.signals import STATISTICS, statistic_columns
+from classifiers.train import FORMAT, QUALITY, fit_fasttext
+from core.config import ConfigModel, check_at_least
 from core.errors import ConfigError
+from core.files import sha256_file
+
+BUILTIN_DIRECTIONS: dict[str, bool] = {
+    "quality": True,  # P(high quality)
+    "perplexity": False,  # under a reference LM of good text: lower = more like it
+    "perplexity_bpb": False,
+    "toxicity": False,
+}
+"""Which way is better (True: higher) for the built-in scorers' columns."""
+
+ALL_STATISTICS = "statistics"
+"""The `--signal` name that stands for every text statistic."""
+
+BATCH = 1024  # documents per Scorer.score call, as the score job's default --batch-size
 
 
-def load_labelled(path: str | Path) -> tuple[list[str], np.ndarray]:
-    """Texts and 0/1 labels; DataError names the file and line of a bad record."""
+class BootstrapSettings(ConfigModel):
+    """The confidence interval of every AUC."""
+
+    resamples: int = 2000
+    confidence: float = 0.95
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> BootstrapSettings:
+        check_at_least("bootstrap.resamples", self.resamples, 100)  # fewer leave the 2.5% tail to a few draws
+        if not 0.0 < self.confidence < 1.0:
+            raise ConfigError(f"bootstrap.confidence must be in (0, 1), got {self.confidence!r}")
+        return self
+
+
+class CrossValidationSettings(ConfigModel):
+    """The fastText quality model trained on the labelled texts (`--cv`)."""
+
+    folds: int = 5
+    seed: int = 0
+    """Seeds the fold assignment and fastText."""
+    fasttext: FastTextParams = Field(default_factory=FastTextParams)
+    """train-quality's fastText settings (classifiers/config.py), by default its defaults."""
+
+    @model_validator(mode="after")
+    def _check(self) -> CrossValidationSettings:
+        check_at_least("cv.folds", self.folds, 2)
+        return self
+
+
+class SignalSettings(ConfigModel):
+    """How `evaluate_signals` scores and reports (the `--set` keys of `classifiers evaluate --signal`)."""
+
+    lang: str = "en"
+    """Language given to scorers for records without a `lang` field (the perplexity scorer scores
+    only its model's languages)."""
+    directions: dict[str, Literal["higher", "lower"]] = Field(default_factory=dict)
+    """Which way is better, per signal name: needed for a column that is not built in; wins over the
+    built-in directions."""
+    scorers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Options per scorer kind, as `score --set KIND.KEY=VALUE` (e.g. scorers.perplexity.threads=2)."""
+    bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
+    cv: CrossValidationSettings = Field(default_factory=CrossValidationSettings)
+
+
+@dataclass
+class Labelled:
+    """A labelled file as read: texts, 0/1 labels, and every other field of its records."""
+
+    path: Path
+    texts: list[str]
+    labels: np.ndarray
+    lines: list[int]
+    fields: list[dict[str, Any]]
+    sha256: str = ""
+
+    def langs(self, default: str) -> list[str | None]:
+        return [f["lang"] if isinstance(f.get("lang"), str) else default for f in self.fields]
+
+
+def read_labelled(path: str | Path) -> Labelled:
+    """The records of a labelled JSONL file; DataError names the file and line of a bad record."""
     p = Path(path)
     if not p.is_file():
         raise DataError(f"no such file: {p}")
-    texts: list[str] = []
+    out = Labelled(p, [], np.zeros(0), [], [], sha256_file(p))
     labels: list[int] = []
     for lineno, obj in iter_jsonl(p):
-        text, label = obj.get("text"), obj.get("label")
+        text, label = obj.pop("text", None), obj.pop("label", None)
         if not isinstance(text, str):
             raise DataError(f"{p}:{lineno}: 'text' must be a string, got {type(text).__name__}")
         # 1/0 (also 1.0, true/false: equal in Python) are accepted; "1", 2, null are errors.
         if label not in (0, 1):
             raise DataError(f"{p}:{lineno}: 'label' must be 1 (high quality) or 0 (low), got {label!r}")
-        texts.append(text)
+        out.texts.append(text)
         labels.append(int(label))
-    if not texts:
+        out.lines.append(lineno)
+        out.fields.append(obj)
+    if not out.texts:
         raise DataError(f"{p}: no labelled documents (empty file)")
-    y = np.asarray(labels, dtype=np.int8)
-    if y.min() == y.max():
-        raise DataError(f"{p}: every label is {int(y[0])}; ROC-AUC needs both classes")
-    return texts, y
+    out.labels = np.asarray(labels, dtype=np.int8)
+    if out.labels.min() == out.labels.max():
+        raise DataError(f"{p}: every label is {int(out.labels[0])}; ROC-AUC needs both classes")
+    return out
+
+
+def load_labelled(path: str | Path) -> tuple[list[str], np.ndarray]:
+    """Texts and 0/1 labels; DataError names the file and line of a bad record."""
+    ls = read_labelled(path)
+    return ls.texts, ls.labels
 
 
 def evaluate(
@@ -54,3 +175,220 @@ def evaluate(
     metrics = binary_metrics(y, scores, threshold)
     metrics["model_sha256"] = model.sha256
     return metrics, scores
+
+
+@dataclass
+class SignalValues:
+    """One signal's value per labelled document (NaN: none), before it is measured."""
+
+    name: str
+    source: str
+    higher_is_better: bool
+    values: np.ndarray
+    in_sample: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _direction(name: str, settings: SignalSettings) -> bool:
+    """True if higher is better: the user's word, else the built-in column's or the statistic's."""
+    if name in settings.directions:
+        return settings.directions[name] == "higher"
+    if name in BUILTIN_DIRECTIONS:
+        return BUILTIN_DIRECTIONS[name]
+    if name in STATISTICS:
+        return STATISTICS[name].higher_is_better
+    raise ConfigError(
+        f"signal {name!r}: say which way is better with --set directions.{name}=higher (or lower); "
+        "it is never guessed from the labels"
+    )
+
+
+def _trained_on(model: str, sha256: str) -> bool:
+    """Whether the model folder's metadata.json names a file with this sha256 (a training input)."""
+    meta = Path(model) / METADATA_FILE
+    if not meta.is_file():
+        return False
+
+    def walk(x: Any) -> bool:
+        if isinstance(x, dict):
+            return x.get("sha256") == sha256 or any(walk(v) for v in x.values())
+        return isinstance(x, list) and any(walk(v) for v in x)
+
+    try:
+        return walk(json.loads(meta.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False  # the scorer's own checks have accepted the folder; its metadata is not ours to judge
+
+
+def _scorer_signals(spec: str, ls: Labelled, settings: SignalSettings) -> list[SignalValues]:
+    """Every column of the scorer `KIND=MODEL`, scored through the scorer as the score job does."""
+    kind, _, model = spec.partition("=")
+    if not kind or not model:
+        raise ConfigError(f"--signal {spec!r}: expected KIND=MODEL, e.g. quality=out/models/quality")
+    scorer = load_scorer(make_spec(kind, model, settings.scorers.get(kind)))  # checks the model first
+    better = {c: _direction(c, settings) for c in scorer.columns}  # before the scoring, which may be long
+    langs = ls.langs(settings.lang)
+    t0 = time.perf_counter()
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in scorer.columns}
+    for s in range(0, len(ls.texts), BATCH):
+        batch = scorer.score(ls.texts[s : s + BATCH], langs[s : s + BATCH])
+        for c in scorer.columns:
+            parts[c].append(np.asarray(batch[c], dtype=np.float64))
+    seconds = round(time.perf_counter() - t0, 3)
+    in_sample = _trained_on(model, ls.sha256)
+    return [
+        SignalValues(c, spec, better[c], np.concatenate(parts[c]), in_sample, {"seconds": seconds})
+        for c in scorer.columns
+    ]
+
+
+def _field_signal(name: str, ls: Labelled, settings: SignalSettings) -> SignalValues:
+    """A numeric field of every record (null: no value)."""
+    values = np.empty(len(ls.texts), dtype=np.float64)
+    for i, (f, line) in enumerate(zip(ls.fields, ls.lines)):
+        v = f.get(name)
+        if name not in f or isinstance(v, bool) or not isinstance(v, int | float | None):
+            got = "no such field" if name not in f else f"{v!r}"
+            raise DataError(f"{ls.path}:{line}: signal field {name!r} must be a number or null, got {got}")
+        values[i] = np.nan if v is None else v
+    return SignalValues(name, f"field of {ls.path.name}", _direction(name, settings), values)
+
+
+def _unknown_signal(name: str, ls: Labelled) -> ConfigError:
+    fields = sorted({k for f in ls.fields for k in f})
+    return ConfigError(
+        f"--signal {name!r}: not a scorer (KIND=MODEL, e.g. quality=out/models/quality), not a text "
+        f"statistic ({ALL_STATISTICS}, or one of {', '.join(STATISTICS)}), and not a field of {ls.path} "
+        f"(its records have: text, label{''.join(', ' + f for f in fields)})"
+    )
+
+
+def signal_values(signals: list[str], ls: Labelled, settings: SignalSettings) -> list[SignalValues]:
+    """The values of every signal named (in order; the statistics computed in one pass)."""
+    stats = [
+        n for s in signals for n in (list(STATISTICS) if s == ALL_STATISTICS else [s]) if n in STATISTICS
+    ]
+    columns = statistic_columns(ls.texts, list(dict.fromkeys(stats))) if stats else {}
+    out: list[SignalValues] = []
+    for s in signals:
+        if "=" in s:
+            out += _scorer_signals(s, ls, settings)
+        elif s == ALL_STATISTICS or s in STATISTICS:
+            names = list(STATISTICS) if s == ALL_STATISTICS else [s]
+            out += [SignalValues(n, "text statistic", _direction(n, settings), columns[n]) for n in names]
+        elif any(s in f for f in ls.fields):
+            # then every record must have it: _field_signal names the first that lacks it
+            out.append(_field_signal(s, ls, settings))
+        else:
+            raise _unknown_signal(s, ls)
+    return out
+
+
+def cross_validated(ls: Labelled, cv: CrossValidationSettings) -> SignalValues:
+    """Out-of-fold P(high quality) of fastText quality models trained on the labelled texts, k-fold.
+
+    Identical texts share a fold (the first one's), so no document is scored by a model that saw
+    its copy."""
+    folds = stratified_folds(ls.labels, cv.folds, cv.seed)
+    first: dict[str, int] = {}
+    for i, t in enumerate(ls.texts):
+        folds[i] = folds[first.setdefault(t, i)]
+    cfg = QualityTrainConfig(seed=cv.seed, fasttext=cv.fasttext)
+    y = ls.labels.astype(bool)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="evaluate-cv-") as tmp:
+
+        def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+            d = Path(tempfile.mkdtemp(dir=tmp))
+            fit_fasttext(
+                [ls.texts[i] for i in train if y[i]],
+                [ls.texts[i] for i in train if not y[i]],
+                d,
+                cfg,
+                QUALITY,
+            )
+            meta = {"format": FORMAT, "model_sha256": sha256_file(d / MODEL_FILE)}
+            (d / METADATA_FILE).write_text(json.dumps(meta), encoding="utf-8")
+            scores = QualityModel(d).predict([ls.texts[i] for i in test])
+            shutil.rmtree(d)  # a fold's model is ~50 MB at the default size: one on disk at a time
+            return scores
+
+        oof = cross_validated_scores(folds, fit_predict)
+    fold_aucs = [roc_auc(ls.labels[folds == f], oof[folds == f]) for f in range(cv.folds)]
+    extra = {
+        "folds": cv.folds,
+        "seed": cv.seed,
+        "fold_aucs": [round(a, 4) for a in fold_aucs],
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    source = (
+        f"fastText trained on these labels, {cv.folds}-fold CV, out-of-fold scores "
+        f"(fold AUCs {min(fold_aucs):.2f}-{max(fold_aucs):.2f})"
+    )
+    return SignalValues("quality_cv", source, True, oof, extra=extra)
+
+
+def measure(sig: SignalValues, labels: np.ndarray, boot: BootstrapSettings) -> dict[str, Any]:
+    """A signal's row: AUC of the oriented score over the documents that have a value, with its interval."""
+    ok = ~np.isnan(sig.values)
+    y = labels[ok]
+    row: dict[str, Any] = {
+        "signal": sig.name,
+        "source": sig.source,
+        "better": "higher" if sig.higher_is_better else "lower",
+        "n": int(ok.sum()),
+        "n_missing": int((~ok).sum()),
+        "in_sample": sig.in_sample,
+        **sig.extra,
+    }
+    if y.size == 0 or y.min() == y.max():
+        row.update(auc=None, ci=None, note=f"{row['n']} documents have a value: ROC-AUC needs both classes")
+        return row
+    score = sig.values[ok] if sig.higher_is_better else -sig.values[ok]
+    # 4 decimals: the interval's ends move by ~0.002 with the bootstrap seed (classifiers/metrics.py)
+    row["auc"] = round(roc_auc(y, score), 4)
+    row["ci"] = [round(x, 4) for x in bootstrap_auc_ci(y, score, boot.resamples, boot.confidence, boot.seed)]
+    return row
+
+
+def evaluate_signals(
+    labelled: str | Path, signals: list[str], settings: SignalSettings, cv: bool = False
+) -> tuple[dict[str, Any], list[SignalValues]]:
+    """(the report: one row per signal, the labelled set and the interval's method; the values)."""
+    if not signals and not cv:
+        raise ConfigError("evaluate: name at least one --signal (or --cv)")
+    ls = read_labelled(labelled)
+    values = signal_values(signals, ls, settings)
+    if cv:
+        values.append(cross_validated(ls, settings.cv))
+    b = settings.bootstrap
+    report = {
+        "labelled": str(ls.path),
+        "labelled_sha256": ls.sha256,
+        "n": len(ls.texts),
+        "n_pos": int(ls.labels.sum()),
+        "n_neg": int(len(ls.labels) - ls.labels.sum()),
+        "auc": "ROC-AUC of the oriented score (lower-is-better signals negated)",
+        "ci": {"method": "percentile bootstrap, stratified by label", **b.to_dict()},
+        "signals": [measure(v, ls.labels, b) for v in values],
+    }
+    return report, values
+
+
+def signals_table(report: dict[str, Any]) -> str:
+    """The report as text: what was measured, then signal, better, AUC, CI, n, source."""
+    b = report["ci"]
+    lines = [
+        f"labelled: {report['labelled']} (n={report['n']}: {report['n_pos']} positive, {report['n_neg']} negative)",
+        f"AUC: {report['auc']}; {b['confidence']:.0%} CI: {b['method']}, {b['resamples']} resamples, seed {b['seed']}",
+    ]
+    ci_head = f"{b['confidence']:.0%} CI"
+    header = ["signal", "better", "AUC", ci_head, "n", "source"]
+    body = []
+    for r in report["signals"]:
+        note = r.get("note") or ("IN-SAMPLE: the model was trained on this file" if r["in_sample"] else "")
+        auc = "-" if r["auc"] is None else f"{r['auc']:.3f}"
+        ci = "-" if r["ci"] is None else f"[{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]"
+        source = r["source"] + (f"; {note}" if note else "")
+        body.append([r["signal"], r["better"], auc, ci, str(r["n"]), source])
+    return "\n".join([*lines, text_table(header, body, left={0, 1, 5})])

@@ -158,6 +158,25 @@ def _train_in_subprocess(train_file: Path, model_path: Path, cfg: FastTextTrainC
         raise RuntimeError(f"fastText training failed: {tail}{hint}")
 
 
+def fit_fasttext(
+    pos: list[str], neg: list[str], folder: Path, cfg: FastTextTrainConfig, task: FastTextTask
+) -> float:
+    """fastText trained on `pos` vs `neg` as they are (no dedup, balancing or hold-out: the caller
+    split them) into `folder`/model.bin; returns the training seconds. Also what `classifiers evaluate`
+    trains each cross-validation fold with (classifiers/evaluate.py)."""
+    rows = [(task.positive_label, d) for d in pos] + [(task.negative_label, d) for d in neg]
+    random.Random(cfg.seed).shuffle(rows)  # fastText streams its file in order: mix the classes
+    train_file = folder / "train.txt"
+    with open(train_file, "w", encoding="utf-8") as f:
+        for label, doc in rows:
+            f.write(f"{label} {fasttext_line(doc)}\n")
+    t_train = time.time()
+    _train_in_subprocess(train_file, folder / MODEL_FILE, cfg)
+    seconds = time.time() - t_train
+    train_file.unlink()
+    return seconds
+
+
 def train_quality(
     positive: list[str | Path], negative: list[str | Path], output: str | Path, cfg: QualityTrainConfig
 ) -> dict[str, Any]:
@@ -185,17 +204,7 @@ def train_fasttext(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        rows = [(task.positive_label, d) for d in split["train_pos"]]
-        rows += [(task.negative_label, d) for d in split["train_neg"]]
-        random.Random(cfg.seed).shuffle(rows)  # fastText streams its file in order: mix the classes
-        train_file = tmp / "train.txt"
-        with open(train_file, "w", encoding="utf-8") as f:
-            for label, doc in rows:
-                f.write(f"{label} {fasttext_line(doc)}\n")
-        t_train = time.time()
-        _train_in_subprocess(train_file, tmp / MODEL_FILE, cfg)
-        train_seconds = time.time() - t_train
-        train_file.unlink()
+        train_seconds = fit_fasttext(split["train_pos"], split["train_neg"], tmp, cfg, task)
         meta: dict[str, Any] = {
             "format": task.format,
             "labels": {"positive": task.positive_label, "negative": task.negative_label},

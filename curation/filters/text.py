@@ -42,8 +42,9 @@ _PARAGRAPH_SPLIT = re.compile(r"\n{2,}")
 _LINE_SPLIT = re.compile(r"\n+")
 
 
-def _duplicates(items: list[str]) -> tuple[int, int]:
-    """(repeated elements, their characters): every occurrence after an element's first."""
+def duplicates(items: list[str]) -> tuple[int, int]:
+    """(repeated elements, their characters): every occurrence after an element's first, as the
+    Gopher and FineWeb blocks count them (classifiers/signals.py reports the same counts)."""
     counts = Counter(items)
     return len(items) - len(counts), sum(len(x) * (c - 1) for x, c in counts.items() if c > 1)
 
@@ -87,13 +88,13 @@ class GopherRepetition(_TextRules):
             return "empty"
         n_chars = len(text)
         paragraphs = _PARAGRAPH_SPLIT.split(text.strip())
-        dups, dup_chars = _duplicates(paragraphs)
+        dups, dup_chars = duplicates(paragraphs)
         if self.dup_para_frac and dups / len(paragraphs) > self.dup_para_frac:
             return "dup_para_frac"
         if self.dup_para_char_frac and dup_chars / n_chars > self.dup_para_char_frac:
             return "dup_para_char_frac"
         lines = _LINE_SPLIT.split(text)
-        dups, dup_chars = _duplicates(lines)
+        dups, dup_chars = duplicates(lines)
         if self.dup_line_frac and dups / len(lines) > self.dup_line_frac:
             return "dup_line_frac"
         if self.dup_line_char_frac and dup_chars / n_chars > self.dup_line_char_frac:
@@ -307,7 +308,7 @@ class FineWebQuality(_TextRules):
             return "line_punct_ratio"
         if sum(1 for line in lines if len(line) <= self.short_line_length) / len(lines) > self.short_line_thr:
             return "short_line_ratio"
-        if _duplicates(lines)[1] / (len(text) - text.count("\n")) > self.char_duplicates_ratio:
+        if duplicates(lines)[1] / (len(text) - text.count("\n")) > self.char_duplicates_ratio:
             return "char_dup_ratio"
         if text.count("\n") / len(analyse(text).words) > self.new_line_ratio:
             return "list_ratio"

@@ -24,6 +24,7 @@ from curation.config import ExtractJobConfig, FiltersConfig
 from curation.filters.blocks import HeuristicFilters
 from curation.filters.text import C4Quality
 from curation.filters.words import SPLITTER
+from testkit.filter_off import OFF_FINEWEB, OFF_QUALITY, OFF_REPETITION
 
 VOCAB = [
     "the",
@@ -42,35 +43,6 @@ VOCAB = [
     "letter",
     "morning",
 ]
-OFF_QUALITY = {
-    k: None
-    for k in (
-        "min_doc_words",
-        "max_doc_words",
-        "min_avg_word_length",
-        "max_avg_word_length",
-        "max_symbol_word_ratio",
-        "max_bullet_lines_ratio",
-        "max_ellipsis_lines_ratio",
-        "max_non_alpha_words_ratio",
-        "min_stop_words",
-    )
-}
-OFF_REPETITION = {
-    "dup_line_frac": None,
-    "dup_para_frac": None,
-    "dup_line_char_frac": None,
-    "dup_para_char_frac": None,
-    "top_n_grams": (),
-    "dup_n_grams": (),
-}
-# FineWeb's rules have no off switch: these values can never fire (ratios are in [0, 1]).
-OFF_FINEWEB = {
-    "line_punct_thr": 0.0,
-    "short_line_thr": 1.0,
-    "char_duplicates_ratio": 1.0,
-    "new_line_ratio": 1e9,
-}
 
 
 def dt_words(text: str) -> list[str]:
