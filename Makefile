@@ -44,11 +44,16 @@ ABLATE_ARGS ?=
 ablate: install
 	$(BIN)/python -m workflows ablate-demo --out out/ablate --shared-data $(SHARED_DATA) $(ABLATE_ARGS)
 
+# Two pytest workers (pytest-xdist), as CI has 2 cores: while one runs a single-threaded test, the other
+# uses the second core. A test file, or the files that share an expensive set-up, run on one worker
+# (tests/conftest.py's scheduler).
+# TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports

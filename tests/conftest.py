@@ -1,15 +1,51 @@
 """Shared fixtures: the real data folder, one local Spark session for the `spark` tier, the S3 server, and
-the one reduced demo run (tests/support/demo.py) whose outputs several modules read."""
+the one reduced demo run (tests/support/demo.py) whose outputs several modules read, and the grouping of
+test files for `make test`'s worker processes (pytest-xdist)."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 from testkit.shared_data import shared_data_dir
+
+# `make test` runs two pytest-xdist workers (CI has 2 cores). Each worker is its own session, so a test
+# file goes to one worker whole (its module- and session-scoped set-up is built once), and the files that
+# share a session set-up costing a minute or more go to one worker together: the reduced demo (its
+# trained models and outputs, read by the perplexity, demo and cluster tests; the cluster tests start
+# the standalone cluster too) and the classifiers' extracted pages. A file joins such a group by naming
+# the fixture. (xdist's own `--dist loadgroup` marks do not take under pytest 9, whose nodeids xdist
+# 3.8 cannot suffix, hence this scheduler.)
+SHARED_SETUP_GROUPS = {
+    "demo_run": "demo",
+    "spark_cluster": "demo",
+    "extract_out": "classifiers-extract",
+    "model_dir": "classifiers-extract",  # built from extract_out (tests/classifiers/conftest.py)
+}
+TESTS = Path(__file__).resolve().parent
+
+
+@cache  # asked once per test id
+def _shared_setup_group(test_file: Path) -> str | None:
+    text = test_file.read_text(encoding="utf-8") if test_file.is_file() else ""
+    return next((g for name, g in SHARED_SETUP_GROUPS.items() if re.search(rf"\b{name}\b", text)), None)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Load scheduling by work unit: a test file, or the group of the shared set-up its tests use."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return _shared_setup_group(TESTS.parent / path) or path
+
+    return SharedSetupScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
