@@ -45,6 +45,10 @@ def pytest_xdist_make_scheduler(config, log):
             path = nodeid.split("::", 1)[0]
             return _shared_setup_group(TESTS.parent / path) or path
 
+    # Units in collection order, not xdist's largest-first: the demo unit (a few dozen tests, ~8 minutes
+    # with its set-up) would otherwise start last and leave the other worker idle at the end; its first
+    # file, tests/classifiers/test_perplexity.py, is among the first collected.
+    config.option.loadscopereorder = False
     return SharedSetupScheduling(config, log)
 
 
