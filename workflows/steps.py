@@ -94,10 +94,12 @@ def call(
     """`python -m module args` in this process (module docstring); StepFailed on a status not in `ok`."""
     log("$ " + " ".join(command_line(module, args)))
     main = importlib.import_module(ENTRY_POINTS[module]).main
+    caller_session = _active_spark()
     try:
         rc = main(list(args))
     finally:
-        _stop_spark()
+        if caller_session is None:  # a session the caller had (a notebook's, a test suite's) stays up
+            _stop_spark()
     if rc == INTERRUPTED:
         raise KeyboardInterrupt
     if rc not in ok:
@@ -105,13 +107,18 @@ def call(
     return rc
 
 
-def _stop_spark() -> None:
-    """Stop the Spark session a job started in this process, if any (a job's process used to end here)."""
+def _active_spark():
+    """The process's active SparkSession, or None (without importing pyspark when nothing did)."""
     if "pyspark" not in sys.modules:
-        return
+        return None
     from pyspark.sql import SparkSession
 
-    session = SparkSession.getActiveSession()
+    return SparkSession.getActiveSession()
+
+
+def _stop_spark() -> None:
+    """Stop the Spark session a job started in this process, if any (a job's process used to end here)."""
+    session = _active_spark()
     if session is not None:
         session.stop()
 

@@ -55,3 +55,14 @@ def test_timings_keep_the_order_the_steps_ran(tmp_path):
     for name in ("extract", "dedup", "score"):
         runner.run(name, False, lambda: None)
     assert list(json.loads((tmp_path / "timings.json").read_text())) == ["extract", "dedup", "score"]
+
+
+@pytest.mark.spark
+def test_a_step_leaves_the_callers_spark_session_running(spark, warc_dir, tmp_path):
+    # The runner stops the session a step's job started (a job's process used to end there), but a
+    # session the caller already had (a notebook's; this suite's shared one) must survive the step.
+    warc = min(warc_dir.glob("*.warc.gz"), key=lambda p: p.stat().st_size)
+    out = tmp_path / "extract"
+    assert call("curation", ["extract", "--input", str(warc), "--output", str(out)], log=lambda m: None) == 0
+    assert (out / "_SUCCESS").is_file()
+    assert spark.range(3).count() == 3
