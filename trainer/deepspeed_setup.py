@@ -4,7 +4,7 @@ What stands between the typed config (trainer/config.py) and `deepspeed.initiali
 
 - `launch_rank_world` / `start_process_group`: the launcher's rank and world size, read before the process
   group exists (every config and data check runs first), then the process group itself, this rank's
-  device, CPU threads per rank, and the CPU accelerator's shm workspace released (`release_shm_workspace`).
+  device, and CPU threads per rank; on the CPU accelerator without the shm allreduce op (`skip_shm_allreduce`).
 - `deepspeed_config(cfg, world, on_cuda, stage=)`: the generated JSON (bf16 + fp32 master weights and fp32
   gradient accumulation on GPU, fp32 + torch.autocast at stage 0; plain fp32 on CPU; ZeRO-3 tuned from
   d_model); `deepspeed.config_file` replaces it with a given file.
@@ -18,7 +18,6 @@ What stands between the typed config (trainer/config.py) and `deepspeed.initiali
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -43,9 +42,8 @@ __all__ = [
     "model_state_bytes",
     "param_groups",
     "plan_zero_stage",
-    "release_shm_workspace",
     "resolve_deepspeed_config",
-    "shm_workspace_path",
+    "skip_shm_allreduce",
     "start_process_group",
     "zero3_grad_norm",
     "zero3_tuning",
@@ -82,25 +80,23 @@ def device_memory_bytes(on_cuda: bool, local_rank: int) -> int:
     return int(psutil.virtual_memory().available) // _local_ranks()
 
 
-def shm_workspace_path(rank: int) -> Path:
-    """The /dev/shm file DeepSpeed's CPU shm allreduce creates for `rank` (deepspeed/ops/csrc/cpu/comm/
-    shm.cpp: deepspeed_allreduce_buffer_{uid}_{MASTER_ADDR}_{MASTER_PORT}_{rank})."""
-    addr, port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
-    return Path(f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_{addr}_{port}_{rank}")
+# DeepSpeed's name for its CPU shared-memory allreduce op (deepspeed/ops/op_builder/cpu/comm.py).
+SHM_OP = "deepspeed_shm_comm"
 
 
-def release_shm_workspace(dist, rank: int) -> None:
-    """Unlink this rank's shm allreduce file once every rank has mapped it.
+def skip_shm_allreduce() -> None:
+    """Keep DeepSpeed's CPU accelerator from JIT-compiling its shm allreduce op at init_distributed.
 
-    DeepSpeed 0.19.8 never unlinks it, so every CPU run left 66 MB per rank in /dev/shm for good (we
-    found 9 GB of them after a day of tests and demos; the launcher's port differs per run, so nothing
-    reuses them). init_distributed returns only after this rank mapped every peer's file, so after a
-    barrier no one needs the names any more; the memory stays mapped until the processes exit, even
-    when they are killed.
+    Only `inference_all_reduce` uses that op; training goes through torch.distributed (gloo). Building
+    it costs 1-2 minutes of C++ compile on every fresh machine or venv, and a build killed half way
+    leaves torch's lock file in ~/.cache/torch_extensions, after which every later run on that host
+    waits on it for ever (a CI run hung 80 minutes so). It also left a 66 MB /dev/shm file per rank
+    that DeepSpeed 0.19.8 never unlinks. deepspeed.ops keeps the probed op table in one dict that
+    build_shm_op reads, so marking the op incompatible there skips it.
     """
-    dist.barrier()
-    with contextlib.suppress(FileNotFoundError):
-        shm_workspace_path(rank).unlink()
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__[SHM_OP] = False
 
 
 @dataclass(frozen=True)
@@ -115,19 +111,19 @@ class ProcessGroup:
 
 
 def start_process_group() -> ProcessGroup:
-    """deepspeed.init_distributed, then this rank's device; on CPU the shm workspace is released and the
-    host's cores are shared among its ranks (unless OMP_NUM_THREADS says otherwise)."""
+    """deepspeed.init_distributed, then this rank's device; on CPU without the shm allreduce op, and the
+    host's cores shared among its ranks (unless OMP_NUM_THREADS says otherwise)."""
     import deepspeed
     import torch
     import torch.distributed as dist
     from deepspeed.accelerator import get_accelerator
 
+    on_cuda = torch.cuda.is_available()
+    if not on_cuda:
+        skip_shm_allreduce()
     deepspeed.init_distributed()
     rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    on_cuda = torch.cuda.is_available()
-    if not on_cuda:
-        release_shm_workspace(dist, rank)
     device = torch.device(get_accelerator().device_name(local_rank))
     if on_cuda:
         torch.cuda.set_device(device)

@@ -29,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -65,14 +66,25 @@ def launch(
     port = free_port()
     cmd = [str(DEEPSPEED), "--num_gpus", str(procs), "--master_port", str(port)]
     cmd += ["trainer/train.py", "--config", str(cfg_path), *overrides]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    # A fresh folder for torch's JIT-built extensions: the trainer must build none (DeepSpeed's CPU shm
+    # allreduce op costs minutes of compile and can leave a lock that hangs later runs).
+    extensions = Path(tempfile.mkdtemp(prefix="torch-ext-"))
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO),
+        "TORCH_EXTENSIONS_DIR": str(extensions),
+    }
     env.pop(FAULTS_ENV, None)
     if faults:
         env[FAULTS_ENV] = json.dumps(faults)
     res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     if check and res.returncode != 0:
         raise AssertionError(f"launcher exit {res.returncode}\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
-    # DeepSpeed's CPU shm allreduce files (66 MB per rank) must not outlive the run, whatever its end.
+    built = sorted(p.name for p in extensions.rglob("*"))
+    shutil.rmtree(extensions)
+    assert not built, built
+    # nor may DeepSpeed's CPU shm allreduce files (66 MB per rank) outlive the run, whatever its end
     leaked = sorted(Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*"))
     assert not leaked, leaked
     return res
