@@ -23,13 +23,24 @@ documents with exit status 0 (a warning would scroll by in the job's log; a refu
 says which bound to fix). The check is static and only refuses what is empty whatever the column
 holds; where it cannot tell (values of different types, `> 1 and < 2` on what may be integers) it
 lets the selection run.
+
+Percentiles: `quality: "top 30%"` keeps the 30% of documents with the highest `quality`, `"bottom 10%"`
+the 10% with the lowest (DCLM keeps its fastText score's "top 10%"). A percentile is not a test a row
+can pass alone: it is resolved per source on the driver, before any selection, by
+`resolve_percentiles`, into the plain comparison it stands for (`">= t"` / `"<= t"`), so executors
+(selection_mask) only ever see plain selectors and refuse an unresolved one. How the threshold t is
+chosen (ties, nulls, NaN, other selectors) is said there. A percentile stands alone on its column (no
+`and`), ranks numbers only, and its share is in (0, 100]: `"top 0%"`, `"top 120%"`, `"top x%"` are
+refused when parsed, naming the column.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 from core.errors import ConfigError
@@ -37,6 +48,9 @@ from core.errors import ConfigError
 OPS = (">=", "<=", "==", "!=", ">", "<")
 # OPS as the regex's alternatives, in its order: a two-character operator is tried before its prefix.
 _CMP = re.compile(r"^\s*(" + "|".join(OPS) + r")\s*([^<>=!\s].*?)\s*$")
+PERCENTILE_OPS = ("top", "bottom")
+# `top 30%`, `bottom 12.5%`; `top 30` (no %) is caught too, to be refused rather than read as a word.
+_PCT = re.compile(r"^\s*(top|bottom)\s+(\S.*?)\s*(%?)\s*$", re.IGNORECASE)
 
 
 class SelectorError(ConfigError):
@@ -55,12 +69,16 @@ class Selector:
     def __str__(self) -> str:
         if self.op == "in":
             return f"{self.column} in {list(self.value)}"
+        if self.is_percentile:
+            return f"{self.column} {self.to_spec()}"
         return f"{self.column} {self.op} {self.value!r}"
 
     def to_spec(self) -> Any:
         """The canonical YAML/JSON form (what a manifest records)."""
         if self.op == "in":
             return list(self.value)
+        if self.is_percentile:
+            return f"{self.op} {self.value}%"
         if self.op == "==":
             return self.value  # None stays None: YAML's null
         return f"{self.op} {self.value}"
@@ -69,6 +87,11 @@ class Selector:
     def accepts_null(self) -> bool:
         """The selector names null (`column: null`, or a list holding null): null rows pass it."""
         return (self.op == "==" and self.value is None) or (self.op == "in" and None in self.value)
+
+    @property
+    def is_percentile(self) -> bool:
+        """`top P%` / `bottom P%` (`value` is P): resolved to a comparison by `resolve_percentiles`."""
+        return self.op in PERCENTILE_OPS
 
 
 def parse_selector(column: str, spec: Any) -> Selector:
@@ -86,6 +109,9 @@ def parse_selector(column: str, spec: Any) -> Selector:
     if spec is None or isinstance(spec, bool | int | float):
         return Selector(column, "==", spec)
     if isinstance(spec, str):
+        pct = _parse_percentile(column, spec)
+        if pct is not None:
+            return pct
         m = _CMP.match(spec)
         if not m:
             # A plain word is equality (`lang: en`).
@@ -102,6 +128,24 @@ def parse_selector(column: str, spec: Any) -> Selector:
     )
 
 
+def _parse_percentile(column: str, spec: str) -> Selector | None:
+    """`top P%` / `bottom P%` with 0 < P <= 100, or None where `spec` is no percentile (`top rated` is a
+    word). What is one by a `%` or a number (`top x%`, `top %`, `top 120%`, `top 30`) but malformed is refused."""
+    m = _PCT.match(spec)
+    if m is None:
+        return None
+    side, value, percent_sign = m.group(1).lower(), _scalar(m.group(2)), m.group(3)
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if "%" not in spec and not number:
+        return None
+    if not (percent_sign and number and 0 < value <= 100):  # NaN fails the range test too
+        raise SelectorError(
+            f"select.{column}: {spec!r} is not a percentile; write '{side} P%' with P a number in (0, 100], "
+            f"e.g. '{side} 30%'"
+        )
+    return Selector(column, side, value)
+
+
 AND_SEPARATOR = re.compile(r"\s+and\s+", re.IGNORECASE)
 
 
@@ -114,6 +158,11 @@ def parse_selectors(spec: Any, where: str = "select") -> tuple[Selector, ...]:
     try:
         for column, cond in spec.items():
             parts = AND_SEPARATOR.split(cond.strip()) if isinstance(cond, str) else [cond]
+            if len(parts) > 1 and any(_parse_percentile(column, p) for p in parts):
+                raise SelectorError(
+                    f"select.{column}: {cond!r}: a percentile stands alone on its column (it is resolved "
+                    "to one comparison); put other conditions on other columns"
+                )
             if len(parts) > 1 and not all(_CMP.match(p) for p in parts):
                 # `lang: "en and de"` is not a band: only comparisons join with `and`
                 raise SelectorError(
@@ -158,6 +207,8 @@ def empty_reason(sels: list[Selector] | tuple[Selector, ...]) -> str | None:
     bound an interval (numbers within [-inf, inf]) that is empty when its bounds cross, or meet with a
     strict bound or an excluded value. Only conditions of one kind of value are reasoned about.
     """
+    if any(s.is_percentile for s in sels):
+        return None  # it keeps at least one row of any source with a value to rank (or is refused then)
     if not sels or all(s.accepts_null for s in sels):
         return None  # the null rows pass (or nothing is asked)
     conds = [s for s in sels if not (s.op == "==" and s.value is None)]
@@ -227,6 +278,11 @@ def selection_mask(table: Any, selectors: tuple[Selector, ...], source: str = "<
     keep = pa.array([True] * table.num_rows, type=pa.bool_())
     drops: dict[str, int] = {}
     for sel in selectors:
+        if sel.is_percentile:
+            raise SelectorError(
+                f"{source}: selector `{sel}` is a percentile, which is resolved per source on the driver "
+                "(core.selectors.resolve_percentiles) before any selection; it reached selection unresolved"
+            )
         if sel.column not in table.column_names:
             raise SelectorError(
                 f"{source}: selector `{sel}` needs column {sel.column!r}, which is not there; "
@@ -268,3 +324,119 @@ def selection_mask(table: Any, selectors: tuple[Selector, ...], source: str = "<
         if isinstance(keep, pa.ChunkedArray):
             keep = keep.combine_chunks()
     return keep, drops
+
+
+# -- percentiles, resolved on the driver ----------------------------------------------------------
+
+
+def resolve_percentiles(
+    selectors: tuple[Selector, ...], files: list[str], source: str = "<source>"
+) -> tuple[tuple[Selector, ...], dict[str, dict[str, Any]]]:
+    """`selectors` with each percentile replaced by the plain comparison it stands for on `files` (one
+    source's documents, local paths or `s3://` URIs), and what each resolution counted, by column.
+
+    Only the selectors' columns are read (Parquet column projection; from an object store by ranged
+    reads of those column chunks). The ranked values are those of the rows that pass every *plain*
+    selector of the source: `{lang: en, quality: "top 30%"}` keeps 30% of the English documents, as
+    DCLM's "top 10%" is a share of the pool that reached the classifier, and datatrove's filters each
+    see what the previous ones kept; a share of all documents would keep an unpredictable share of
+    the English ones (none, if the top 30% were all another language). Two percentiles are each
+    ranked over those rows, independently of one another, so their order in the recipe never matters.
+
+    Threshold: with n ranked values (null and NaN rows are not ranked: null rows are then dropped
+    and counted as `null:<column>`, NaN rows fail every comparison) and share p, k = ceil(p * n) exactly
+    (the smallest count that is at least the share; p is read as an exact decimal, so 30% of 10 is 3),
+    and t is the k-th highest value (`top`, resolved to `>= t`) or the k-th lowest (`bottom`, `<= t`).
+    Every row whose value equals t is selected: ties at the threshold are kept, never broken by row
+    order (which would make the selection depend on file order), so `selected` = k + `ties`, and the
+    share selected exceeds p by ties / n. The result depends on the values alone: the same data
+    resolves the same t. Exact, so the ranked values are held on the driver (8 bytes a row).
+    SelectorError when a percentile's column is missing, not numeric, or has no value to rank.
+    """
+    pcts = [s for s in selectors if s.is_percentile]
+    if not pcts:
+        return selectors, {}
+    plain = tuple(s for s in selectors if not s.is_percentile)
+    values, counts = _ranked_values(plain, pcts, files, source)
+    resolved: dict[str, Selector] = {}
+    for sel in pcts:
+        resolved[sel.column], info = percentile_threshold(sel, values[sel.column], source)
+        counts[sel.column].update(info)
+    return tuple(resolved.get(s.column, s) if s.is_percentile else s for s in selectors), counts
+
+
+def percentile_threshold(sel: Selector, values: Any, source: str = "<source>") -> tuple[Selector, dict]:
+    """The comparison `sel` (a percentile) resolves to on `values` (a numpy array without null or NaN),
+    and its counts: ranked, target (k), selected, ties (resolve_percentiles says how)."""
+    import numpy as np
+
+    n = len(values)
+    if n == 0:
+        raise SelectorError(
+            f"{source}: selector `{sel}`: no document has a {sel.column!r} value to rank (every row is "
+            "null or NaN, or fails the source's other selectors)"
+        )
+    k = math.ceil(Fraction(str(sel.value)) * n / 100)
+    if sel.op == "top":
+        t = np.partition(values, n - k)[n - k]
+        op, selected = ">=", int(np.count_nonzero(values >= t))
+    else:
+        t = np.partition(values, k - 1)[k - 1]
+        op, selected = "<=", int(np.count_nonzero(values <= t))
+    t = t.item()  # a Python int or float: its repr round-trips through a manifest exactly
+    resolved = replace(sel, op=op, value=t)
+    info = {"ranked": n, "target": k, "selected": selected, "ties": selected - k}
+    return resolved, {"percentile": sel.to_spec(), "resolved": resolved.to_spec(), **info}
+
+
+def _ranked_values(
+    plain: tuple[Selector, ...], pcts: list[Selector], files: list[str], source: str
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Per percentile column: its non-null, non-NaN values on the rows passing `plain` (numpy), and counts."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = list(dict.fromkeys([*(s.column for s in plain), *(s.column for s in pcts)]))
+    parts: dict[str, list[Any]] = {s.column: [] for s in pcts}
+    counts = {s.column: {"rows": 0, "passing_other_selectors": 0, "null": 0, "nan": 0} for s in pcts}
+    for f in files:
+        table = read_columns(f, columns)
+        mask, _ = selection_mask(table, plain, source=str(f))
+        eligible = table.filter(mask)
+        for sel in pcts:
+            if sel.column not in table.column_names:
+                raise SelectorError(
+                    f"{f}: selector `{sel}` needs column {sel.column!r}, which is not there; "
+                    f"columns: {', '.join(table.column_names)}"
+                )
+            col = eligible.column(sel.column)
+            if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+                raise SelectorError(
+                    f"{f}: selector `{sel}` ranks numbers; column {sel.column!r} is {col.type}"
+                )
+            vals = pc.drop_null(col).to_numpy()
+            nan = np.isnan(vals) if vals.dtype.kind == "f" else np.zeros(len(vals), dtype=bool)
+            c = counts[sel.column]
+            c["rows"] += table.num_rows
+            c["passing_other_selectors"] += eligible.num_rows
+            c["null"] += col.null_count
+            c["nan"] += int(nan.sum())
+            parts[sel.column].append(vals[~nan])
+    # kept in the column's own type: `.item()` of a float32 threshold widens to a Python float exactly
+    return {c: np.concatenate(v) if v else np.zeros(0) for c, v in parts.items()}, counts
+
+
+def read_columns(uri: str, columns: list[str]) -> Any:
+    """The `columns` of one Parquet file that it has (a pyarrow Table), local or on an object store:
+    only their column chunks are read (ranged reads on S3), never the `text`."""
+    import pyarrow.parquet as pq
+
+    from core.storage import ObjectStore, is_object_store
+
+    with contextlib.ExitStack() as stack:
+        if is_object_store(uri):
+            store = ObjectStore(str(uri))
+            uri = stack.enter_context(store.fs.open(store._key(str(uri)), "rb"))
+        pf = pq.ParquetFile(uri)
+        return pf.read(columns=[c for c in columns if c in pf.schema_arrow.names])

@@ -1,7 +1,8 @@
 """`python -m mixtures plan RECIPE`: what a recipe draws from each source, and what it costs to train on.
 
 Per source: tokens available (exact from its shards' manifest.json; else estimated from its
-documents' UTF-8 bytes / `bytes_per_token`, after its selectors, and marked `~`), tokens drawn
+documents' UTF-8 bytes / `bytes_per_token`, after its selectors (percentiles resolved over its
+documents as `tokenize` resolves them), and marked `~`), tokens drawn
 per phase (the sampler's exact largest-remainder split, at `--seq-len` granularity), implied
 epochs (drawn / available) and a warning where that exceeds the source's `max_epochs`.
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from core.errors import ConfigError, InputError
 from core.files import doc_parquet_files, parquet_schema
-from core.selectors import selection_mask
+from core.selectors import resolve_percentiles, selection_mask
 from mixtures.recipe import Recipe
 from mixtures.sampler import phase_quotas
 from mixtures.validate import check_sources
@@ -72,12 +73,14 @@ def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
         files = doc_parquet_files(src.docs)
     except InputError:  # not extracted yet: the plan says "unknown" and warns
         return None, False
+    # a percentile is resolved over the source's documents, as `tokenize` will resolve it
+    select, _ = resolve_percentiles(src.select, [str(f) for f in files], source=f"sources.{name}")
     nbytes = 0
     for f in files:
-        cols = ["text", *dict.fromkeys(s.column for s in src.select)]
+        cols = ["text", *dict.fromkeys(s.column for s in select)]
         names = parquet_schema(f).names
         table = pq.read_table(f, columns=[c for c in cols if c in names])
-        mask, _ = selection_mask(table, src.select, source=str(f))
+        mask, _ = selection_mask(table, select, source=str(f))
         texts = table.filter(mask).column("text")
         nbytes += int(pc.sum(pc.binary_length(pc.cast(texts, "binary"))).as_py() or 0)
     return round(nbytes / recipe.bytes_per_token), False

@@ -20,6 +20,7 @@ selectors are parsed. Token counts may be written with a suffix: `400K`, `2.5B`,
         shards: ../out/demo/tokens/shards/web   # a `tokenize` output folder (manifest.json)
         docs: ../out/demo/extract                # documents the shards were made from (optional)
         select: {lang: en, quality: ">= 0.6"}    # the selection those shards were made with
+                                                 # (or `quality: "top 30%"`: core.selectors)
         max_epochs: 2                            # this source's own cap
     phases:
       - name: main

@@ -8,6 +8,8 @@ opened), so it costs milliseconds even for thousands of shards:
 - a source drawn from by some phase has a `shards` folder holding a readable `manifest.json`;
 - the recipe's `select` of a source is the selection its shards were tokenized with (a recipe that says
   `quality: ">= 0.6"` over shards made with `>= 0.4` trains on data other than the one it describes);
+  shards made with a percentile (`top 30%`) match it, or the plain selection it resolved to (the
+  manifest's `resolved_select`), which selects the same documents;
 - every `.bin`/`.idx` the manifest lists exists, and each `.bin` has the size the manifest recorded
   (a truncated or missing shard is found here, not by a rank at step 4,000);
 - all sources were tokenized with the same tokenizer (sha256 of its file);
@@ -56,7 +58,7 @@ def check_sources(recipe: Recipe, require_shards: bool = True) -> dict[str, dict
                 "(run `python -m tokens tokenize` first)"
             )
         manifest = _read_manifest(where, name, src.shards)
-        if src.select and manifest.get("select") != src.select_spec():
+        if src.select and src.select_spec() not in (manifest.get("select"), manifest.get("resolved_select")):
             raise RecipeError(
                 f"{where}: sources.{name}.select is {src.select_spec()} but {src.shards} was "
                 f"tokenized with {manifest.get('select')}; re-tokenize or fix the recipe"

@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="COLUMN=CONDITION",
-        help="keep documents where COLUMN matches, e.g. lang=en, 'quality=>= 0.6' (repeatable; "
-        "alias of --set select.COLUMN=CONDITION)",
+        help="keep documents where COLUMN matches, e.g. lang=en, 'quality=>= 0.6', 'quality=top 30%%' "
+        "(repeatable; alias of --set select.COLUMN=CONDITION)",
     )
     tk.add_argument("--eod-token", default=None, help="end-of-document token of a given tokenizer.json")
     tk.add_argument(
@@ -126,6 +126,11 @@ def _tokenize(args: argparse.Namespace) -> int:
             f"\n{m['documents']:,} documents, {m['tokens']:,} tokens ({m['dtype']}), "
             f"tokenizer {m['tokenizer']['sha256'][:12]}: {result.output}/manifest.json"
         )
+        for column, c in m.get("percentiles", {}).items():
+            print(
+                f"  {column}: {c['percentile']} -> {c['resolved']} ({c['selected']:,} of {c['ranked']:,} "
+                f"ranked documents, {c['ties']:,} of them by ties at the threshold)"
+            )
     return status
 
 

@@ -24,7 +24,8 @@ class TokenizeConfig(ConfigModel):
     source: str = "default"
     """Source name: the output's shards/<source> folder (a plain folder name)."""
     select: dict[str, Any] = Field(default_factory=dict)
-    """Selectors, column -> condition (`lang: en`, `quality: ">= 0.6"`), the recipe's `select` syntax.
+    """Selectors, column -> condition (`lang: en`, `quality: ">= 0.6"`, `quality: "top 30%"`), the recipe's
+    `select` syntax.
     A comparison given by `--set` is quoted, as in YAML: `--set 'select.quality=">= 0.6"'`."""
     eod_token: str | None = None
     """End-of-document token of a tokenizer.json not trained here (else its meta names it)."""

@@ -12,6 +12,13 @@ An input rewritten under the same name since its part was made is refused naming
 part is redone under `on_changed_input="restart"` (core.output.guard_inputs); an `--output` that
 is the input, lies inside it or holds it is refused before anything is read.
 
+A percentile selector (`quality: "top 30%"`) is resolved over the whole source on the driver before
+Spark starts (core.selectors.resolve_percentiles: only the selectors' columns are read), and tasks
+get the plain comparison it resolved to (`">= t"`). The output's config, and so its fingerprint and
+`manifest.json`, records it as `resolved_select` beside the `select` given (the manifest adds what
+each resolution counted, `percentiles`): the folder says which threshold made it, and an input
+rewritten since (another threshold) is another config, refused into the same folder.
+
 Documents are kept in input order (determinism: the same input and tokenizer give byte-identical
 shards). Rows the recipe's selectors reject, and rows with a null or empty `text`, are counted per
 reason in the part's stats, never dropped silently. `tokenize_unit` is what a Spark task runs for
@@ -39,7 +46,14 @@ from core.errors import InputError
 from core.files import doc_parquet_uris, parquet_schema, sha256_file
 from core.output import OutputDir, check_disjoint, check_layout
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
-from core.selectors import Selector, SelectorError, parse_selectors, selection_mask, selectors_spec
+from core.selectors import (
+    Selector,
+    SelectorError,
+    parse_selectors,
+    resolve_percentiles,
+    selection_mask,
+    selectors_spec,
+)
 from core.spark import DEFAULT_SPARK, SparkOptions, check_master
 from core.stats import Stats
 from core.storage import is_object_store, join, local_input
@@ -244,15 +258,25 @@ def list_inputs(input_dir: str, selectors: tuple[Selector, ...]) -> list[str]:
                     f"columns: {', '.join(names)}"
                 )
         # Applied to no rows of this file's schema: a value the column's type cannot be compared
-        # with (`lang_score=~~ 1` on a float) fails here, not in every Spark task.
-        if selectors:
-            selection_mask(schema.empty_table(), selectors, source=f)
+        # with (`lang_score=~~ 1` on a float) fails here, not in every Spark task. Percentiles are
+        # checked when they are resolved (core.selectors.resolve_percentiles).
+        plain = tuple(s for s in selectors if not s.is_percentile)
+        if plain:
+            selection_mask(schema.empty_table(), plain, source=f)
     return files
 
 
-def tokenize_config(source: str, selectors: tuple[Selector, ...], tok: Any, files: list[str]) -> dict:
-    """What decides a source's shards; recorded in `_config.json` and fingerprinted."""
-    return {
+def tokenize_config(
+    source: str,
+    selectors: tuple[Selector, ...],
+    tok: Any,
+    files: list[str],
+    resolved: tuple[Selector, ...] | None = None,
+) -> dict:
+    """What decides a source's shards; recorded in `_config.json` and fingerprinted. `resolved`: the
+    selectors with their percentiles resolved, recorded (`resolved_select`) only where there were any,
+    so a selection without percentiles names its folder as it always did."""
+    config = {
         "source": source,
         "select": selectors_spec(selectors),
         "tokenizer_sha256": tok.sha256,
@@ -260,6 +284,9 @@ def tokenize_config(source: str, selectors: tuple[Selector, ...], tok: Any, file
         # The input list is part of the config: another list into the same source is refused.
         "inputs": files,
     }
+    if resolved is not None and resolved != selectors:
+        config["resolved_select"] = selectors_spec(resolved)
+    return config
 
 
 def config_fingerprint(config: dict[str, Any]) -> str:
@@ -281,6 +308,20 @@ def _load_tokenizer(tokenizer: str, eod_token: str | None, encoder: str):
     encoder_used = enc.backend + (f" ({enc.reason})" if enc.reason else "")
     log.info("tokenize: encoder %s", encoder_used)
     return tok, tokenizer_json, encoder_used
+
+
+def _resolve(
+    selectors: tuple[Selector, ...], files: list[str], source: str
+) -> tuple[tuple[Selector, ...], dict[str, dict[str, Any]]]:
+    """The selectors with their percentiles resolved over the source's files, and what each counted."""
+    resolved, percentiles = resolve_percentiles(selectors, files, source=f"source {source!r}")
+    for column, c in percentiles.items():
+        log.info(
+            "tokenize %s: %s: %s -> %s (%d of %d ranked values selected, %d by ties; %d null, %d NaN)",
+            *(source, column, c["percentile"], c["resolved"], c["selected"], c["ranked"], c["ties"]),
+            *(c["null"], c["nan"]),
+        )
+    return resolved, percentiles
 
 
 def run_tokenize(
@@ -311,9 +352,10 @@ def run_tokenize(
     files = list_inputs(input_dir, selectors)
     check_disjoint(output, files=files)
     tok, tokenizer_json, encoder_used = _load_tokenizer(tokenizer, eod_token, encoder)
+    resolved, percentiles = _resolve(selectors, files, source)
     base = str(output) if is_object_store(output) else Path(output).expanduser()
     out = OutputDir(join(base, "shards", source), SUBDIRS)
-    config = tokenize_config(source, selectors, tok, files)
+    config = tokenize_config(source, selectors, tok, files, resolved)
     fingerprint = config_fingerprint(config)
     units = [(f, part_name(i)) for i, f in enumerate(files)]
     check_master(spark.master)  # before the folder below is made
@@ -330,7 +372,7 @@ def run_tokenize(
         tokenizer_json=tokenizer_json,
         tokenizer_sha256=tok.sha256,
         eod_token=tok.eod_token,
-        selectors=selectors,
+        selectors=resolved,  # tasks see plain comparisons only
         encoder=encoder,
     )
     job = PerFileJob(
@@ -354,6 +396,6 @@ def run_tokenize(
     markers = [m for _, u in units if (m := out.read_marker(u)) is not None]
     manifest = None
     if len(markers) == len(units):
-        manifest = build_manifest(source, config, fingerprint, tok, markers)
+        manifest = build_manifest(source, config, fingerprint, tok, markers, percentiles)
         out.write_json("manifest.json", manifest)
     return TokenizeResult(**vars(res), manifest=manifest, encoder=encoder_used)

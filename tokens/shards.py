@@ -226,17 +226,29 @@ PART_KEYS = (
 
 
 def build_manifest(
-    source: str, config: dict[str, Any], fingerprint: str, tok: Any, parts: list[dict[str, Any]]
+    source: str,
+    config: dict[str, Any],
+    fingerprint: str,
+    tok: Any,
+    parts: list[dict[str, Any]],
+    percentiles: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """manifest.json of a complete source, from its parts' markers in part order.
 
     No timestamps: the same run gives the same bytes. `tok` is a tokens.tokenizer.LoadedTokenizer.
+    A selection with percentiles adds `resolved_select` (the plain selection the shards were made with:
+    usable as a `select` as it stands) and `percentiles` (per column, what its resolution counted:
+    core.selectors.resolve_percentiles).
     """
+    resolution = {}
+    if "resolved_select" in config:
+        resolution = {"resolved_select": config["resolved_select"], "percentiles": percentiles or {}}
     return {
         "format": MANIFEST_FORMAT,
         "source": source,
         "config_fingerprint": fingerprint,
         "select": config["select"],
+        **resolution,
         "tokenizer": {
             "path": tok.path,
             "sha256": tok.sha256,
