@@ -7,14 +7,17 @@ outputs, and a rerun into the same folder with a different config is refused.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from core.config import ConfigError, ConfigModel, build_config, check_at_least, check_choice, load_config
+from core.storage import ObjectStore, file_identities, is_object_store
 from dedup.minhash import MinHashConfig
 
 KEEP_ONE = ("best", "first", "last")
@@ -87,6 +90,122 @@ class LinesConfig(ConfigModel):
         return self
 
 
+EVAL_FORMATS = ("jsonl", "parquet", "text")
+DECONTAMINATE_MODES = ("drop", "annotate")
+_SET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+class EvalSetConfig(ConfigModel):
+    """One evaluation set: its passages are what no training document may contain."""
+
+    name: str
+    """names the set in the drop reason (`decontaminate:<name>`), the report and `contaminated_by`"""
+    paths: tuple[str, ...]
+    """local files or globs, or `s3://` objects or globs (one path may be given as a string)"""
+    format: str | None = None
+    """jsonl (a record per line, `.gz` too) | parquet | text (a passage per non-empty line, `.gz`
+    too); null: by each file's name (.jsonl/.json -> jsonl, .parquet -> parquet, else text)"""
+    text_field: str = "text"
+    """the field (jsonl) or column (parquet) holding a passage"""
+
+    @field_validator("paths", mode="before")
+    @classmethod
+    def _one_path(cls, v: Any) -> Any:
+        return (v,) if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _check(self) -> EvalSetConfig:
+        if not _SET_NAME.fullmatch(self.name):
+            raise ConfigError(
+                "decontaminate.sets: a name must be letters, digits, _ . - (starting with a letter or "
+                f"digit); got {self.name!r}"
+            )
+        if not self.paths:
+            raise ConfigError(f"decontaminate.sets: {self.name}: paths must name at least one file")
+        if self.format is not None:
+            check_choice(f"decontaminate.sets: {self.name}: format", self.format, EVAL_FORMATS)
+        return self
+
+    def files(self) -> list[str]:
+        """Every file the paths stand for, in order; ConfigError naming a path that matches none."""
+        out: list[str] = []
+        for i, p in enumerate(self.paths):
+            found = _expand(p)
+            if not found:
+                raise ConfigError(f"{self.name}: paths[{i}]: no such file {p!r}")
+            out += [f for f in found if f not in out]
+        return out
+
+
+def _expand(path: str) -> list[str]:
+    """The files a path or glob names: local ones absolute, object-store ones as URIs."""
+    pattern = any(ch in path for ch in "*?[")
+    if is_object_store(path):
+        fs, (proto, key) = ObjectStore(path).fs, path.split("://", 1)
+        try:
+            keys = sorted(fs.glob(key)) if pattern else [key]
+            return [f"{proto}://{k}" for k in keys if fs.isfile(k)]
+        except Exception as e:  # botocore's errors are not OSErrors: network, credentials, a bucket
+            raise ConfigError(f"cannot list {path!r}: {e}") from None
+    local = Path(path).expanduser()
+    if pattern:
+        return [
+            str(Path(m).resolve()) for m in sorted(glob.glob(str(local), recursive=True)) if Path(m).is_file()
+        ]
+    return [str(local.resolve())] if local.is_file() else []
+
+
+class DecontaminateConfig(ConfigModel):
+    """Documents that contain n-grams of an evaluation set (dedup/stages/decontaminate.py).
+
+    Off while `sets` is empty: the stage does not run and the section is left out of the recorded
+    config, so the fingerprint of every run without it stays what it was.
+    """
+
+    sets: tuple[EvalSetConfig, ...] = ()
+    ngram: int = 13
+    """words per n-gram (normalized as every dedup stage normalizes): 13 as GPT-3 and datatrove"""
+    mode: str = "drop"
+    """drop: remove a contaminated document (reason `decontaminate:<set>`); annotate: keep it, with
+    columns `contaminated_by` (set names) and `contamination_ngrams`"""
+    min_ngrams: int = 1
+    """distinct n-grams of one set a document must contain to count as contaminated by it"""
+    skip_trivial: bool = True
+    """leave out evaluation n-grams made only of numbers and single ASCII letters (a row of a table
+    of figures, `a b c ... m`): digits are all 0 once normalized, so such n-grams match any table"""
+    examples: int = 5
+    """documents per set shown in the report with the n-gram they share with it"""
+
+    @model_validator(mode="after")
+    def _check(self) -> DecontaminateConfig:
+        check_at_least("decontaminate.ngram", self.ngram, 1)
+        check_choice("decontaminate.mode", self.mode, DECONTAMINATE_MODES)
+        check_at_least("decontaminate.min_ngrams", self.min_ngrams, 1)
+        check_at_least("decontaminate.examples", self.examples, 0)
+        names = [s.name for s in self.sets]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"decontaminate.sets: a set name is given twice in {names}")
+        for i, st in enumerate(self.sets):
+            try:
+                st.files()
+            except ConfigError as e:
+                raise ConfigError(f"decontaminate.sets[{i}]: {e}") from None
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.sets)
+
+    def identities(self) -> dict[str, dict[str, Any] | None]:
+        """What each evaluation file is (core.storage.file_identities, its mtime left out: a copy
+        of the same bytes is the same set); a file edited in place changes the fingerprint."""
+        files = [f for st in self.sets for f in st.files()]
+        return {
+            f: ({k: v for k, v in ident.items() if k != "mtime_ns"} if ident else None)
+            for f, ident in file_identities(files).items()
+        }
+
+
 class OutputConfig(ConfigModel):
     removed_sample_per_reason: int = 1000
     """removed documents kept with a text snippet, per reason"""
@@ -108,6 +227,7 @@ class DedupJobConfig(ConfigModel):
     minhash: MinHashConfig = Field(default_factory=MinHashConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     lines: LinesConfig = Field(default_factory=LinesConfig)
+    decontaminate: DecontaminateConfig = Field(default_factory=DecontaminateConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     stages: tuple[str | dict[str, Any], ...] = ()
     """Dedup stages of your own (dedup/stages/base.py `Stage`), run in this order after `lines` and
@@ -117,7 +237,7 @@ class DedupJobConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _check_stages(self) -> DedupJobConfig:
-        names = {"prepare", "ids", "exact", "url", "minhash", "cluster", "lines", "output"}
+        names = {"prepare", "ids", "decontaminate", "exact", "url", "minhash", "cluster", "lines", "output"}
         for st in self.user_stages():
             if st.name in names:
                 raise ConfigError(f"stages: a second stage named {st.name!r}; give each stage its own `name`")
@@ -144,6 +264,8 @@ class DedupJobConfig(ConfigModel):
         d["minhash"] = self.minhash.to_dict()  # bands x rows resolved: the folder name says them
         if not d["stages"]:
             del d["stages"]  # configs written before the key existed keep their fingerprint
+        if not self.decontaminate.enabled:
+            del d["decontaminate"]  # off: runs without it keep their fingerprint (and record)
         return d
 
     def fingerprint(self) -> str:
@@ -152,6 +274,8 @@ class DedupJobConfig(ConfigModel):
         # recorded, so it is not core.config.fingerprint_of (compact JSON, 12 digits).
         d = self.to_dict()
         d.pop("output")
+        if self.decontaminate.enabled:  # the sets' content decides what is removed, as their names do
+            d["decontaminate"]["identities"] = self.decontaminate.identities()
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
     @classmethod

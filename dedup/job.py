@@ -1,6 +1,8 @@
 """The `dedup` Spark job: the stages of dedup/stages/ run in order, each resumable.
 
-    prepare -> ids -> exact -> url -> minhash -> cluster -> lines -> output
+    prepare -> ids -> [decontaminate] -> exact -> url -> minhash -> cluster -> lines -> output
+
+(decontaminate runs only when the config names evaluation sets: dedup/stages/decontaminate.py.)
 
 Each stage writes its result under OUTPUT/stages/<stage>/ (Parquet, via a temporary name and a
 rename) and then a marker OUTPUT/stages/<stage>.json holding the stage's counts; a rerun skips every

@@ -10,8 +10,12 @@ its own unfinished units; each package's command called in this process):
                      positives; the shared DCLM human-labelled documents split by label (dclm_hq, dclm_lq)
     extract/         curation extract --set filters.mode=annotate: every page language ID or a
                      filter would drop is written with drop_stage/drop_reason (null when kept)
-    kept/            the `drop_reason: null` rows of extract/ (what drop mode keeps), so that dedup sees
-                     exactly the pages the real pipeline gives it
+    decontaminated/  dedup run with only its decontaminate stage (decontaminate.yaml, written here):
+                     extract/ without the pages sharing a 13-word n-gram with an eval set, so that no
+                     arm trains on the text it is scored on; what it removed is printed and in
+                     decontaminated/stages/decontaminate/report.json
+    kept/            the `drop_reason: null` rows of decontaminated/ (what drop mode keeps), so that dedup
+                     sees exactly the pages the real pipeline gives it
     dedup/           dedup run on kept/
     quality-model/   classifiers train-quality: Wikipedia (training split) + WikiText vs kept/
     scored/          classifiers score of dedup/ (the `quality` column)
@@ -40,6 +44,8 @@ ARMS = ("raw", "langid", "filters", "dedup", "quality")
 ARM_DIR = PROJECT_ROOT / "mixtures" / "ablations"
 DEFAULT_OUT = PROJECT_ROOT / "out" / "ablate"
 WIKI_HELDOUT = 0.3
+# What every arm is scored on (workflows ablate --eval), and so what every arm is decontaminated against.
+EVAL_SETS = ("wiki_heldout", "dclm_hq", "dclm_lq")
 # The proxy run: the debug model (configs/train-debug.yaml), 16 rows of 257 tokens a step (fewer, larger
 # steps: on 2 shared CPU cores a ZeRO-3 step's fixed cost dominates small ones), warm-up scaled to a run
 # of ~24 steps, no intermediate eval, TensorBoard or sample; eval text capped so that scoring stays
@@ -68,6 +74,43 @@ def write_eval_sets(shared: Path, out: Path) -> None:
     for name, lines in parts.items():
         (ev / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
     atomic_write_json(ev / "_SUCCESS", {k: len(v) for k, v in parts.items()})
+
+
+def write_decontaminate_config(out: Path) -> Path:
+    """decontaminate.yaml: dedup with only its decontaminate stage, in drop mode, over EVAL_SETS."""
+    import yaml
+
+    off = {"enabled": False}
+    cfg = {
+        "exact": off,
+        "url": off,
+        "cluster": off,  # and with it minhash
+        "lines": off,
+        "decontaminate": {
+            "sets": [{"name": n, "paths": [str(out / "eval" / f"{n}.jsonl")]} for n in EVAL_SETS],
+            "mode": "drop",
+        },
+    }
+    path = out / "decontaminate.yaml"
+    path.write_text(
+        "# Written by `python -m workflows ablate-demo`: see its docstring\n" + yaml.safe_dump(cfg)
+    )
+    return path
+
+
+def decontamination_summary(decon: Path) -> str:
+    """One line per eval set: what the decontaminate step removed (its report.json)."""
+    report = json.loads((decon / "stages" / "decontaminate" / "report.json").read_text())
+    lines = [
+        f"decontamination: {report['contaminated_docs']:,} of {report['documents_checked']:,} pages removed"
+    ]
+    for name, st in report["sets"].items():
+        lines.append(
+            f"  {name}: {st['documents_hit']:,} pages hit, {st['ngrams_hit']:,} of its {st['ngrams']:,} "
+            f"{report['ngram']}-grams found"
+            + "".join(f"\n    {e['id']}: {e['ngram']!r}" for e in st["examples"][:2])
+        )
+    return "\n".join(lines)
 
 
 def write_kept(extract: Path, kept: Path) -> None:
@@ -162,11 +205,15 @@ def run(args: argparse.Namespace) -> int:
         steps.run(name, marker.exists(), fn)
 
     ev, ex, kept, dd = out / "eval", out / "extract", out / "kept", out / "dedup"
+    decon = out / "decontaminated"
     model, scored, tok = out / "quality-model", out / "scored", out / "tokenizer"
     step("eval sets", ev / "_SUCCESS", lambda: write_eval_sets(shared, out))
     step("extract (annotate)", ex / "_SUCCESS", lambda: call("curation", ["extract", "--input", *warcs, "--output",
                                                              str(ex), "--set", "filters.mode=annotate", "--no-progress"]))  # fmt: skip
-    step("kept", kept / "_SUCCESS", lambda: write_kept(ex, kept))
+    step("decontaminate", decon / "_SUCCESS", lambda: call("dedup", ["run", "--input", str(ex), "--output", str(decon),
+                                                           "--config", str(write_decontaminate_config(out)), "--no-progress"]))  # fmt: skip
+    print(decontamination_summary(decon))
+    step("kept", kept / "_SUCCESS", lambda: write_kept(decon, kept))
     step("dedup", dd / "_SUCCESS",
          lambda: call("dedup", ["run", "--input", str(kept), "--output", str(dd), "--no-progress"]))  # fmt: skip
     positives = [str(ev / "wiki_train.jsonl"), str(shared / "quality" / "wikitext-2-valid.txt")]
@@ -181,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
         step(name, marker, lambda c=cmd: call("tokens", c))
     if args.prepare_only:
         return 0
-    evals = [f"--eval={n}={ev / n}.jsonl" for n in ("wiki_heldout", "dclm_hq", "dclm_lq")]
+    evals = [f"--eval={n}={ev / n}.jsonl" for n in EVAL_SETS]
     step("ablate", out / "ablation" / "ablation.json", lambda: call("workflows", ["ablate", *map(str, arms), "--output",
                                                                     str(out / "ablation"), "--seeds", str(args.seeds), *evals, *ABLATE_DEFAULTS, *args.ablate_arg]))  # fmt: skip
     call("report", ["--ablation", str(out / "ablation"), "--output", str(out)])

@@ -1,6 +1,6 @@
 """The dedup stages, in the order the job runs them: the one list to extend with a new method.
 
-    prepare -> ids -> exact -> url -> minhash -> cluster -> lines -> output
+    prepare -> ids -> [decontaminate] -> exact -> url -> minhash -> cluster -> lines -> output
 
 Each stage is a module here with one `Stage` (dedup/stages/base.py: name, enabled(cfg), run(ctx) ->
 info, and its funnel row and counters); the Spark helpers they share are in common.py. Adding a
@@ -16,6 +16,7 @@ from __future__ import annotations
 from dedup.config import DedupJobConfig
 from dedup.stages.base import DocBatch, Feature, Flow, Stage, StageContext, StageStore
 from dedup.stages.cluster import Cluster
+from dedup.stages.decontaminate import Decontaminate
 from dedup.stages.exact import Exact
 from dedup.stages.ids import Ids
 from dedup.stages.lines import Lines
@@ -24,7 +25,17 @@ from dedup.stages.output import Output
 from dedup.stages.prepare import Prepare
 from dedup.stages.url import Url
 
-STAGES: tuple[Stage, ...] = (Prepare(), Ids(), Exact(), Url(), MinHash(), Cluster(), Lines(), Output())
+STAGES: tuple[Stage, ...] = (
+    Prepare(),
+    Ids(),
+    Decontaminate(),  # off unless the config names evaluation sets
+    Exact(),
+    Url(),
+    MinHash(),
+    Cluster(),
+    Lines(),
+    Output(),
+)
 
 
 def job_stages(cfg: DedupJobConfig, stages: tuple[Stage, ...] = STAGES) -> tuple[Stage, ...]:

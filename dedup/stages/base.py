@@ -9,7 +9,10 @@ A stage is a small object with
   as job counters): `add_to_stats` turns its info into its part of the funnel;
 - `features(cfg)`: the per-document columns it reads (`Feature`: a Spark DDL and a function of a
   `DocBatch`), computed by `prepare` in its one pass over the text, so a new method edits no other
-  stage: exact declares `_text_hash`, url `_url_norm`, minhash its bands and signature.
+  stage: exact declares `_text_hash`, url `_url_norm`, minhash its bands and signature;
+- `output_columns(cfg)`: the columns it adds to the output documents (none by default), written by
+  its run to stages/<name>/columns keyed by `_row`, which `output` joins in (decontaminate's
+  annotate mode adds `contaminated_by` and `contamination_ngrams` this way).
 
 `StageContext.run(stage)` is the resume rule: a stage with a marker is never redone, its info is
 read back from the marker, so a crashed job resumes at the first unfinished stage.
@@ -209,6 +212,12 @@ class Stage(ABC):
     def features(self, cfg: DedupJobConfig) -> tuple[Feature, ...]:
         """The per-document columns this stage reads (see `Feature`); computed whether or not the
         stage is enabled, so that stages which read another's keys (copies_of) always find them."""
+        return ()
+
+    def output_columns(self, cfg: DedupJobConfig) -> tuple[str, ...]:
+        """Columns this stage adds to the output documents: its run writes them with `_row` to
+        stages/<name>/columns, and `output` joins them in (null for a row it wrote nothing for); an
+        input column of the same name is replaced."""
         return ()
 
     @abstractmethod

@@ -1,9 +1,10 @@
 """Stage `output`: the surviving documents with their cluster columns, boilerplate lines removed.
 
-Writes OUTPUT/docs/ (the input columns + dup_cluster, dup_cluster_size; repartitioned by id and
-sorted within partitions, so reruns give the same files) and the decisions for documents left with
-fewer than `lines.min_words` words once their boilerplate lines are gone (lines_too_short). Its
-funnel row is `lines`: those are the documents it removes.
+Writes OUTPUT/docs/ (the input columns + dup_cluster, dup_cluster_size + the columns stages add,
+`Stage.output_columns`; repartitioned by id and sorted within partitions, so reruns give the same
+files) and the decisions for documents left with fewer than `lines.min_words` words once their
+boilerplate lines are gone (lines_too_short). Its funnel row is `lines`: those are the documents it
+removes.
 """
 
 from __future__ import annotations
@@ -35,8 +36,15 @@ class Output(Stage):
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        input_cols = ctx.infos["prepare"]["columns"]
+        added = [
+            (st.name, cols) for st in ctx.stages if ctx.ran(st.name) and (cols := st.output_columns(ctx.cfg))
+        ]
+        names = [c for _, cols in added for c in cols]
+        # an input column a stage adds again (a rerun over this job's output) takes the new values
+        input_cols = [c for c in ctx.infos["prepare"]["columns"] if c not in names]
         base = _with_cluster_columns(ctx, alive(ctx, [*input_cols, "_row", "_bytes"]))
+        for stage_name, _ in added:
+            base = base.join(ctx.read(f"{stage_name}/columns"), "_row", "left")
         if ctx.ran("lines"):
             base = base.join(ctx.read("lines/drops"), "_row", "left")
         else:
@@ -53,7 +61,7 @@ class Output(Stage):
                 .sortWithinPartitions("id", "_row")
             )
             agg = docs.agg(F.count(F.lit(1)).alias("n"), F.sum("_out_bytes").alias("b")).first()
-            replace_folder(docs.select(*input_cols, *ADDED_COLUMNS), ctx.root / "docs")
+            replace_folder(docs.select(*input_cols, *ADDED_COLUMNS, *names), ctx.root / "docs")
         finally:
             final.unpersist()
         return {

@@ -1,13 +1,16 @@
 """`python -m workflows ablate-demo`'s own steps (workflows/ablate_demo.py): the evaluation text is held out from the classifier's positives, and
-arms moved under another output folder read and write there."""
+arms moved under another output folder read and write there, and the decontamination step is dedup's
+decontaminate stage alone, against exactly the sets the arms are scored on."""
 
 from __future__ import annotations
 
 import json
 
+from dedup.config import DedupJobConfig
+from dedup.stages import job_stages
 from mixtures.recipe import Recipe
 from testkit.shared_data import shared_data_dir
-from workflows.ablate_demo import ARMS, arm_recipes, write_eval_sets
+from workflows.ablate_demo import ARMS, EVAL_SETS, arm_recipes, write_decontaminate_config, write_eval_sets
 
 
 def _texts(path):
@@ -40,3 +43,23 @@ def test_arms_under_another_output_folder(tmp_path):
         for src in r.sources.values():
             assert src.shards.is_relative_to(tmp_path) and src.docs.is_relative_to(tmp_path)
             assert src.shards == tmp_path / "tokens" / r.name / "shards" / src.name
+
+
+def test_decontamination_runs_only_that_stage_against_the_scored_sets(tmp_path):
+    write_eval_sets(shared_data_dir(), tmp_path)
+    cfg = DedupJobConfig.load(str(write_decontaminate_config(tmp_path)), [])
+    assert [s.name for s in job_stages(cfg) if s.enabled(cfg)] == [
+        "prepare",
+        "ids",
+        "decontaminate",
+        "output",
+    ]
+    dc = cfg.decontaminate
+    assert dc.mode == "drop" and dc.ngram == 13
+    assert {st.name: st.files() for st in dc.sets} == {
+        n: [str(tmp_path / "eval" / f"{n}.jsonl")] for n in EVAL_SETS
+    }
+    # every arm reads the decontaminated pages, directly or through kept/, dedup/ and scored/
+    for p in arm_recipes(tmp_path, "50K"):
+        for src in Recipe.load(p).sources.values():
+            assert src.docs.name in ("decontaminated", "dedup", "scored"), src.docs
