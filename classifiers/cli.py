@@ -1,4 +1,4 @@
-"""Command line: `python -m classifiers train-quality | train-toxicity | evaluate | score`
+"""Command line: `python -m classifiers train-quality | train-toxicity | train-ensemble | evaluate | score`
 (also under spark-submit). The perplexity scorer's reference LM is trained by a workflow, since it takes
 the tokens and trainer packages: `python -m workflows train-lm`.
 
@@ -42,7 +42,7 @@ from core.cli import (
     print_run,
     run_subcommand,
 )
-from core.config import read_yaml_mapping
+from core.config import load_config, read_yaml_mapping
 from core.errors import ConfigError, OutputConflict
 from core.output import check_folder_path
 from core.safe_yaml import load_yaml
@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         "classifiers/config.py (ToxicityTrainConfig) for the keys",
     )
 
+    _add_train_ensemble(sub)
+
     ev = sub.add_parser(
         "evaluate", help="ROC-AUC (with a bootstrap CI for signals), precision, recall on labelled JSONL"
     )
@@ -98,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--cv",
         action="store_true",
         help="also train the fastText quality model on the labelled texts, k-fold (--set cv.folds=5), "
-        "and report the AUC of its out-of-fold scores",
+        "and report the AUC of its out-of-fold scores; --set cv.models=[fasttext,ensemble] adds the "
+        "quality ensemble (nested CV, features --set ensemble.features=[statistics,perplexity_bpb])",
     )
     ev.add_argument(
         "--threshold", type=float, default=None, help="for --model's precision/recall (default 0.5)"
@@ -147,6 +150,50 @@ def _add_train(p: argparse.ArgumentParser, helps: tuple[str, str], config_exampl
     p.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder (must not exist)")
     add_config_args(p, config_example)
     p.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
+
+
+def _add_train_ensemble(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train-ensemble", help="train the quality ensemble (logistic regression over signal columns)"
+    )
+    p.add_argument("--labels", required=True, metavar="FILE", help="JSONL with text and label (1/0)")
+    p.add_argument(
+        "--features",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="columns to combine (default: statistics = the 28 text statistics of classifiers/signals.py); "
+        "a score column (quality, perplexity_bpb, ...) comes from a --scorer or a field of the records",
+    )
+    add_repeated(
+        p,
+        "--scorer",
+        "KIND=MODEL",
+        "a scorer whose columns may be features, repeatable (perplexity=LM_DIR, quality=DIR)",
+    )
+    p.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder (must not exist)")
+    add_config_args(
+        p, "SignalSettings in classifiers/evaluate.py: ensemble.*, cv.*, bootstrap.*", "cv.folds=10"
+    )
+
+
+def _train_ensemble(args: argparse.Namespace) -> int:
+    from classifiers.ensemble import train_ensemble
+
+    cfg = load_config(SignalSettings, args.config, args.overrides)
+    if args.features is not None:
+        cfg = cfg.replace(ensemble=cfg.ensemble.replace(features=args.features))
+    meta = train_ensemble(args.labels, args.output, cfg, args.scorer)
+    row = meta["cv"]
+    print(
+        f"model: {args.output}  (sha256 {meta['model_sha256'][:12]}, {len(meta['features'])} features, C={meta['C']})"
+    )
+    print(
+        f"{row['folds']}-fold nested CV on {row['n']} labelled documents: ROC-AUC {row['auc']:.3f} "
+        f"[{row['ci'][0]:.3f}, {row['ci'][1]:.3f}] (fold AUCs {', '.join(map(str, row['fold_aucs']))})"
+    )
+    print(json.dumps({k: meta[k] for k in ("model_sha256", "features", "C", "cv")}, sort_keys=True))
+    return 0
 
 
 def _train_toxicity(args: argparse.Namespace) -> int:
@@ -296,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     bodies = {
         "train-quality": _train,
         "train-toxicity": _train_toxicity,
+        "train-ensemble": _train_ensemble,
         "evaluate": _evaluate,
         "score": _score,
     }

@@ -124,3 +124,28 @@ class ToxicityTrainConfig(FastTextTrainConfig):
         if self.languages is not None and (not self.languages or not all(self.languages)):
             raise ConfigError(f"languages must be a non-empty list of codes or null, got {self.languages!r}")
         return self
+
+
+class EnsembleParams(ConfigModel):
+    """The quality ensemble (classifiers/ensemble.py): which features, and the one hyper-parameter.
+
+    A logistic regression on standardized features; its L2 strength is chosen per training set
+    from `C` by an inner stratified k-fold (`inner_folds`) on the training labels alone, so the
+    outer cross-validation that reports its AUC stays honest (nested CV)."""
+
+    features: list[str] = Field(default_factory=lambda: ["statistics"])
+    """Column names: a text statistic of classifiers/signals.py (`statistics` = all 28), computed
+    from the text, or a score column (`quality`, `perplexity_bpb`, ...) read from the documents."""
+    C: list[float] = Field(default_factory=lambda: [0.01, 0.1, 1.0, 10.0])
+    """Candidates for sklearn's inverse L2 strength: a decade apart, from strong to weak."""
+    inner_folds: int = 5
+
+    @model_validator(mode="after")
+    def _check(self) -> EnsembleParams:
+        if not self.features or not all(isinstance(f, str) and f for f in self.features):
+            raise ConfigError(f"ensemble.features must be a non-empty list of names, got {self.features!r}")
+        if not self.C or not all(0.0 < c < float("inf") for c in self.C):
+            raise ConfigError(f"ensemble.C must be a non-empty list of positive numbers, got {self.C!r}")
+        if self.inner_folds < 2:
+            raise ConfigError(f"ensemble.inner_folds must be >= 2, got {self.inner_folds!r}")
+        return self

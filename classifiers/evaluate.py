@@ -39,7 +39,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from classifiers.config import FastTextParams, QualityTrainConfig
+from classifiers.config import EnsembleParams, FastTextParams, QualityTrainConfig
 from classifiers.data import DataError, iter_jsonl
 from classifiers.metrics import (
     binary_metrics,
@@ -62,6 +62,7 @@ BUILTIN_DIRECTIONS: dict[str, bool] = {
     "perplexity": False,  # under a reference LM of good text: lower = more like it
     "perplexity_bpb": False,
     "toxicity": False,
+    "quality_ensemble": True,  # P(high quality) of classifiers/ensemble.py
 }
 """Which way is better (True: higher) for the built-in scorers' columns."""
 
@@ -87,11 +88,14 @@ class BootstrapSettings(ConfigModel):
 
 
 class CrossValidationSettings(ConfigModel):
-    """The fastText quality model trained on the labelled texts (`--cv`)."""
+    """The models trained on the labelled texts (`--cv`): fastText, and/or the quality ensemble."""
 
+    models: list[Literal["fasttext", "ensemble"]] = Field(default_factory=lambda: ["fasttext"])
+    """Which to train and score out of fold: `quality_cv` (fastText), `quality_ensemble_cv`
+    (classifiers/ensemble.py, with the `ensemble` settings)."""
     folds: int = 5
     seed: int = 0
-    """Seeds the fold assignment and fastText."""
+    """Seeds the fold assignment, fastText, and the ensemble's inner folds."""
     fasttext: FastTextParams = Field(default_factory=FastTextParams)
     """train-quality's fastText settings (classifiers/config.py), by default its defaults."""
 
@@ -114,6 +118,8 @@ class SignalSettings(ConfigModel):
     """Options per scorer kind, as `score --set KIND.KEY=VALUE` (e.g. scorers.perplexity.threads=2)."""
     bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
     cv: CrossValidationSettings = Field(default_factory=CrossValidationSettings)
+    ensemble: EnsembleParams = Field(default_factory=EnsembleParams)
+    """The quality ensemble's features and C grid (for `cv.models: [ensemble]` and train-ensemble)."""
 
 
 @dataclass
@@ -220,18 +226,27 @@ def _trained_on(model: str, sha256: str) -> bool:
         return False  # the scorer's own checks have accepted the folder; its metadata is not ours to judge
 
 
-def _scorer_signals(spec: str, ls: Labelled, settings: SignalSettings) -> list[SignalValues]:
-    """Every column of the scorer `KIND=MODEL`, scored through the scorer as the score job does."""
+def _scorer_signals(
+    spec: str, ls: Labelled, settings: SignalSettings, known: list[SignalValues] = ()
+) -> list[SignalValues]:
+    """Every column of the scorer `KIND=MODEL`, scored through the scorer as the score job does; a
+    scorer that reads columns (`Scorer.inputs`) gets them from the signals before it or the records."""
     kind, _, model = spec.partition("=")
     if not kind or not model:
         raise ConfigError(f"--signal {spec!r}: expected KIND=MODEL, e.g. quality=out/models/quality")
     scorer = load_scorer(make_spec(kind, model, settings.scorers.get(kind)))  # checks the model first
     better = {c: _direction(c, settings) for c in scorer.columns}  # before the scoring, which may be long
+    inputs = _scorer_inputs(spec, scorer.inputs, ls, known)
     langs = ls.langs(settings.lang)
     t0 = time.perf_counter()
     parts: dict[str, list[np.ndarray]] = {c: [] for c in scorer.columns}
     for s in range(0, len(ls.texts), BATCH):
-        batch = scorer.score(ls.texts[s : s + BATCH], langs[s : s + BATCH])
+        texts, cut = ls.texts[s : s + BATCH], langs[s : s + BATCH]
+        batch = (
+            scorer.score(texts, cut, columns={c: v[s : s + BATCH] for c, v in inputs.items()})
+            if inputs
+            else scorer.score(texts, cut)
+        )
         for c in scorer.columns:
             parts[c].append(np.asarray(batch[c], dtype=np.float64))
     seconds = round(time.perf_counter() - t0, 3)
@@ -242,8 +257,8 @@ def _scorer_signals(spec: str, ls: Labelled, settings: SignalSettings) -> list[S
     ]
 
 
-def _field_signal(name: str, ls: Labelled, settings: SignalSettings) -> SignalValues:
-    """A numeric field of every record (null: no value)."""
+def field_values(name: str, ls: Labelled) -> np.ndarray:
+    """A numeric field of every record (null: NaN); DataError naming the first record without one."""
     values = np.empty(len(ls.texts), dtype=np.float64)
     for i, (f, line) in enumerate(zip(ls.fields, ls.lines)):
         v = f.get(name)
@@ -251,6 +266,27 @@ def _field_signal(name: str, ls: Labelled, settings: SignalSettings) -> SignalVa
             got = "no such field" if name not in f else f"{v!r}"
             raise DataError(f"{ls.path}:{line}: signal field {name!r} must be a number or null, got {got}")
         values[i] = np.nan if v is None else v
+    return values
+
+
+def _scorer_inputs(
+    spec: str, needs: tuple[str, ...], ls: Labelled, known: list[SignalValues]
+) -> dict[str, np.ndarray]:
+    """The columns a scorer reads: from a signal named before it, else a field of every record."""
+    have = {v.name: v.values for v in known}
+    missing = [c for c in needs if c not in have and not all(c in f for f in ls.fields)]
+    if missing:
+        raise ConfigError(
+            f"--signal {spec}: it reads the column(s) {', '.join(missing)}: name the scorer that writes "
+            f"them before it (e.g. --signal perplexity=LM_DIR for perplexity_bpb) or give them as fields "
+            f"of every record of {ls.path}"
+        )
+    return {c: have[c] if c in have else field_values(c, ls) for c in needs}
+
+
+def _field_signal(name: str, ls: Labelled, settings: SignalSettings) -> SignalValues:
+    """A numeric field of every record (null: no value): a bad record is named before a missing direction."""
+    values = field_values(name, ls)
     return SignalValues(name, f"field of {ls.path.name}", _direction(name, settings), values)
 
 
@@ -272,7 +308,7 @@ def signal_values(signals: list[str], ls: Labelled, settings: SignalSettings) ->
     out: list[SignalValues] = []
     for s in signals:
         if "=" in s:
-            out += _scorer_signals(s, ls, settings)
+            out += _scorer_signals(s, ls, settings, out)
         elif s == ALL_STATISTICS or s in STATISTICS:
             names = list(STATISTICS) if s == ALL_STATISTICS else [s]
             out += [SignalValues(n, "text statistic", _direction(n, settings), columns[n]) for n in names]
@@ -284,15 +320,35 @@ def signal_values(signals: list[str], ls: Labelled, settings: SignalSettings) ->
     return out
 
 
+def text_folds(ls: Labelled, k: int, seed: int) -> np.ndarray:
+    """Stratified k-fold of the labelled documents; identical texts share a fold (the first one's),
+    so no document is scored by a model that saw its copy."""
+    folds = stratified_folds(ls.labels, k, seed)
+    first: dict[str, int] = {}
+    for i, t in enumerate(ls.texts):
+        folds[i] = folds[first.setdefault(t, i)]
+    return folds
+
+
+def cv_summary(
+    ls: Labelled, folds: np.ndarray, oof: np.ndarray, cv: CrossValidationSettings, t0: float
+) -> dict[str, Any]:
+    """What a cross-validated row records besides its AUC: folds, seed, AUC per fold, seconds since t0."""
+    fold_aucs = [roc_auc(ls.labels[folds == f], oof[folds == f]) for f in range(cv.folds)]
+    return {
+        "folds": cv.folds,
+        "seed": cv.seed,
+        "fold_aucs": [round(a, 4) for a in fold_aucs],
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
 def cross_validated(ls: Labelled, cv: CrossValidationSettings) -> SignalValues:
     """Out-of-fold P(high quality) of fastText quality models trained on the labelled texts, k-fold.
 
     Identical texts share a fold (the first one's), so no document is scored by a model that saw
     its copy."""
-    folds = stratified_folds(ls.labels, cv.folds, cv.seed)
-    first: dict[str, int] = {}
-    for i, t in enumerate(ls.texts):
-        folds[i] = folds[first.setdefault(t, i)]
+    folds = text_folds(ls, cv.folds, cv.seed)
     cfg = QualityTrainConfig(seed=cv.seed, fasttext=cv.fasttext)
     y = ls.labels.astype(bool)
     t0 = time.perf_counter()
@@ -314,13 +370,8 @@ def cross_validated(ls: Labelled, cv: CrossValidationSettings) -> SignalValues:
             return scores
 
         oof = cross_validated_scores(folds, fit_predict)
-    fold_aucs = [roc_auc(ls.labels[folds == f], oof[folds == f]) for f in range(cv.folds)]
-    extra = {
-        "folds": cv.folds,
-        "seed": cv.seed,
-        "fold_aucs": [round(a, 4) for a in fold_aucs],
-        "seconds": round(time.perf_counter() - t0, 3),
-    }
+    extra = cv_summary(ls, folds, oof, cv, t0)
+    fold_aucs = extra["fold_aucs"]
     source = (
         f"fastText trained on these labels, {cv.folds}-fold CV, out-of-fold scores "
         f"(fold AUCs {min(fold_aucs):.2f}-{max(fold_aucs):.2f})"
@@ -359,8 +410,13 @@ def evaluate_signals(
         raise ConfigError("evaluate: name at least one --signal (or --cv)")
     ls = read_labelled(labelled)
     values = signal_values(signals, ls, settings)
-    if cv:
+    scored = list(values)  # the ensemble's columns: never an out-of-fold score (its folds differ)
+    if cv and "fasttext" in settings.cv.models:
         values.append(cross_validated(ls, settings.cv))
+    if cv and "ensemble" in settings.cv.models:
+        from classifiers.ensemble import cross_validated_ensemble  # it builds on this module
+
+        values.append(cross_validated_ensemble(ls, scored, settings))
     b = settings.bootstrap
     report = {
         "labelled": str(ls.path),

@@ -15,7 +15,10 @@ loaded once per executor Python process (Spark reuses Python workers across task
 already in the input (every `extract` output has a `quality` column, null unless a model ran there)
 is replaced in place; every other column is kept. Null texts, and documents in a language no model
 of a kind covers, get null and are counted (`<column>_null`; `quality_null_text` for quality).
-Several models of one kind (per-language perplexity models) fill one set of columns.
+Several models of one kind (per-language perplexity models) fill one set of columns. A scorer that
+reads score columns (the quality ensemble, classifiers/ensemble.py) gets them from the input or
+from a scorer before it in the job; one found in neither is refused on the driver, by name
+(`check_inputs`).
 
 Output folder (core/output.py): `_config.json` (the models' identities + settings, fingerprinted; a
 rerun with another model into the same folder is refused), `docs/`, `stats/`, `done/` markers
@@ -179,11 +182,19 @@ def _output_schema(schema: pa.Schema, columns: list[str], meta: dict[bytes, byte
     return out.with_metadata({**(schema.metadata or {}), **meta})
 
 
-def _score_batch(scorers: list[tuple[str, Scorer]], texts: list, langs: list) -> dict[str, np.ndarray]:
-    """Every scorer's columns for one batch; several models of a kind fill each other's NaNs."""
+def _score_batch(
+    scorers: list[tuple[str, Scorer]], texts: list, langs: list, batch: pa.RecordBatch | None = None
+) -> dict[str, np.ndarray]:
+    """Every scorer's columns for one batch; several models of a kind fill each other's NaNs. A
+    scorer with `inputs` reads them from the columns written before it, else from `batch`."""
     cols: dict[str, np.ndarray] = {}
     for _, scorer in scorers:
-        for col, values in scorer.score(texts, langs).items():
+        if scorer.inputs:
+            got = {c: cols[c] if c in cols else _float_column(batch, c) for c in scorer.inputs}
+            scored = scorer.score(texts, langs, columns=got)
+        else:
+            scored = scorer.score(texts, langs)
+        for col, values in scored.items():
             if len(values) != len(texts):
                 raise RuntimeError(
                     f"{scorer.kind} scorer returned {len(values)} values for {len(texts)} texts"
@@ -191,6 +202,44 @@ def _score_batch(scorers: list[tuple[str, Scorer]], texts: list, langs: list) ->
             values = np.asarray(values, dtype=np.float32)
             cols[col] = values if col not in cols else np.where(np.isnan(cols[col]), values, cols[col])
     return cols
+
+
+def _float_column(batch: pa.RecordBatch | None, name: str) -> np.ndarray:
+    """A numeric input column as float64, null as NaN; DataError if the batch lacks it."""
+    if batch is None or name not in batch.schema.names:
+        raise DataError(f"no column {name!r} in the input, and no scorer before it writes one")
+    return batch.column(name).cast(pa.float64()).to_numpy(zero_copy_only=False)
+
+
+def _numeric_columns(path: Path | str) -> set[str]:
+    t = pa.types
+    return {
+        f.name
+        for f in parquet_schema(path)
+        if t.is_integer(f.type) or t.is_floating(f.type) or t.is_null(f.type)  # null: all NaN
+    }
+
+
+def check_inputs(specs: list[ScorerSpec], files: list[Path] | list[str]) -> None:
+    """The columns each scorer reads (`inputs` of its identity) are in every input file or written
+    by a scorer before it: ConfigError naming the missing ones, on the driver, before Spark.
+
+    The columns of the scorers before it are known only once they are loaded: they are loaded here
+    (once per process) only when some input file lacks a needed column."""
+    needed = {c for s in specs for c in s.identity.get("inputs", ())}
+    if not needed:
+        return
+    in_every = set.intersection(*(_numeric_columns(f) for f in files)) if files else set()
+    for i, spec in enumerate(specs):
+        lacking = [c for c in spec.identity.get("inputs", ()) if c not in in_every]
+        written = {c for s in specs[:i] for c in load_scorer(s).columns} if lacking else set()
+        missing = [c for c in lacking if c not in written]
+        if missing:
+            raise ConfigError(
+                f"{spec.kind} model {spec.model} reads the column(s) {', '.join(missing)}: not numeric "
+                "columns of every input file, and no scorer before it writes them (e.g. --scorer perplexity=LM_DIR "
+                "for perplexity_bpb, --scorer quality=DIR for quality, given before it)"
+            )
 
 
 def score_file(path: str | Path, unit: str, cfg: ScoreJobConfig, out_root: str | Path) -> dict[str, Any]:
@@ -252,7 +301,7 @@ def _score_to(local, path, unit, cfg, scorers, columns, tmp, stats: Stats) -> in
             with stats.timed(STAGE):
                 texts = batch.column("text").to_pylist()
                 langs = batch.column("lang").to_pylist() if has_lang else [None] * len(texts)
-                scores = _score_batch(scorers, texts, langs)
+                scores = _score_batch(scorers, texts, langs, batch)
                 table = pa.Table.from_batches([batch])
                 for col in columns:
                     values = scores[col]
@@ -323,6 +372,7 @@ def run_score(
     cfg = ScoreJobConfig.for_model(model_dir, list(scorers), batch_size=batch_size)
     check_disjoint(output, [str(input_dir)])  # before listing: an output inside the input is refused
     root, files = list_inputs(input_dir)
+    check_inputs(cfg.scorers, files)
     out_root = OutputDir(output, SUBDIRS).root
     same = (
         {str(input_dir).rstrip("/"), str(root)}

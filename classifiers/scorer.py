@@ -45,6 +45,13 @@ class Scorer(ABC):
     def score(self, texts: list[str | None], langs: list[str | None]) -> dict[str, np.ndarray]:
         """One float32 array of len(texts) per column; NaN marks a null (no text, no model for the language)."""
 
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Document columns besides text and lang that this scorer reads (none by default). A scorer
+        that names some is called as `score(texts, langs, columns={name: values})`, with each from the
+        input documents or an earlier scorer of the job (classifiers/ensemble.py reads score columns)."""
+        return ()
+
     @classmethod
     @abstractmethod
     def describe(cls, model: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -84,6 +91,7 @@ BUILTIN: dict[str, str] = {
     "quality": "classifiers.quality:QualityScorer",
     "perplexity": "classifiers.perplexity:PerplexityScorer",
     "toxicity": "classifiers.toxicity:ToxicityScorer",
+    "quality-ensemble": "classifiers.ensemble:EnsembleScorer",  # last: it may read the columns above
 }
 """The built-in kinds, in the order their columns come (the old `--model/--perplexity/--toxicity`)."""
 for _name, _path in BUILTIN.items():

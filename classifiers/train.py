@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,6 +179,30 @@ def fit_fasttext(
     return seconds
 
 
+def check_new_folder(output: str | Path) -> Path:
+    """`output` as a Path; OutputConflict unless it is free (absent, or an empty folder)."""
+    out = Path(output)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise OutputConflict(f"{out} already exists; choose another --output or delete it")
+    return out
+
+
+@contextmanager
+def new_folder(out: Path) -> Iterator[Path]:
+    """A temporary sibling of `out` to write a model into, renamed to `out` when the block ends
+    without error and removed when it fails: a crash never leaves a half-written model folder."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        yield tmp
+        if out.is_dir():
+            out.rmdir()  # empty (checked by check_new_folder); rename needs the name free
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def train_quality(
     positive: list[str | Path], negative: list[str | Path], output: str | Path, cfg: QualityTrainConfig
 ) -> dict[str, Any]:
@@ -192,18 +218,14 @@ def train_fasttext(
     task: FastTextTask,
 ) -> dict[str, Any]:
     """Train, evaluate on the held-out split, write MODEL_DIR; returns its metadata."""
-    out = Path(output)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise OutputConflict(f"{out} already exists; choose another --output or delete it")
+    out = check_new_folder(output)
     t0 = time.time()
     pos_files = read_inputs(list(positive), cfg.min_chars)
     neg_files = read_inputs(list(negative), cfg.min_chars)
     split, counts = prepare_split(pos_files, neg_files, cfg)
     _ensure_fasttext()  # a missing engine fails here, with the install hint, before any work
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with new_folder(out) as tmp:
         train_seconds = fit_fasttext(split["train_pos"], split["train_neg"], tmp, cfg, task)
         meta: dict[str, Any] = {
             "format": task.format,
@@ -230,12 +252,6 @@ def train_fasttext(
         meta["heldout"] = binary_metrics(labels, scores, DEFAULT_THRESHOLD)
         meta["total_seconds"] = round(time.time() - t0, 3)
         (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-        if out.is_dir():
-            out.rmdir()  # empty (checked above); rename needs the name free
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     log.info(
         "trained %s in %.1fs: held-out ROC-AUC %.4f", out, meta["total_seconds"], meta["heldout"]["roc_auc"]
     )
