@@ -152,6 +152,10 @@ def get_spark(master: str | None, app_name: str, conf: Mapping[str, str] | None 
         )
     # Our own progress line replaces Spark's console bar (which interleaves with logs).
     builder = builder.config("spark.ui.showConsoleProgress", "false")
+    # Timestamps as Parquet INT64 microseconds, not Spark's default INT96 (deprecated): pyarrow reads
+    # INT96 as nanoseconds and writes them back as such, which Spark then cannot read (a Spark job's
+    # output filtered with pyarrow and fed to the next Spark job failed so: make ablate's kept/).
+    builder = builder.config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

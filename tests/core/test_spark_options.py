@@ -1,8 +1,10 @@
-"""core.spark.SparkOptions: built once from the command line, passed to every job whole."""
+"""core.spark.SparkOptions: built once from the command line, passed to every job whole; and what the
+session core.spark.get_spark makes writes."""
 
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 
 import pytest
 
@@ -34,3 +36,24 @@ def test_options_are_frozen_down_to_the_conf():
         opts.conf["k"] = "w"
     with pytest.raises(AttributeError):
         opts.master = "local"
+
+
+@pytest.mark.spark
+def test_timestamps_spark_writes_survive_a_pyarrow_rewrite(spark, tmp_path):
+    """Spark job -> a pyarrow filter -> Spark job, as make ablate's kept/ does: with Spark's default
+    INT96 timestamps pyarrow wrote them back as nanoseconds and the second job could not read them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # WARC-Dates of shared WARCs, the first at the millisecond of a BL crawl's file name
+    times = [
+        datetime(2014, 3, 25, 12, 12, 25, 68000, tzinfo=UTC),
+        datetime(2024, 4, 12, 8, 30, 1, tzinfo=UTC),
+    ]
+    ts = pa.array(times, pa.timestamp("us", tz="UTC"))
+    pq.write_table(pa.table({"id": ["a", "b"], "fetch_time": ts}), tmp_path / "in.parquet")
+    spark.read.parquet(str(tmp_path / "in.parquet")).write.parquet(str(tmp_path / "job1"))
+    pq.write_table(pq.read_table(tmp_path / "job1"), tmp_path / "filtered.parquet")  # pyarrow's defaults
+    spark.read.parquet(str(tmp_path / "filtered.parquet")).write.parquet(str(tmp_path / "job2"))
+    out = pq.read_table(tmp_path / "job2").sort_by("id")
+    assert out.column("fetch_time").to_pylist() == times
