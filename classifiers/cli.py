@@ -1,4 +1,4 @@
-"""Command line: `python -m classifiers train-quality | train-toxicity | train-ensemble | evaluate | score`
+"""Command line: `python -m classifiers train-quality | train-toxicity | train-ensemble | evaluate | score | annotate`
 (also under spark-submit). The perplexity scorer's reference LM is trained by a workflow, since it takes
 the tokens and trainer packages: `python -m workflows train-lm`.
 
@@ -13,13 +13,15 @@ input files failed (a rerun retries them).
 Every command takes `--config FILE` and `--set key=value` (core/cli.py). For `score` a scorer's options
 are the section named by its KIND (`--set perplexity.max_tokens=512`; a file maps KIND to its options);
 `--option KIND.KEY=VALUE`, the older spelling, is the same list. `evaluate`'s `--threshold` is an alias of
-`--set threshold=...`; `train-*` read their training config.
+`--set threshold=...`; `train-*` read their training config. `annotate` labels a sample with an LLM
+behind any OpenAI-compatible endpoint (classifiers/annotate.py; configs/annotate.yaml for its keys).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -140,7 +142,82 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_spark_args(sc)
     sc.add_argument("--batch-size", type=int, default=1024, help="rows per prediction call")
+    _add_annotate(sub)
     return parser
+
+
+def _add_annotate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "annotate", help="label a sample of documents 0-5 with an LLM (FineWeb-Edu), cached and resumable"
+    )
+    p.add_argument(
+        "--input", required=True, nargs="+", metavar="DOCS", help="JSONL with text, or Parquet file/folder"
+    )
+    p.add_argument(
+        "--endpoint",
+        required=True,
+        metavar="URL",
+        help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1",
+    )
+    p.add_argument("--model", required=True, metavar="NAME", help="the model name the endpoint serves")
+    p.add_argument(
+        "--prompt",
+        required=True,
+        metavar="FILE",
+        help="prompt template holding {text} (configs/prompts/fineweb-edu.txt)",
+    )
+    p.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="labels folder: labels.jsonl is the cache, reruns resume",
+    )
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=None,
+        metavar="N",
+        help="label N documents drawn with --seed (alias of --set sample=N)",
+    )
+    p.add_argument("--seed", type=int, default=None, help="alias of --set seed=S")
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="refuse to start above this estimate (alias of --set cost.max_cost=...)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the cost estimate and stop; nothing is sent or written"
+    )
+    add_config_args(p, "configs/annotate.yaml", "client.requests_per_minute=60")
+
+
+def _annotate(args: argparse.Namespace) -> int:
+    from classifiers.annotate import AnnotateConfig, check_cost, estimate_line, execute, plan
+
+    cfg = load_settings(AnnotateConfig, args, {"sample": args.sample, "seed": args.seed})
+    if args.max_cost is not None:
+        cfg = cfg.replace(cost=cfg.cost.replace(max_cost=args.max_cost))
+    p = plan(args.input, args.output, args.endpoint, args.model, args.prompt, cfg)
+    print(estimate_line(p.estimate, p.counts["cached"], cfg.cost), flush=True)
+    check_cost(p)
+    if args.dry_run:
+        return 0
+    summary = execute(p)
+    c = summary["counts"]
+    print(
+        f"annotate -> {p.output}: {c.get('labelled', 0)} labelled now ({c.get('unparseable', 0)} unparseable), "
+        f"{c['cached']} already labelled, {c.get('failed', 0)} failed; scores of the sample: "
+        + ", ".join(f"{k}: {v}" for k, v in summary["score_histogram"].items())
+    )
+    print(json.dumps(summary["counts"], sort_keys=True))
+    if c.get("failed"):
+        print(f"{c['failed']} document(s) failed; rerun the same command to retry them:", file=sys.stderr)
+        for f in summary["failed"][:20]:
+            print(f"  {f['id']}: {f['error']}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _add_train(p: argparse.ArgumentParser, helps: tuple[str, str], config_example: str) -> None:
@@ -346,5 +423,6 @@ def main(argv: list[str] | None = None) -> int:
         "train-ensemble": _train_ensemble,
         "evaluate": _evaluate,
         "score": _score,
+        "annotate": _annotate,
     }
     return run_subcommand(build_parser(), bodies, argv)
