@@ -3,9 +3,8 @@
 FineWeb-Edu (Penedo et al. 2024, "The FineWeb Datasets", arXiv:2406.17557, section 3.3 and appendix)
 had Llama-3-70B-Instruct score 450k web documents 0-5 for educational value with an additive rubric,
 then trained a small model on those scores. This command is the first half, against any OpenAI-
-compatible chat endpoint (classifiers/chat_client.py). The second half, training on the 0-5 scores
-(`train-quality --labels`), is not built yet: labels.jsonl split at score >= 3 gives FineWeb-Edu's
-binary classifier's positives and negatives for `train-quality --positive/--negative`.
+compatible chat endpoint (classifiers/chat_client.py); `train-quality --labels OUTPUT/labels.jsonl`
+is the second (a binary fastText model at `score_threshold`, 3 as FineWeb-Edu's).
 
 A run:
 1. checks everything before any request: the URL (http/https with a host), the model name, the prompt

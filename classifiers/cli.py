@@ -13,7 +13,9 @@ input files failed (a rerun retries them).
 Every command takes `--config FILE` and `--set key=value` (core/cli.py). For `score` a scorer's options
 are the section named by its KIND (`--set perplexity.max_tokens=512`; a file maps KIND to its options);
 `--option KIND.KEY=VALUE`, the older spelling, is the same list. `evaluate`'s `--threshold` is an alias of
-`--set threshold=...`; `train-*` read their training config. `annotate` labels a sample with an LLM
+`--set threshold=...`; `train-*` read their training config. `train-quality` takes its examples one way
+of three: `--positive`/`--negative`, a `sources:` list (with weights) in its config, or `--labels` (an
+`annotate` labels.jsonl); configs/quality-dclm.yaml holds DCLM's fastText settings (classifiers/train.py). `annotate` labels a sample with an LLM
 behind any OpenAI-compatible endpoint (classifiers/annotate.py; configs/annotate.yaml for its keys).
 """
 
@@ -33,7 +35,7 @@ from classifiers.metrics import metrics_table
 from classifiers.score import run_score
 from classifiers.scorer import BUILTIN, ScorerSpec, make_spec
 from classifiers.toxicity import train_toxicity
-from classifiers.train import train_quality
+from classifiers.train import train_quality, train_quality_labels
 from core.cli import (
     add_config_args,
     add_io_args,
@@ -66,10 +68,22 @@ class EvaluateSettings(SignalSettings):
 def build_parser() -> argparse.ArgumentParser:
     parser, sub = command_parser("classifiers", __doc__)
 
+    tq = sub.add_parser("train-quality", help="train the fastText quality model (DCLM-style)")
     _add_train(
-        sub.add_parser("train-quality", help="train the fastText quality model (DCLM-style)"),
-        ("high-quality text", "ordinary web documents"),
-        "classifiers/config.py for the keys",
+        tq,
+        (
+            "high-quality text (or a sources: list in --config, or --labels)",
+            "ordinary web documents (or a sources: list in --config, or --labels)",
+        ),
+        "classifiers/config.py for the keys; configs/quality-dclm.yaml for DCLM's settings",
+        required=False,
+    )
+    tq.add_argument(
+        "--labels",
+        default=None,
+        metavar="FILE",
+        help="train on the 0-5 scores of a `classifiers annotate` labels.jsonl instead: score >= "
+        "score_threshold (3, --set score_threshold=4) is a positive; null scores are skipped and counted",
     )
     _add_train(
         sub.add_parser("train-toxicity", help="train a fastText toxicity model on your own labelled text"),
@@ -220,10 +234,14 @@ def _annotate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_train(p: argparse.ArgumentParser, helps: tuple[str, str], config_example: str) -> None:
-    """The arguments of both fastText trainers (`_train`): positive and negative text, the model folder."""
-    p.add_argument("--positive", nargs="+", required=True, metavar="FILE", help=helps[0])
-    p.add_argument("--negative", nargs="+", required=True, metavar="FILE", help=helps[1])
+def _add_train(
+    p: argparse.ArgumentParser, helps: tuple[str, str], config_example: str, required: bool = True
+) -> None:
+    """The arguments of both fastText trainers (`_train_quality`, `_train_toxicity`): positive and negative text, the model folder
+    (`required=False`: train-quality, whose inputs may come from its config or --labels instead)."""
+    default = None if required else []
+    p.add_argument("--positive", nargs="+", required=required, default=default, metavar="FILE", help=helps[0])
+    p.add_argument("--negative", nargs="+", required=required, default=default, metavar="FILE", help=helps[1])
     p.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder (must not exist)")
     add_config_args(p, config_example)
     p.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
@@ -273,21 +291,54 @@ def _train_ensemble(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_toxicity(args: argparse.Namespace) -> int:
-    return _train(args, ToxicityTrainConfig, train_toxicity)
-
-
-def _train(args: argparse.Namespace, config_cls=QualityTrainConfig, train=train_quality) -> int:
-    cfg = config_cls.load(args.config, args.overrides)
+def _train_quality(args: argparse.Namespace) -> int:
+    """train-quality's inputs, one way of three: --positive/--negative, the config's sources, --labels."""
+    cfg = QualityTrainConfig.load(args.config, args.overrides)
     if args.seed is not None:
         cfg = cfg.replace(seed=args.seed)
-    meta = train(args.positive, args.negative, args.output, cfg)
+    given = [flag for flag, v in (("--positive", args.positive), ("--negative", args.negative)) if v]
+    if args.labels is not None:
+        if given or cfg.sources is not None:
+            other = " and ".join(given) or "a sources: list in the config"
+            raise ConfigError(f"--labels trains on one labels file alone; drop {other}")
+        meta = train_quality_labels(args.labels, args.output, cfg)
+        lab = meta["training_data"]["labels"]
+        print(
+            f"labels: {lab['records']} records, {lab['null_scores']} with a null score skipped; "
+            f"score >= {lab['score_threshold']:g}: {lab['positive_documents']} positive, "
+            f"{lab['negative_documents']} negative"
+        )
+        return _print_trained(args.output, meta)
+    if cfg.sources is not None and given:
+        raise ConfigError(f"the config has a sources: list; drop {' and '.join(given)} (or the list)")
+    if cfg.sources is None and len(given) < 2:
+        raise ConfigError(
+            "train-quality: give --positive FILE... and --negative FILE..., a sources: list in --config, "
+            "or --labels FILE"
+        )
+    return _print_trained(args.output, train_quality(args.positive, args.negative, args.output, cfg))
+
+
+def _train_toxicity(args: argparse.Namespace) -> int:
+    cfg = ToxicityTrainConfig.load(args.config, args.overrides)
+    if args.seed is not None:
+        cfg = cfg.replace(seed=args.seed)
+    return _print_trained(args.output, train_toxicity(args.positive, args.negative, args.output, cfg))
+
+
+def _print_trained(output: str, meta: dict) -> int:
     c = meta["counts"]
-    print(f"model: {args.output}  (sha256 {meta['model_sha256'][:12]}, {meta['fasttext_version']})")
+    print(f"model: {output}  (sha256 {meta['model_sha256'][:12]}, {meta['fasttext_version']})")
     print(
         f"documents read: {c['positive_read']} positive, {c['negative_read']} negative; "
         f"trained on {c['train_pos']} + {c['train_neg']}, held out {c['holdout_pos']} + {c['holdout_neg']}"
     )
+    sources = meta["training_data"]["sources"]
+    for src in sources if len(sources) > 2 else ():  # several sources in a class: show the mix
+        print(
+            f"  {src['label']} {src['name']}: share {src['share']:.3f}, {src['documents']} documents, "
+            f"{src['train_examples']} training examples ({src['train_distinct']} distinct), {src['held_out']} held out"
+        )
     print(metrics_table({"held-out": meta["heldout"]}))
     return 0
 
@@ -418,7 +469,7 @@ def _score(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     bodies = {
-        "train-quality": _train,
+        "train-quality": _train_quality,
         "train-toxicity": _train_toxicity,
         "train-ensemble": _train_ensemble,
         "evaluate": _evaluate,

@@ -2,7 +2,9 @@
 
 Both train the same fastText classifier (classifiers/train.py); `FastTextTrainConfig` holds what
 they share and each command has its subclass (the toxicity one differs in `min_chars` and adds
-`languages`, see `ToxicityTrainConfig`).
+`languages`, see `ToxicityTrainConfig`). `QualityTrainConfig` adds where its examples may come from
+besides `--positive`/`--negative`: `sources` (several labelled inputs, each with a weight, checked here
+on load so a bad entry is named) and `score_threshold` (for `--labels`); classifiers/train.py uses them.
 
 Defaults suit the shared data (a few hundred documents per class after balancing): softmax with
 word bigrams as DCLM's quality classifier uses, lr 0.5 and 25 epochs (fastText's own 0.1 x 5 left
@@ -104,8 +106,66 @@ class FastTextTrainConfig(ConfigModel):
         return load_config(cls, path, overrides)
 
 
+SOURCE_LABELS = ("positive", "negative")
+
+
+class SourceSpec(ConfigModel):
+    """One labelled input of `train-quality`'s `sources:` list (checked by `QualityTrainConfig`)."""
+
+    path: str
+    """A file or folder, as `--positive`/`--negative` take (relative to the working directory)."""
+    label: str
+    """'positive' (high quality) or 'negative'."""
+    weight: float = 1.0
+    """This source's share of its class's training examples is weight / (sum of the class's weights)."""
+    max_docs: int | None = None
+    """Cap on this source's distinct documents (sampled with the seed) before the mix is drawn."""
+
+
 class QualityTrainConfig(FastTextTrainConfig):
-    """What `train-quality` trains with (the shared fields and defaults, unchanged)."""
+    """What `train-quality` trains with: the shared fields, and where its examples come from when not
+    from `--positive`/`--negative` (classifiers/train.py: `sources`, or `--labels` with `score_threshold`)."""
+
+    sources: list[SourceSpec] | None = None
+    """Several labelled inputs, each with a weight; null = `--positive`/`--negative` (one source per class)."""
+    score_threshold: float = 3.0
+    """`--labels`: a score at or above it is a positive, below it a negative (FineWeb-Edu binarises
+    its 0-5 educational scores at 3)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The recorded config; `sources` and `score_threshold` left out while unused (no sources, the
+        default threshold), so models trained as before keep their config fingerprint."""
+        d = super().to_dict()
+        if self.sources is None:
+            del d["sources"]
+        if self.score_threshold == type(self).model_fields["score_threshold"].default:
+            del d["score_threshold"]
+        return d
+
+    @model_validator(mode="after")
+    def _check_sources(self) -> QualityTrainConfig:
+        if self.sources is None:
+            return self
+        seen: dict[tuple[str, str], int] = {}
+        for i, s in enumerate(self.sources):
+            where = f"sources[{i}] (path {s.path!r})"
+            if not s.path.strip():
+                raise ConfigError(f"sources[{i}]: path must not be empty")
+            if s.label not in SOURCE_LABELS:
+                raise ConfigError(
+                    f"{where}: label must be one of {', '.join(SOURCE_LABELS)}, got {s.label!r}"
+                )
+            if not s.weight > 0:
+                raise ConfigError(f"{where}: weight must be > 0, got {s.weight!r}")
+            if s.max_docs is not None and s.max_docs < 1:
+                raise ConfigError(f"{where}: max_docs must be >= 1 or null, got {s.max_docs!r}")
+            if (s.path, s.label) in seen:
+                raise ConfigError(f"{where}: the same path and label as sources[{seen[(s.path, s.label)]}]")
+            seen[(s.path, s.label)] = i
+        missing = [lab for lab in SOURCE_LABELS if all(s.label != lab for s in self.sources)]
+        if missing:
+            raise ConfigError(f"sources: no {missing[0]} source; give at least one of each label")
+        return self
 
 
 class ToxicityTrainConfig(FastTextTrainConfig):

@@ -2,16 +2,31 @@
 
 Recipe (Li et al. 2024, "DataComp-LM", section 4.4: a fastText bigram classifier, reference text as
 positives and random web text as negatives, is the filter that worked best):
-1. read the positive and negative inputs (classifiers/data.py: JSONL, Parquet, text);
-2. drop exact duplicate texts within a class, and texts found in both classes (contradictory
-   labels), so no document can sit in both the training and the held-out split;
-3. shuffle each class with the seed, cap it (`max_docs_per_class`), and with `balance: downsample`
-   sample the larger class down to the smaller;
-4. hold out `holdout_fraction` of each class (stratified), train fastText on the rest with
-   `seed` and `thread` from the config (thread 1 = deterministic, see classifiers/config.py);
-5. score the held-out documents through the same `QualityModel.predict` that `score` and
+1. read the labelled sources (classifiers/data.py: JSONL, Parquet, text). A source is a file or folder
+   with a class and a weight: `--positive`/`--negative` make one source per class (all their files
+   pooled, weight 1); the config's `sources:` list gives several, each with a `weight` and `max_docs`;
+   `--labels` makes the two classes from an `annotate` labels.jsonl (FineWeb-Edu: score >= 3 is a
+   positive; null scores are skipped and counted; `read_scored`);
+2. drop exact duplicate texts within a class (a text already in an earlier source of its class counts
+   as a duplicate of the later one), and texts found in both classes (contradictory labels), so no
+   document can sit in both the training and the held-out split;
+3. shuffle each source with the seed and cap it (`max_docs`); a class keeps as many documents as its
+   sources hold (capped by `max_docs_per_class`, and with `balance: downsample` by the smaller class);
+4. hold out `holdout_fraction` of each class, and share its held-out documents and its training
+   examples among its sources by weight (`shares`: largest remainder, each within one document of
+   weight / class weight). A source whose share exceeds its distinct documents is up-sampled: its
+   training documents repeat, in the seeded order, never a held-out one. One source per class is
+   exactly the split this module always made: same inputs and seed, same model.bin;
+5. train fastText on the training examples with `seed` and `thread` from the config (thread 1 =
+   deterministic, see classifiers/config.py);
+6. score the held-out documents through the same `QualityModel.predict` that `score` and
    `evaluate` use, and write MODEL_DIR atomically: model.bin + metadata.json are built in a
    temporary sibling folder and renamed into place, so a crash never leaves a half-written model.
+   metadata.json records per source the documents read, deduplicated, capped, held out and trained on.
+
+`--labels` trains a binary classifier, not one label per score: the model stays a two-label quality
+model that `score`, `evaluate` and the scorers read unchanged (P(high) is the column), and a softmax over
+six score labels would ignore their order (FineWeb-Edu itself thresholds its regressor at 3 to filter).
 
 `train-toxicity` (classifiers/toxicity.py) is the same recipe with other labels and another model
 class: `train_fasttext` takes them as a `FastTextTask`; `train_quality` is its quality instance.
@@ -22,6 +37,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import logging
+import math
 import os
 import random
 import shutil
@@ -29,20 +45,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from classifiers.config import FastTextTrainConfig, QualityTrainConfig
-from classifiers.data import DataError, FileDocs, read_inputs
+from classifiers.data import DataError, FileDocs, iter_jsonl, read_inputs
 from classifiers.metrics import binary_metrics
 from classifiers.model import METADATA_FILE, MODEL_FILE, FastTextClassifier, QualityModel, _ensure_fasttext
 from classifiers.text import LABEL_HIGH, LABEL_LOW, MAX_CHARS, fasttext_line
-from core.errors import OutputConflict
+from core.errors import ConfigError, OutputConflict
 from core.files import sha256_file
 
 log = logging.getLogger(__name__)
@@ -86,42 +103,142 @@ def _fasttext_version() -> str:
     return "unknown"
 
 
-def prepare_split(
-    pos_files: list[FileDocs], neg_files: list[FileDocs], cfg: FastTextTrainConfig
-) -> tuple[dict[str, list[str]], dict[str, int]]:
-    """Dedup, balance and split: {'train_pos', 'train_neg', 'holdout_pos', 'holdout_neg'} + counts."""
-    pos, pos_dups = _dedup([d for f in pos_files for d in f.docs])
-    neg, neg_dups = _dedup([d for f in neg_files for d in f.docs])
-    both = set(pos) & set(neg)
-    if both:
-        pos = [d for d in pos if d not in both]
-        neg = [d for d in neg if d not in both]
-    counts = {
-        "positive_read": sum(len(f.docs) for f in pos_files),
-        "negative_read": sum(len(f.docs) for f in neg_files),
-        "duplicates_dropped": pos_dups + neg_dups,
-        "in_both_classes_dropped": len(both),
-    }
-    rng = random.Random(cfg.seed)
-    rng.shuffle(pos)
-    rng.shuffle(neg)
-    if cfg.max_docs_per_class is not None:
-        pos, neg = pos[: cfg.max_docs_per_class], neg[: cfg.max_docs_per_class]
-    if cfg.balance == "downsample":
-        n = min(len(pos), len(neg))
-        pos, neg = pos[:n], neg[:n]
-    for name, docs in (("positive", pos), ("negative", neg)):
-        if len(docs) < 2:
+@dataclass
+class Source:
+    """One labelled input: its files, its class, its weight, and how its documents were counted."""
+
+    name: str
+    label: str
+    """'positive' or 'negative'."""
+    files: list[FileDocs]
+    weight: float = 1.0
+    max_docs: int | None = None
+    docs: list[str] = field(default_factory=list)
+    """Distinct documents left for the mix: deduplicated, shuffled with the seed, capped."""
+    counts: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self, class_weight: float) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "label": self.label,
+            "weight": self.weight,
+            "share": round(self.weight / class_weight, 6),
+            "max_docs": self.max_docs,
+            "files": [f.path for f in self.files],
+            **self.counts,
+        }
+
+
+def shares(total: int, weights: list[float]) -> list[int]:
+    """`total` split in proportion to `weights` by largest remainder: the parts sum to `total` and each
+    is within 1 of its exact share total * w / sum(w) (ties go to the earlier weight)."""
+    exact = [total * w / sum(weights) for w in weights]
+    parts = [int(x) for x in exact]
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - parts[i]), i))
+    for i in order[: total - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+def _distinct(sources: list[Source]) -> int:
+    """Keep each source's documents not seen in an earlier source of its class nor in the other class;
+    the number of texts dropped for being in both classes."""
+    by_class: dict[str, set[str]] = {"positive": set(), "negative": set()}
+    raw = []
+    for s in sources:
+        docs = [d for f in s.files for d in f.docs]
+        kept, _ = _dedup([d for d in docs if d not in by_class[s.label]])
+        s.counts = {
+            "read": sum(f.records for f in s.files),
+            "documents": len(docs),
+            "duplicates_dropped": len(docs) - len(kept),
+            "capped": 0,
+        }
+        by_class[s.label].update(kept)
+        raw.append(kept)
+    both = by_class["positive"] & by_class["negative"]
+    for s, kept in zip(sources, raw, strict=True):
+        s.docs = [d for d in kept if d not in both]
+        s.counts["in_both_classes_dropped"] = len(kept) - len(s.docs)
+    return len(both)
+
+
+def _draw(docs: list[str], n: int) -> list[str]:
+    """The first `n` of `docs` (already shuffled), repeated in order when `n` is larger (up-sampling)."""
+    return docs * (n // len(docs)) + docs[: n % len(docs)]
+
+
+def _class_split(sources: list[Source], n: int, holdout_fraction: float) -> tuple[list[str], list[str]]:
+    """(held-out, training) documents of one class of `n` documents: the class's training examples and
+    its held-out documents are shared among its sources by weight. A source holds out at most all but
+    one of its distinct documents, and draws its training examples from the others, up-sampled by
+    repetition when its share is larger; a held-out document is never also a training example."""
+    k = min(max(1, round(n * holdout_fraction)), n - 1)  # one of each at least, whatever the fraction
+    weights = [s.weight for s in sources]
+    held, train = [], []
+    for s, k_s, t_s in zip(sources, shares(k, weights), shares(n - k, weights), strict=True):
+        if not s.docs:
             raise DataError(
-                f"{len(docs)} {name} document(s) left after deduplication and balancing; need at least 2 "
+                f"source {s.name} ({s.label}): no documents left after deduplication "
+                f"({s.counts['duplicates_dropped']} duplicates, {s.counts['in_both_classes_dropped']} in both classes)"
+            )
+        k_s = min(k_s, len(s.docs) - 1)
+        rest = s.docs[k_s:]
+        held += s.docs[:k_s]
+        train += _draw(rest, t_s)
+        s.counts.update(
+            held_out=k_s, train_distinct=min(t_s, len(rest)), train_examples=t_s, upsampled=t_s > len(rest)
+        )
+    if not held:
+        raise DataError(
+            f"no {sources[0].label} document to hold out: each of its sources has a single document"
+        )
+    return held, train
+
+
+def prepare_sources(
+    sources: list[Source], cfg: FastTextTrainConfig
+) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Dedup, balance, weight and split: {'train_pos', 'train_neg', 'holdout_pos', 'holdout_neg'} + counts.
+
+    A class keeps as many documents as its sources hold distinct (capped by `max_docs_per_class`, and
+    with `balance: downsample` by the other class's number); the weights decide its composition, not
+    its size. One source per class is the recipe `--positive`/`--negative` always had: same split,
+    same model for the same inputs and seed.
+    """
+    sources = [s for s in sources if s.label == "positive"] + [s for s in sources if s.label == "negative"]
+    both = _distinct(sources)
+    rng = random.Random(cfg.seed)
+    for s in sources:  # positives first, in order, then negatives: the shuffle order is the seed's
+        rng.shuffle(s.docs)
+        if s.max_docs is not None:
+            s.counts["capped"] = max(0, len(s.docs) - s.max_docs)
+            s.docs = s.docs[: s.max_docs]
+    by_class = {lab: [s for s in sources if s.label == lab] for lab in ("positive", "negative")}
+    sizes = {lab: sum(len(s.docs) for s in ss) for lab, ss in by_class.items()}
+    if cfg.max_docs_per_class is not None:
+        sizes = {lab: min(n, cfg.max_docs_per_class) for lab, n in sizes.items()}
+    if cfg.balance == "downsample":
+        sizes = dict.fromkeys(sizes, min(sizes.values()))
+    for lab, n in sizes.items():
+        if n < 2:
+            raise DataError(
+                f"{n} {lab} document(s) left after deduplication and balancing; need at least 2 "
                 "per class (one to train on, one to hold out)"
             )
     split: dict[str, list[str]] = {}
-    for name, docs in (("pos", pos), ("neg", neg)):
-        # At least one held-out and one training document per class, whatever the fraction.
-        k = min(max(1, round(len(docs) * cfg.holdout_fraction)), len(docs) - 1)
-        split[f"holdout_{name}"], split[f"train_{name}"] = docs[:k], docs[k:]
-    counts.update({f"{k}": len(v) for k, v in split.items()})
+    for lab, short in (("positive", "pos"), ("negative", "neg")):
+        split[f"holdout_{short}"], split[f"train_{short}"] = _class_split(
+            by_class[lab], sizes[lab], cfg.holdout_fraction
+        )
+    counts = {
+        # Documents (records kept by min_chars), as these counts always were; `sources` has both.
+        "positive_read": sum(s.counts["documents"] for s in by_class["positive"]),
+        "negative_read": sum(s.counts["documents"] for s in by_class["negative"]),
+        "duplicates_dropped": sum(s.counts["duplicates_dropped"] for s in sources),
+        "in_both_classes_dropped": both,
+    }
+    counts.update({k: len(v) for k, v in split.items()})
     return split, counts
 
 
@@ -206,8 +323,26 @@ def new_folder(out: Path) -> Iterator[Path]:
 def train_quality(
     positive: list[str | Path], negative: list[str | Path], output: str | Path, cfg: QualityTrainConfig
 ) -> dict[str, Any]:
-    """Train the quality model (high-quality text vs web documents); returns its metadata."""
-    return train_fasttext(positive, negative, output, cfg, QUALITY)
+    """Train the quality model (high-quality text vs web documents); returns its metadata.
+
+    The inputs are `positive` and `negative` (one source per class), or, when both are empty,
+    `cfg.sources` (several, each with a weight)."""
+    if cfg.sources is None:
+        return train_fasttext(positive, negative, output, cfg, QUALITY)
+    if positive or negative:
+        raise ConfigError(
+            "give the inputs as a sources: list in the config or as --positive/--negative, not both"
+        )
+    out = check_new_folder(output)
+    return _train_sources(out, lambda: (_config_sources(cfg), {}), cfg, QUALITY)
+
+
+def train_quality_labels(labels: str | Path, output: str | Path, cfg: QualityTrainConfig) -> dict[str, Any]:
+    """Train the quality model on the 0-5 scores of an `annotate` labels.jsonl (FineWeb-Edu's way):
+    a score >= `cfg.score_threshold` is a positive, a lower one a negative, a null score is skipped
+    and counted. Returns the metadata."""
+    out = check_new_folder(output)
+    return _train_sources(out, lambda: _labels_sources(Path(labels), cfg), cfg, QUALITY)
 
 
 def train_fasttext(
@@ -217,13 +352,103 @@ def train_fasttext(
     cfg: FastTextTrainConfig,
     task: FastTextTask,
 ) -> dict[str, Any]:
-    """Train, evaluate on the held-out split, write MODEL_DIR; returns its metadata."""
+    """Train on `positive` vs `negative` (one source per class), evaluate on the held-out split,
+    write MODEL_DIR; returns its metadata."""
     out = check_new_folder(output)
+
+    def load() -> tuple[list[Source], dict[str, Any]]:
+        return [
+            Source(", ".join(map(str, positive)), "positive", read_inputs(list(positive), cfg.min_chars)),
+            Source(", ".join(map(str, negative)), "negative", read_inputs(list(negative), cfg.min_chars)),
+        ], {}
+
+    return _train_sources(out, load, cfg, task)
+
+
+def _config_sources(cfg: QualityTrainConfig) -> list[Source]:
+    """The config's `sources`, read; an input error names the entry."""
+    out = []
+    for i, spec in enumerate(cfg.sources or ()):
+        try:
+            files = read_inputs([spec.path], cfg.min_chars)
+        except DataError as e:
+            raise DataError(f"sources[{i}]: {e}") from None
+        out.append(Source(spec.path, spec.label, files, spec.weight, spec.max_docs))
+    return out
+
+
+def read_scored(path: Path, threshold: float, min_chars: int) -> tuple[FileDocs, FileDocs, dict[str, Any]]:
+    """The documents of an `annotate` labels.jsonl (records with `text` and `score`, a number or
+    null), split at `threshold`: (at or above, below, a summary with the score histogram)."""
+    if not path.is_file():
+        raise DataError(f"--labels {path}: no such file")
+    sha = sha256_file(path)
+    cut = f"{threshold:g}"
+    classes = {
+        True: FileDocs(f"{path} (score >= {cut})", "labels", sha),
+        False: FileDocs(f"{path} (score < {cut})", "labels", sha),
+    }
+    hist: Counter[str] = Counter()
+    for lineno, obj in iter_jsonl(path):
+        text, score = obj.get("text"), obj.get("score")
+        if not isinstance(text, str):
+            raise DataError(f"{path}:{lineno}: 'text' must be a string, got {type(text).__name__}")
+        if "score" not in obj:
+            raise DataError(
+                f"{path}:{lineno}: no 'score' field (expected classifiers annotate's labels.jsonl)"
+            )
+        if score is None:  # an unparseable reply: annotate keeps it with a null score
+            hist["null"] += 1
+            continue
+        if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+            raise DataError(f"{path}:{lineno}: 'score' must be a number or null, got {score!r}")
+        hist[f"{score:g}"] += 1
+        target = classes[score >= threshold]
+        target.records += 1
+        if len(text.strip()) < min_chars:
+            target.skipped_short += 1
+        else:
+            target.docs.append(text.strip())
+    pos, neg = classes[True], classes[False]
+    for name, side in (("at or above", pos), ("below", neg)):
+        if not side.records:
+            raise DataError(
+                f"{path}: no document scored {name} {cut} (score_threshold); scores: "
+                + (", ".join(f"{k}: {v}" for k, v in sorted(hist.items())) or "none")
+            )
+    if hist["null"]:
+        log.info("%s: %d record(s) with a null score skipped", path, hist["null"])
+    summary = {
+        "path": str(path),
+        "sha256": sha,
+        "records": sum(hist.values()),
+        "null_scores": hist["null"],
+        "score_threshold": threshold,
+        "scores": dict(sorted(hist.items())),
+        "positive_documents": len(pos.docs),
+        "negative_documents": len(neg.docs),
+        "skipped_short": pos.skipped_short + neg.skipped_short,
+    }
+    return pos, neg, summary
+
+
+def _labels_sources(path: Path, cfg: QualityTrainConfig) -> tuple[list[Source], dict[str, Any]]:
+    pos, neg, summary = read_scored(path, cfg.score_threshold, cfg.min_chars)
+    return [Source(pos.path, "positive", [pos]), Source(neg.path, "negative", [neg])], {"labels": summary}
+
+
+def _train_sources(
+    out: Path,
+    load: Callable[[], tuple[list[Source], dict[str, Any]]],
+    cfg: FastTextTrainConfig,
+    task: FastTextTask,
+) -> dict[str, Any]:
+    """Read the sources (`load`), train, evaluate on the held-out split, write `out`; the metadata."""
     t0 = time.time()
-    pos_files = read_inputs(list(positive), cfg.min_chars)
-    neg_files = read_inputs(list(negative), cfg.min_chars)
-    split, counts = prepare_split(pos_files, neg_files, cfg)
+    sources, extra = load()
+    split, counts = prepare_sources(sources, cfg)
     _ensure_fasttext()  # a missing engine fails here, with the install hint, before any work
+    weight = {lab: sum(s.weight for s in sources if s.label == lab) for lab in ("positive", "negative")}
 
     with new_folder(out) as tmp:
         train_seconds = fit_fasttext(split["train_pos"], split["train_neg"], tmp, cfg, task)
@@ -238,8 +463,9 @@ def train_fasttext(
             "text_normalization": f"classifiers.text.fasttext_line (lower-case, punctuation split, "
             f"first {MAX_CHARS} chars)",
             "training_data": {
-                "positive": [f.summary() for f in pos_files],
-                "negative": [f.summary() for f in neg_files],
+                **{lab: [f.summary() for s in sources if s.label == lab for f in s.files] for lab in weight},
+                "sources": [s.summary(weight[s.label]) for s in sources],
+                **extra,
             },
             "counts": counts,
             "train_seconds": round(train_seconds, 3),
