@@ -92,7 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _add_train_ensemble(sub)
+    _add_evaluate(sub)
+    _add_score(sub)
+    _add_annotate(sub)
+    return parser
 
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser(
         "evaluate", help="ROC-AUC (with a bootstrap CI for signals), precision, recall on labelled JSONL"
     )
@@ -127,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_config_args(ev, "EvaluateSettings in classifiers/cli.py", "threshold=0.6")
 
+
+def _add_score(sub: argparse._SubParsersAction) -> None:
     sc = sub.add_parser(
         "score", help="add score columns (quality, perplexity, toxicity) to Parquet documents"
     )
@@ -156,8 +164,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_spark_args(sc)
     sc.add_argument("--batch-size", type=int, default=1024, help="rows per prediction call")
-    _add_annotate(sub)
-    return parser
 
 
 def _add_annotate(sub: argparse._SubParsersAction) -> None:
