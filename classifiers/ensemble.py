@@ -53,8 +53,8 @@ from classifiers.evaluate import (
     Labelled,
     SignalSettings,
     SignalValues,
+    columns_or_fields,
     cv_summary,
-    field_values,
     measure,
     read_labelled,
     signal_values,
@@ -202,15 +202,17 @@ def feature_matrix(
     names = feature_names(features)
     todo = [n for n in names if n in STATISTICS and n not in columns]
     computed = {**(statistic_columns(ls.texts, todo) if todo else {}), **columns}
-    missing = [n for n in names if n not in computed and not all(n in f for f in ls.fields)]
-    if missing:
-        raise ConfigError(
+    cols = columns_or_fields(
+        names,
+        computed,
+        ls,
+        lambda missing: (
             f"ensemble feature(s) {', '.join(missing)}: not a text statistic ({ALL_STATISTICS}, "
             f"classifiers/signals.py), not a column of the scorers given ({', '.join(columns) or 'none'}), "
             f"and not a field of every record of {ls.path}"
-        )
-    cols = [computed[n] if n in computed else field_values(n, ls) for n in names]
-    return names, np.column_stack([np.asarray(c, dtype=np.float64) for c in cols])
+        ),
+    )
+    return names, np.column_stack([np.asarray(cols[n], dtype=np.float64) for n in names])
 
 
 def _cv_row(

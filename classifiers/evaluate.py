@@ -32,6 +32,7 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -273,15 +274,30 @@ def _scorer_inputs(
     spec: str, needs: tuple[str, ...], ls: Labelled, known: list[SignalValues]
 ) -> dict[str, np.ndarray]:
     """The columns a scorer reads: from a signal named before it, else a field of every record."""
-    have = {v.name: v.values for v in known}
-    missing = [c for c in needs if c not in have and not all(c in f for f in ls.fields)]
+    return columns_or_fields(
+        needs,
+        {v.name: v.values for v in known},
+        ls,
+        lambda missing: (
+            f"--signal {spec}: it reads the column(s) {', '.join(missing)}: name the scorer "
+            f"that writes them before it (e.g. --signal perplexity=LM_DIR for perplexity_bpb) or give them as "
+            f"fields of every record of {ls.path}"
+        ),
+    )
+
+
+def columns_or_fields(
+    names: Sequence[str],
+    have: Mapping[str, np.ndarray],
+    ls: Labelled,
+    missing_message: Callable[[list[str]], str],
+) -> dict[str, np.ndarray]:
+    """Each of `names` from `have` (columns computed in this run), else the numeric field of every record
+    of `ls` (field_values); ConfigError(missing_message(names found in neither)) before any is read."""
+    missing = [c for c in names if c not in have and not all(c in f for f in ls.fields)]
     if missing:
-        raise ConfigError(
-            f"--signal {spec}: it reads the column(s) {', '.join(missing)}: name the scorer that writes "
-            f"them before it (e.g. --signal perplexity=LM_DIR for perplexity_bpb) or give them as fields "
-            f"of every record of {ls.path}"
-        )
-    return {c: have[c] if c in have else field_values(c, ls) for c in needs}
+        raise ConfigError(missing_message(missing))
+    return {c: have[c] if c in have else field_values(c, ls) for c in names}
 
 
 def _field_signal(name: str, ls: Labelled, settings: SignalSettings) -> SignalValues:

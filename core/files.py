@@ -9,10 +9,13 @@ stray file a killed run left behind (or anyone planted) is skipped, counted and 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from core.errors import InputError
 from core.storage import LocalStore, ObjectStore, Store, is_object_store, join
@@ -129,16 +132,26 @@ def parquet_schema(path: str | Path):
     corrupt file is reported by name (pyarrow's own message does not say which file).
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        if is_object_store(path):  # only the footer is fetched (ranged reads)
-            store = ObjectStore(str(path))
-            with store.fs.open(store._key(str(path)), "rb") as f:
-                return pq.read_schema(f)
-        return pq.read_schema(path)
+        with open_parquet(path) as pf:  # only the footer is read (on an object store, ranged reads)
+            return pf.schema_arrow
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None
+
+
+@contextlib.contextmanager
+def open_parquet(path: str | Path) -> Iterator[Any]:
+    """A pyarrow ParquetFile of a local path or an object-store URI. Remote, only what is read is
+    fetched (ranged reads): the footer, then the column chunks asked for."""
+    import pyarrow.parquet as pq
+
+    if not is_object_store(path):
+        yield pq.ParquetFile(path)
+        return
+    store = ObjectStore(str(path))
+    with store.fs.open(store._key(str(path)), "rb") as f:
+        yield pq.ParquetFile(f)
 
 
 def cache_dir() -> Path:

@@ -36,7 +36,6 @@ refused when parsed, naming the column.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 from dataclasses import dataclass, replace
@@ -430,13 +429,7 @@ def _ranked_values(
 def read_columns(uri: str, columns: list[str]) -> Any:
     """The `columns` of one Parquet file that it has (a pyarrow Table), local or on an object store:
     only their column chunks are read (ranged reads on S3), never the `text`."""
-    import pyarrow.parquet as pq
+    from core.files import open_parquet
 
-    from core.storage import ObjectStore, is_object_store
-
-    with contextlib.ExitStack() as stack:
-        if is_object_store(uri):
-            store = ObjectStore(str(uri))
-            uri = stack.enter_context(store.fs.open(store._key(str(uri)), "rb"))
-        pf = pq.ParquetFile(uri)
+    with open_parquet(uri) as pf:
         return pf.read(columns=[c for c in columns if c in pf.schema_arrow.names])
