@@ -162,6 +162,13 @@ def add_spark_args(parser: argparse.ArgumentParser) -> None:
     )
     add_repeated(parser, "--spark-conf", "KEY=VALUE", "extra Spark setting (repeatable)")
     parser.add_argument("--no-progress", action="store_true", help="do not print progress lines")
+    parser.add_argument(
+        "--spark-native",
+        choices=("auto", "true", "false"),
+        default="auto",
+        help="object-store URIs through Spark's own Hadoop connector (s3a://, gs://, abfs://) or "
+        "through the executors' pyarrow I/O; auto: the connector where the cluster has one",
+    )
 
 
 _bodies = 0  # command bodies running under guarded(): a Ctrl-C then unwinds them (KeyboardInterrupt)

@@ -90,6 +90,10 @@ class SparkOptions:
     """Extra Spark settings (`--spark-conf KEY=VALUE`), applied over the local-only defaults."""
     progress: bool = True
     """Print the job's progress line (or a line per dedup stage)."""
+    native_storage: str = "auto"
+    """`--spark-native` (storage.spark_native): whether Spark's own Parquet I/O reaches an
+    object-store URI (a Hadoop connector: s3a://, gs://, abfs://) or the executors do it through
+    pyarrow + fsspec; auto asks the JVM for a connector of the scheme (core.tables)."""
 
     def __post_init__(self) -> None:
         # Frozen all the way down: a shared default object can never be changed by one job.
@@ -102,7 +106,7 @@ class SparkOptions:
         The master is checked by the job (`check_master`), before it makes a folder, as it always was.
         """
         conf = parse_spark_conf(args.spark_conf)
-        return cls(args.master, conf, not args.no_progress)
+        return cls(args.master, conf, not args.no_progress, getattr(args, "spark_native", "auto"))
 
 
 DEFAULT_SPARK = SparkOptions()
@@ -122,6 +126,15 @@ def is_local_master(master: str | None) -> bool:
     if master is None:
         return not under_spark_submit()
     return master.startswith("local")
+
+
+SPARK_NATIVE_CHOICES = ("auto", "true", "false")
+
+
+def check_spark_native(choice: str) -> None:
+    """ConfigError unless `choice` is a `--spark-native` value (checked before Spark starts)."""
+    if choice not in SPARK_NATIVE_CHOICES:
+        raise ConfigError(f"--spark-native: {choice!r} is not one of {', '.join(SPARK_NATIVE_CHOICES)}")
 
 
 def get_spark(master: str | None, app_name: str, conf: Mapping[str, str] | None = None):

@@ -136,6 +136,17 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def makedirs(self, path: str) -> None: ...
 
+    @abc.abstractmethod
+    def open(self, path: str, mode: str = "rb") -> Any:
+        """A binary file object for streaming a large file in or out (a Spark task's Parquet part).
+        On an object store a written ("wb") file appears whole at `close()`, or never after
+        `discard(f)`; a local one is written in place (callers rename a temporary name)."""
+        ...
+
+    def discard(self, f: Any) -> None:
+        """Drop a file opened for writing without making it visible (what a failed writer calls)."""
+        f.close()
+
 
 class LocalStore(Store):
     """A local (or shared, mounted) folder: the behaviour every job had before object storage."""
@@ -192,6 +203,9 @@ class LocalStore(Store):
 
     def makedirs(self, path: str) -> None:
         Path(path).mkdir(parents=True, exist_ok=True)
+
+    def open(self, path: str, mode: str = "rb") -> Any:
+        return open(path, mode)  # the caller closes it
 
 
 class ObjectStore(Store):
@@ -290,6 +304,13 @@ class ObjectStore(Store):
 
     def makedirs(self, path: str) -> None:
         pass  # object stores have no folders: a key's "folder" exists once a key is under it
+
+    def open(self, path: str, mode: str = "rb") -> Any:
+        # s3fs: written in blocks as a multipart upload that S3 shows only once `close()` completes it
+        return self._io(path, self.fs.open, self._key(path), mode)
+
+    def discard(self, f: Any) -> None:
+        f.discard()  # fsspec's buffered file: aborts the multipart upload, writes nothing
 
 
 def open_store(uri: str | Path) -> Store:

@@ -14,10 +14,11 @@ Rounds needed grow as O(log^2 n) in the worst case; on real dedup graphs 3-6 rou
 from __future__ import annotations
 
 import logging
-import shutil
-import uuid
 from collections.abc import Callable
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.tables import Tables
 
 log = logging.getLogger(__name__)
 
@@ -73,54 +74,56 @@ def _checksum(edges) -> tuple[int, int]:
     return int(row["n"]), int(row["h"] or 0)
 
 
-def _write(df, path: Path, partitions: int) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    df.repartition(partitions, "src").write.parquet(str(tmp))
-    tmp.rename(path)
-
-
 def connected_components(
     spark,
     edges,
-    workdir: Path,
+    tables: Tables,
+    folder: str,
     partitions: int,
     max_iterations: int = 64,
     on_round: Callable[[int, int], None] | None = None,
 ):
     """(node, root) for every node that has at least one edge; root = min node id of its component.
 
-    `edges`: DataFrame with columns (a, b), undirected, int64. Rounds are kept under `workdir`
-    (round_NNN/); an existing finished round is reused, so a rerun resumes where the last one died.
+    `edges`: DataFrame with columns (a, b), undirected, int64. Rounds are kept as tables
+    `folder/round_NNN` of `tables` (core.tables: a local folder or an object store); an existing
+    finished round is reused, so a rerun resumes where the last one died, on any machine.
     """
-    workdir.mkdir(parents=True, exist_ok=True)
-    for stale in workdir.glob(".*.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    start = workdir / "round_000"
-    if not start.exists():
-        _write(normalize_edges(edges), start, partitions)
-    done = sorted(p for p in workdir.glob("round_[0-9][0-9][0-9]") if p.is_dir())
+
+    def write(df, name: str) -> None:
+        tables.write(df.repartition(partitions, "src"), f"{folder}/{name}")
+
+    def read(name: str):
+        return tables.read(f"{folder}/{name}")
+
+    tables.clean_stale(folder)
+    done = tables.finished(folder, prefix="round_")
+    if not done:
+        write(normalize_edges(edges), "round_000")
+        done = ["round_000"]
     current = done[-1]
-    rnd = int(current.name.split("_")[1])
-    prev_sum = _checksum(spark.read.parquet(str(current)))
-    converged = (workdir / "_CONVERGED").exists()
+    rnd = int(current.split("_")[1])
+    prev_sum = _checksum(read(current))
+    converged_marker = tables.path(f"{folder}/_CONVERGED")
+    converged = tables.store.exists(converged_marker)
     while not converged:
         if rnd >= max_iterations:
             raise RuntimeError(
                 f"connected components did not converge in {max_iterations} rounds "
                 "(raise cluster.max_iterations)"
             )
-        cur = spark.read.parquet(str(current))
-        nxt = workdir / f"round_{rnd + 1:03d}"
-        _write(small_star(large_star(cur)), nxt, partitions)
+        nxt = f"round_{rnd + 1:03d}"
+        write(small_star(large_star(read(current))), nxt)
         rnd, current = rnd + 1, nxt
-        new_sum = _checksum(spark.read.parquet(str(current)))
+        new_sum = _checksum(read(current))
         if on_round:
             on_round(rnd, new_sum[0])
         log.info("connected components: round %d, %d edges", rnd, new_sum[0])
         converged = new_sum == prev_sum
         prev_sum = new_sum
-    (workdir / "_CONVERGED").write_text(current.name)
-    final = spark.read.parquet(str(workdir / (workdir / "_CONVERGED").read_text().strip()))
+    if not tables.store.exists(converged_marker):
+        tables.store.write_bytes(converged_marker, current.encode())
+    final = read(tables.store.read_bytes(converged_marker).decode().strip())
     from pyspark.sql import functions as F
 
     roots = final.select(F.col("dst").alias("node"), F.col("dst").alias("root")).distinct()

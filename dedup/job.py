@@ -4,8 +4,10 @@
 
 (decontaminate runs only when the config names evaluation sets: dedup/stages/decontaminate.py.)
 
-Each stage writes its result under OUTPUT/stages/<stage>/ (Parquet, via a temporary name and a
-rename) and then a marker OUTPUT/stages/<stage>.json holding the stage's counts; a rerun skips every
+Each stage writes its result under OUTPUT/stages/<stage>/ (Parquet tables, core.tables: on a local
+folder via a temporary name and a rename; on an object store each executor writes its own parts and
+the driver a manifest last) and then a marker OUTPUT/stages/<stage>.json holding the stage's counts;
+a rerun, on this machine or any other that reaches OUTPUT, skips every
 stage that has its marker, so a crashed run resumes at the first unfinished stage (connected
 components also resume per round). Only the first stage and the last two read document text; the
 others work on narrow rows (row number, hashes, lengths, the keep-policy columns).
@@ -25,8 +27,6 @@ output that is its input, lies inside it or holds it is refused before anything 
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,20 +37,19 @@ from core.errors import InputError
 from core.files import doc_parquet_uris, parquet_schema
 from core.output import (
     OutputDir,
-    atomic_write_json,
     check_disjoint,
     check_layout,
     guard_folder,
     guard_inputs,
     input_identities,
 )
-from core.spark import DEFAULT_SPARK, SparkOptions, check_master
+from core.spark import DEFAULT_SPARK, SparkOptions, check_master, check_spark_native
 from core.stats import Stats, funnel_table
-from core.storage import is_object_store, local_input, staging_dir
+from core.storage import is_object_store
 from dedup.config import DedupJobConfig
 from dedup.stages import STAGES, Flow, StageContext, StageStore, job_stages
 from dedup.stages.base import progress_printer
-from dedup.stages.common import ADDED_COLUMNS, DECISION_COLS, replace_folder
+from dedup.stages.common import ADDED_COLUMNS, DECISION_COLS
 
 __all__ = ["ADDED_COLUMNS", "DedupResult", "InputError", "print_funnel", "resolve_input", "run_dedup"]
 
@@ -91,8 +90,9 @@ def run_dedup(
 ) -> DedupResult:
     """Run (or resume) the whole job; raises InputError / OutputConflict before Spark starts.
 
-    `input_path` and `output` may be object-store URIs (`s3://...`): Spark here has no S3 connector,
-    so the job runs on local copies (see `_run_to_object_store` and `_local_inputs`).
+    `input_path` and `output` may be object-store URIs (`s3://...`): the executors read the inputs
+    and write every stage's tables there themselves (core.tables), and the stage markers are objects
+    there too, so nothing passes through the driver's disk and a rerun on any machine resumes.
     `on_changed_input`: "refuse" (default: $REFINERY_ON_CHANGED_INPUT, else refuse) or "restart",
     for an input whose content changed since the folder's stages were made from it.
     """
@@ -102,47 +102,53 @@ def run_dedup(
     files = resolve_input(input_path)
     check_disjoint(output, files=files)
     check_master(spark.master)  # a bad --master is a ConfigError before the folder is made
+    check_spark_native(spark.native_storage)
     identities = input_identities(files)
-    if is_object_store(output):
-        uri = str(output).rstrip("/")
-        return _run_to_object_store(files, uri, cfg, spark, on_changed_input, identities)
-    root = Path(output).expanduser().resolve()
-    check_layout(root, (*_PUBLISHED_FOLDERS, "stages", "_inputs"))
+    remote = is_object_store(output)
+    root: str | Path = str(output).rstrip("/") if remote else Path(output).expanduser().resolve()
+    if not remote:
+        check_layout(Path(root), (*_PUBLISHED_FOLDERS, "stages", "_inputs"))
+    out = OutputDir(root, ())
     # The input list decides the outputs like the config does: a changed list is refused too.
     guard_folder(root, "dedup", cfg.to_dict(), cfg.fingerprint(), extra={"inputs": files})
-    guard_inputs(root, files, on_changed_input, lambda _: _start_over(root), identities)
-    return _run(files, root, cfg, spark)
+    guard_inputs(root, files, on_changed_input, lambda _: _start_over(out), identities)
+    if remote and out.store.exists(out.path("_SUCCESS")):
+        # Finished: a rerun does nothing (a local one re-resumes every stage from its marker).
+        done = out.read_json("stats.json") or {}
+        resumed = list(done.get("stage_info") or {})
+        return DedupResult(
+            out.uri, Stats.from_dict(done), resumed, done.get("docs_in", 0), done.get("docs_out", 0)
+        )
+    return _run(files, out, cfg, spark)
 
 
-def _start_over(root: Path) -> None:
-    """Remove every stage and result of a local dedup folder (its `_config.json` stays).
+# What a finished dedup output holds besides stats.json and _SUCCESS (written last).
+_PUBLISHED_FOLDERS = ("docs", "removed_ids", "removed")
+
+
+def _start_over(out: OutputDir) -> None:
+    """Remove every stage and result of a dedup output (its `_config.json` stays).
 
     `_SUCCESS` first; the inputs' record is rewritten only after this returns, so a crash midway
-    is refused (or restarted) again, never resumed from the stages left.
+    is refused (or restarted) again, never resumed from the stages left. (`_inputs` is where
+    releases before 2026-11-26 downloaded object-store inputs.)
     """
-    (root / "_SUCCESS").unlink(missing_ok=True)
-    (root / "stats.json").unlink(missing_ok=True)
+    out.set_success(False)
+    out.delete("stats.json")
     for sub in ("stages", *_PUBLISHED_FOLDERS, "_inputs"):
-        shutil.rmtree(root / sub, ignore_errors=True)
+        out.store.delete_tree(out.path(sub))
 
 
-def _run(
-    files: list[str],
-    root: Path,
-    cfg: DedupJobConfig,
-    spark: SparkOptions,
-) -> DedupResult:
-    """Every stage into the local (or shared) folder `root`, guarded already."""
-    store = StageStore(root)
-    local_files = _local_inputs(files, root / "_inputs")
-
+def _run(files: list[str], out: OutputDir, cfg: DedupJobConfig, spark: SparkOptions) -> DedupResult:
+    """Every stage into the output folder or URI `out`, guarded already."""
     from core.spark import get_spark
 
     session = get_spark(spark.master, "refinery-dedup", spark.conf)
+    store = StageStore(out.uri, session, spark.native_storage)
     partitions = cfg.output.partitions or max(2, 2 * session.sparkContext.defaultParallelism)
     session.conf.set("spark.sql.shuffle.partitions", str(partitions))
     stages = job_stages(cfg, STAGES)  # STAGES read here, so that tests can patch this module's list
-    ctx = StageContext(session, cfg, root, store, local_files, partitions, progress_printer(spark.progress))
+    ctx = StageContext(session, cfg, out.uri, store, files, partitions, progress_printer(spark.progress))
     ctx.stages = stages
     for stage in stages:
         if stage.enabled(cfg):
@@ -151,8 +157,8 @@ def _run(
     _write_removed(ctx, cfg.output.removed_sample_per_reason)
     stats = funnel_stats(ctx)
     docs_in, docs_out = ctx.infos["prepare"]["docs"], ctx.infos["output"]["docs"]
-    atomic_write_json(
-        root / "stats.json",
+    out.write_json(
+        "stats.json",
         {
             "job": "dedup",
             "config_fingerprint": cfg.fingerprint(),
@@ -164,88 +170,8 @@ def _run(
             **stats.to_dict(),
         },
     )
-    (root / "_SUCCESS").write_text("")
-    shutil.rmtree(root / "_inputs", ignore_errors=True)  # downloaded inputs (_local_inputs)
-    return DedupResult(str(root), stats, ctx.resumed, docs_in, docs_out)
-
-
-def _local_inputs(files: list[str], cache: Path) -> list[str]:
-    """Local paths Spark can read: local files as they are, object-store files downloaded once.
-
-    Copies are named by their position in the input list (the order Spark reads them in, so
-    row numbers are the same as a local run's) and kept until the job is done, so a resumed run
-    does not download them again. On a cluster the output folder (and so `cache`) must be on a
-    filesystem every executor sees, as for any local output of this job.
-    """
-    if not any(is_object_store(f) for f in files):
-        return files
-    cache.mkdir(parents=True, exist_ok=True)
-    out = []
-    for i, f in enumerate(files):
-        if not is_object_store(f):
-            out.append(f)
-            continue
-        local = cache / f"{i:05d}-{f.rsplit('/', 1)[-1]}"
-        if not local.exists():
-            with local_input(f) as tmp:
-                shutil.copyfile(tmp, local.with_name(local.name + ".part"))
-            os.replace(local.with_name(local.name + ".part"), local)
-        out.append(str(local))
-    return out
-
-
-# What a finished dedup output holds, uploaded in this order; `_SUCCESS` goes last.
-_PUBLISHED_FOLDERS = ("docs", "removed_ids", "removed")
-
-
-def _run_to_object_store(
-    files: list[str],
-    uri: str,
-    cfg: DedupJobConfig,
-    spark: SparkOptions,
-    on_changed_input: str | None,
-    identities: dict,
-) -> DedupResult:
-    """The job into a local work folder, then its outputs uploaded to `uri`, `_SUCCESS` last.
-
-    Dedup is one global computation whose stages re-read each other's DataFrames, and Spark here
-    cannot write (or read) `s3://` without Hadoop's S3 connector, so the stages run on local disk
-    (`core.storage.staging_dir`, kept across a failed run: a rerun on this machine resumes at the
-    first unfinished stage) and only the result is published. The output's `_SUCCESS` is the one
-    completion marker: a rerun with it does nothing; one without it deletes whatever a killed
-    upload left under docs/, removed_ids/ and removed/ and uploads them again.
-    """
-    out = OutputDir(uri, ())
-    extra = {"inputs": files}
-    work = staging_dir(uri) / "work"
-
-    def start_over(_: list[str]) -> None:
-        out.set_success(False)
-        out.delete("stats.json")
-        for sub in _PUBLISHED_FOLDERS:
-            out.store.delete_tree(out.path(sub))
-        shutil.rmtree(work, ignore_errors=True)
-
-    guard_folder(uri, "dedup", cfg.to_dict(), cfg.fingerprint(), extra=extra)
-    guard_inputs(uri, files, on_changed_input, start_over, identities)
-    if out.store.exists(out.path("_SUCCESS")):
-        done = out.read_json("stats.json") or {}
-        stats = Stats.from_dict(done)
-        resumed = [s for s in (done.get("stage_info") or {})]
-        return DedupResult(uri, stats, resumed, done.get("docs_in", 0), done.get("docs_out", 0))
-    guard_folder(work, "dedup", cfg.to_dict(), cfg.fingerprint(), extra=extra)
-    # The local stages too: a work folder left by a run on other content is never resumed.
-    guard_inputs(work, files, on_changed_input, lambda _: _start_over(work), identities)
-    result = _run(files, work, cfg, spark)
-    for sub in _PUBLISHED_FOLDERS:
-        out.store.delete_tree(out.path(sub))
-        for f in sorted((work / sub).rglob("*")):
-            if f.is_file() and not f.name.startswith("."):  # Spark's .crc checksums stay local
-                out.store.upload(f, out.path(sub, f.relative_to(work / sub).as_posix()))
-    out.store.write_bytes(out.path("stats.json"), (work / "stats.json").read_bytes())
     out.set_success(True)
-    shutil.rmtree(work.parent, ignore_errors=True)
-    return DedupResult(uri, result.stats, result.resumed, result.docs_in, result.docs_out)
+    return DedupResult(out.uri, stats, ctx.resumed, docs_in, docs_out)
 
 
 def funnel_stats(ctx: StageContext) -> Stats:
@@ -263,20 +189,21 @@ def _write_removed(ctx: StageContext, per_reason: int) -> None:
     from pyspark.sql import functions as F
 
     dec = ctx.decisions(ctx.done).select(*DECISION_COLS)
-    replace_folder(
-        dec.drop("_row", "_bytes").repartition(1).sortWithinPartitions("reason", "id"),
-        ctx.root / "removed_ids",
+    tables = ctx.store.tables
+    tables.write(
+        dec.drop("_row", "_bytes").repartition(1).sortWithinPartitions("reason", "id"), "removed_ids", "zstd"
     )
     w = Window.partitionBy("reason").orderBy(F.xxhash64("id"), "_row")
     sample = dec.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") <= per_reason)
     prep = ctx.prep
     extra = ["url"] if "url" in prep.columns else []
     sample = sample.join(prep.select("_row", *extra, F.substring("text", 1, 500).alias("snippet")), "_row")
-    replace_folder(
+    tables.write(
         sample.select("id", *extra, "stage", "reason", "partner_id", "snippet")
         .repartition(1)
         .sortWithinPartitions("reason", "id"),
-        ctx.root / "removed",
+        "removed",
+        "zstd",
     )
 
 

@@ -21,13 +21,12 @@ read back from the marker, so a crashed job resumes at the first unfinished stag
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,29 +35,41 @@ import pyarrow as pa
 from core.errors import OutputConflict
 from core.output import atomic_write_json
 from core.stats import Stats
+from core.storage import join
+from core.tables import Tables
 from dedup.config import DedupJobConfig
 
 
 class StageStore:
-    """OUTPUT/stages/<name>/ + <name>.json markers; a stage with its marker is never redone."""
+    """OUTPUT/stages/<name>/ tables + <name>.json markers; a stage with its marker is never redone.
 
-    def __init__(self, root: Path) -> None:
-        self.dir = root / "stages"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for stale in self.dir.glob(".*.tmp-*"):
-            shutil.rmtree(stale, ignore_errors=True)
+    The output is a local folder or an object store (core.tables: on a URI the executors write and
+    read every table themselves, and the markers are objects there), so a rerun on any machine
+    resumes where the last one stopped.
+    """
 
-    def path(self, name: str) -> Path:
-        return self.dir / name
+    def __init__(self, root: str | Path, spark: Any = None, spark_native: str = "auto") -> None:
+        self.tables = Tables(root, spark, spark_native)
+        self.files = self.tables.store
+        self.dir = join(self.tables.root, "stages")
+        self.files.makedirs(self.dir)
+        self.tables.clean_stale("stages")
+
+    def path(self, name: str) -> str:
+        return join(self.dir, name)
+
+    def has(self, name: str) -> bool:
+        """Whether the table stages/<name> was finished."""
+        return self.tables.exists(f"stages/{name}")
 
     def marker(self, name: str) -> dict[str, Any] | None:
         """The stage's info, None if it did not finish; OutputConflict naming a damaged marker
         (redoing only that stage would mix it with later stages made from its old output)."""
-        p = self.dir / f"{name}.json"
-        if not p.exists():
+        p = self.path(f"{name}.json")
+        if not self.files.exists(p):
             return None
         try:
-            info = json.loads(p.read_text())
+            info = json.loads(self.files.read_bytes(p))
         except (OSError, ValueError) as e:
             info = e
         if not isinstance(info, dict):
@@ -70,18 +81,18 @@ class StageStore:
         return info
 
     def finish(self, name: str, info: dict[str, Any]) -> None:
-        atomic_write_json(self.dir / f"{name}.json", info)
+        self.write_json(f"{name}.json", info)
 
-    def write(self, df, name: str, partitions: int | None = None) -> str:
-        """Write df to stages/<name>/ atomically (temp folder + rename); returns the path."""
-        final = self.dir / name
-        if final.exists():  # left by a crash between rename and marker: redo it
-            shutil.rmtree(final)
-        tmp = self.dir / f".{name.replace('/', '_')}.tmp-{uuid.uuid4().hex[:8]}"
-        (df.repartition(partitions) if partitions else df).write.parquet(str(tmp))
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp.rename(final)
-        return str(final)
+    def write_json(self, name: str, obj: Any) -> None:
+        """A small JSON file stages/<name>, written whole (a report, a marker)."""
+        atomic_write_json(self.path(name), obj)
+
+    def write(self, df, name: str) -> str:
+        """Write df as the table stages/<name> (replacing any earlier one); returns its path."""
+        return self.tables.write(df, f"stages/{name}")
+
+    def read(self, name: str):
+        return self.tables.read(f"stages/{name}")
 
 
 def progress_printer(enabled: bool) -> Callable[[str], None]:
@@ -97,7 +108,8 @@ class StageContext:
 
     spark: Any
     cfg: DedupJobConfig
-    root: Path
+    root: str
+    """the job's output folder or URI"""
     store: StageStore
     files: list[str]
     partitions: int
@@ -132,8 +144,8 @@ class StageContext:
         return name in self.infos
 
     def read(self, name: str):
-        """The Parquet a stage wrote under stages/<name>."""
-        return self.spark.read.parquet(str(self.store.path(name)))
+        """The table a stage wrote under stages/<name>."""
+        return self.store.read(name)
 
     def write(self, df, name: str) -> str:
         return self.store.write(df, name)
@@ -156,8 +168,8 @@ class StageContext:
 
     def decisions(self, names: list[str]):
         """The decision rows written by the stages `names` (None when there are none)."""
-        paths = [str(self.store.path(f"{n}/removed")) for n in names]
-        return self.spark.read.parquet(*paths) if paths else None
+        tables = [self.store.read(f"{n}/removed") for n in names]
+        return reduce(lambda a, b: a.unionByName(b), tables) if tables else None
 
 
 @dataclass

@@ -8,9 +8,6 @@ per-reason counts.
 
 from __future__ import annotations
 
-import shutil
-import uuid
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -92,7 +89,7 @@ def copies_of(ctx: StageContext):
     from pyspark.sql import functions as F
 
     base = alive(ctx, [*ctx.keep_cols, "_text_hash", "_url_norm"])
-    merged = [n for n in reversed(ctx.done) if ctx.store.path(f"{n}/copies").exists()]
+    merged = [n for n in reversed(ctx.done) if ctx.store.has(f"{n}/copies")]
     for n in merged:
         c = ctx.read(f"{n}/copies").withColumnRenamed("copies", f"_c_{n}")
         base = base.join(c, "_row", "left")
@@ -173,12 +170,3 @@ def with_fields(schema, ddl: str):
     from pyspark.sql.types import StructType
 
     return StructType(schema.fields + StructType.fromDDL(ddl).fields)
-
-
-def replace_folder(df, path: Path) -> None:
-    """Write df as zstd Parquet to a temporary folder, then put it in place of `path`."""
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    df.write.option("compression", "zstd").parquet(str(tmp))
-    if path.exists():
-        shutil.rmtree(path)
-    tmp.rename(path)

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from core.output import atomic_write_json
 from dedup.config import DecontaminateConfig, DedupJobConfig
 from dedup.decontam import EvalIndex, NgramTable, build_index, find_hits
 from dedup.stages.base import DocBatch, Feature, Stage, StageContext
@@ -93,7 +92,7 @@ class Decontaminate(Stage):
             "contaminated_docs": contaminated.count(),
             "sets": _set_reports(hits, build_index(dc), dc),
         }
-        atomic_write_json(ctx.store.path(self.name) / "report.json", report)
+        ctx.store.write_json(f"{self.name}/report.json", report)
         return {"removed": reason_counts(ctx.decisions([self.name])), **report}
 
 

@@ -67,7 +67,8 @@ class MinHash(Stage):
         comp = connected_components(
             ctx.spark,
             edges,
-            ctx.store.path(f"{folder}/cc"),
+            ctx.store.tables,
+            f"stages/{folder}/cc",
             ctx.partitions,
             ctx.cfg.cluster.max_iterations,
             on_round=lambda r, n: (rounds.append(r), ctx.say(f"minhash: components round {r}: {n} edges")),

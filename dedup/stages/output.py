@@ -20,7 +20,6 @@ from dedup.stages.common import (
     copies_of,
     decisions_of,
     reason_counts,
-    replace_folder,
     with_fields,
 )
 
@@ -61,7 +60,7 @@ class Output(Stage):
                 .sortWithinPartitions("id", "_row")
             )
             agg = docs.agg(F.count(F.lit(1)).alias("n"), F.sum("_out_bytes").alias("b")).first()
-            replace_folder(docs.select(*input_cols, *ADDED_COLUMNS, *names), ctx.root / "docs")
+            ctx.store.tables.write(docs.select(*input_cols, *ADDED_COLUMNS, *names), "docs", "zstd")
         finally:
             final.unpersist()
         return {

@@ -33,7 +33,7 @@ class Prepare(Stage):
 
             ctx.stages = STAGES
         features = [f for st in ctx.stages for f in st.features(ctx.cfg)]
-        df = ctx.spark.read.parquet(*ctx.files)
+        df = ctx.store.tables.read_files(ctx.files)
         # A rerun over dedup output replaces its cluster columns; private (_) columns are ours.
         df = df.drop(*[c for c in df.columns if c in ADDED_COLUMNS or c.startswith("_")])
         input_columns = df.columns

@@ -201,11 +201,12 @@ def test_a_damaged_stage_marker_is_refused_by_name(tmp_path):
     from dedup.stages.base import StageStore
 
     store = StageStore(tmp_path)
-    (store.dir / "exact.json").write_text("{trunc")
-    (store.dir / "url.json").mkdir()
+    stages = Path(store.dir)
+    (stages / "exact.json").write_text("{trunc")
+    (stages / "url.json").mkdir()
     store.finish("ids", {"docs": 3})
     assert store.marker("ids") == {"docs": 3} and store.marker("minhash") is None
     for name in ("exact", "url"):
-        with pytest.raises(OutputConflict, match=re.escape(f"stage marker {store.dir / name}.json")):
+        with pytest.raises(OutputConflict, match=re.escape(f"stage marker {stages / name}.json")):
             store.marker(name)
-    assert json.loads((store.dir / "ids.json").read_text()) == {"docs": 3}
+    assert json.loads((stages / "ids.json").read_text()) == {"docs": 3}

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from core.tables import Tables
 from dedup.components import connected_components
 
 pytestmark = pytest.mark.spark
@@ -33,7 +34,9 @@ def _reference(edges: list[tuple[int, int]]) -> dict[int, int]:
 def _run(spark, tmp_path, edges: list[tuple[int, int]]) -> tuple[dict[int, int], int]:
     df = spark.createDataFrame(edges, "a long, b long")
     rounds: list[int] = []
-    comp = connected_components(spark, df, tmp_path / "cc", 4, on_round=lambda r, n: rounds.append(r))
+    comp = connected_components(
+        spark, df, Tables(tmp_path, spark), "cc", 4, on_round=lambda r, n: rounds.append(r)
+    )
     got = {r["node"]: r["root"] for r in comp.collect()}
     return got, len(rounds)
 

@@ -1,0 +1,241 @@
+"""Spark tables a job writes and reads back, on a local folder or an object store, with every byte
+moved by the executors: the driver's disk never holds a job's data.
+
+A job that keeps intermediate results (dedup's stages, connected components' rounds) or publishes
+a table (dedup's docs/, removed_ids/) asks `Tables(root, spark, native)` to `write(df, name)` and
+`read(name)`. There are two ways to reach `root`, one API:
+
+- **native**: Spark's own Parquet reader and writer on `root/name`. Used for a local folder (or one
+  every executor mounts), and for a URI when the cluster has a Hadoop connector for its scheme
+  (`s3a://` with hadoop-aws, `gs://` on Dataproc, `abfs://`, EMR's `s3://`). On a local folder a
+  table is written under a temporary name and renamed into place (POSIX rename is atomic).
+- **arrow**: for an object store Spark cannot address (the pip wheel of pyspark has no connector).
+  Each task writes its partition as one Parquet object with pyarrow through fsspec, from the
+  executor straight to its final key `name/part-NNNNN.parquet` (a retried or speculative attempt
+  rewrites the same key whole: S3 shows an object only once it is complete). Reading back is one
+  task per object, in the same order. The driver only ever holds the list of objects.
+
+On a URI a table is finished when its manifest `name/_table.json` exists, written by the driver
+after every part is in place (the parts, their rows, and the Spark schema, so that a table with no
+row reads back with its columns). Readers read the manifest, never a listing, so a part left by a
+killed attempt is never read; writing a table first deletes whatever was under its name.
+
+`spark_native` (`--spark-native`, the issue's `storage.spark_native`): `auto` uses native where
+the JVM has a Hadoop FileSystem for the scheme and arrow elsewhere; `true`/`false` force one.
+Executors reach the object store with the standard AWS chain (AWS_* environment of the worker or
+an instance role), as every other task of the project does (core/storage.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from core.spark import check_spark_native
+from core.storage import is_object_store, join, open_store
+
+__all__ = ["Tables", "read_parquet_files", "spark_native_for"]
+
+MANIFEST = "_table.json"
+_READ_BATCH_ROWS = 8192  # Arrow batches handed to Spark: bounded executor memory for wide text rows
+
+
+def spark_native_for(spark, uri: str, choice: str = "auto") -> bool:
+    """Whether Spark itself reads and writes `uri` (see the module docstring)."""
+    check_spark_native(choice)
+    if not is_object_store(uri):
+        return True  # a local or mounted folder: Spark's reader is the fast path
+    if choice != "auto":
+        return choice == "true"
+    scheme = uri.split("://", 1)[0]
+    jvm = spark.sparkContext._jvm
+    try:  # the JVM's own answer: a connector is registered for this scheme
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(
+            scheme, spark.sparkContext._jsc.hadoopConfiguration()
+        )
+        return True
+    except Exception:  # py4j wraps Hadoop's UnsupportedFileSystemException: no connector
+        return False
+
+
+class Tables:
+    """The tables of one job under `root` (a local path or a URI)."""
+
+    def __init__(self, root: str | Path, spark, spark_native: str = "auto") -> None:
+        self.root = str(root).rstrip("/")
+        self.spark = spark
+        self.remote = is_object_store(self.root)
+        self.spark_native = spark_native
+        self.native = spark_native_for(spark, self.root, spark_native)
+        self.store = open_store(self.root)
+
+    def path(self, name: str) -> str:
+        return join(self.root, name)
+
+    def exists(self, name: str) -> bool:
+        """Whether the table `name` was finished."""
+        if not self.remote:
+            return Path(self.path(name)).exists()  # renamed into place whole
+        return self.store.exists(join(self.path(name), MANIFEST))
+
+    def finished(self, folder: str, prefix: str = "") -> list[str]:
+        """Names of the finished tables directly under `folder` whose name starts with `prefix`, sorted."""
+        names = [n for n in self.store.list_dirs(self.path(folder)) if n.startswith(prefix)]
+        return [n for n in names if not n.startswith(".") and self.exists(f"{folder}/{n}")]
+
+    def delete(self, name: str) -> None:
+        if self.remote:
+            self.store.delete_tree(self.path(name))
+        else:
+            shutil.rmtree(self.path(name), ignore_errors=True)
+
+    def clean_stale(self, folder: str = "") -> None:
+        """Remove temporary folders a killed local write left under `folder` (local only: on a URI a
+        table is rewritten whole, its stale parts deleted first)."""
+        if not self.remote:
+            for stale in Path(self.path(folder)).glob(".*.tmp-*"):
+                shutil.rmtree(stale, ignore_errors=True)
+
+    def write(self, df, name: str, compression: str | None = None) -> str:
+        """Write `df` as table `name` (replacing any earlier one); returns its path."""
+        final = self.path(name)
+        if not self.remote:
+            tmp = Path(final).with_name(f".{Path(final).name}.tmp-{uuid.uuid4().hex[:8]}")
+            writer = df.write.option("compression", compression) if compression else df.write
+            writer.parquet(str(tmp))
+            shutil.rmtree(final, ignore_errors=True)  # left by a crash between rename and marker
+            Path(final).parent.mkdir(parents=True, exist_ok=True)
+            tmp.rename(final)
+            return final
+        self.store.delete_tree(final)  # a killed attempt's parts, or an older table
+        if self.native:
+            writer = df.write.option("compression", compression) if compression else df.write
+            writer.parquet(final)
+            manifest: dict[str, Any] = {"native": True, "schema": df.schema.json()}
+        else:
+            parts = df.mapInArrow(
+                _part_writer(final, compression or "snappy"), "part string, rows long"
+            ).collect()
+            files = sorted((r["part"], r["rows"]) for r in parts if r["part"])
+            manifest = {
+                "native": False,
+                "schema": df.schema.json(),
+                "parts": [p for p, _ in files],
+                "rows": sum(n for _, n in files),
+            }
+        self.store.write_bytes(join(final, MANIFEST), json.dumps(manifest).encode())
+        return final
+
+    def read_files(self, files: list[str]):
+        """Input Parquet files (paths or URIs) as one DataFrame: Spark's reader where it reaches every
+        file, else the executors' (one task per file, in list order)."""
+        schemes = {f.split("://", 1)[0] if is_object_store(f) else "" for f in files}
+        by_scheme = {
+            s: spark_native_for(self.spark, f"{s}://x" if s else "x", self.spark_native) for s in schemes
+        }
+        if all(by_scheme.values()):
+            return self.spark.read.parquet(*files)
+        return read_parquet_files(self.spark, files)
+
+    def read(self, name: str):
+        """The table `name` as a DataFrame (FileNotFoundError when it was never finished)."""
+        path = self.path(name)
+        if not self.remote:
+            return self.spark.read.parquet(path)
+        manifest = json.loads(self.store.read_bytes(join(path, MANIFEST)))
+        if manifest["native"]:
+            return self.spark.read.parquet(path)
+        from pyspark.sql.types import StructType
+
+        schema = StructType.fromJson(json.loads(manifest["schema"]))
+        return read_parquet_files(self.spark, [join(path, p) for p in manifest["parts"]], schema)
+
+
+def read_parquet_files(spark, files: list[str], schema=None):
+    """A DataFrame of Parquet `files` (paths or URIs the executors open themselves), one task per
+    file in list order. `schema` (Spark's): the columns read, in order, a file without one giving
+    nulls; None: the first file's (read from its footer here, the only byte the driver reads)."""
+    if schema is None:
+        if not files:
+            raise ValueError("read_parquet_files: no file and no schema")
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from pyspark.sql.types import StructField, StructType
+
+        store = open_store(files[0])
+        with store.open(files[0]) as f:
+            found = from_arrow_schema(pq.read_schema(f))
+        # every column nullable, as Spark's own reader makes them: another file may lack a column
+        schema = StructType([StructField(c.name, c.dataType, True) for c in found.fields])
+    if not files:
+        return spark.createDataFrame([], schema)
+    names = spark.sparkContext.parallelize([(f,) for f in files], len(files))
+    return spark.createDataFrame(names, "path string").mapInArrow(
+        _part_reader(schema, spark.conf.get("spark.sql.session.timeZone")), schema
+    )
+
+
+def _part_writer(folder: str, compression: str):
+    """mapInArrow function: this task's rows to `folder/part-<partition>.parquet`; yields (part, rows)."""
+
+    def run(batches: Iterator) -> Iterator:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from pyspark import TaskContext
+
+        name = f"part-{TaskContext.get().partitionId():05d}.parquet"
+        store = open_store(folder)
+        f = writer = None
+        rows = 0
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                if writer is None:
+                    f = store.open(join(folder, name), "wb")
+                    writer = pq.ParquetWriter(f, batch.schema, compression=compression)
+                writer.write_batch(batch)
+                rows += batch.num_rows
+            if writer is not None:
+                writer.close()
+                f.close()  # the object appears here, whole
+        except BaseException:
+            if f is not None:
+                store.discard(f)  # a failed attempt leaves no object (its retry writes the key again)
+            raise
+        yield pa.RecordBatch.from_pydict(
+            {"part": pa.array([name if rows else None], pa.string()), "rows": pa.array([rows], pa.int64())}
+        )
+
+    return run
+
+
+def _part_reader(schema, timezone: str):
+    """mapInArrow function over (path) rows: each file's batches as `schema` (Spark's) says, its
+    timestamps in the session's time zone (the Arrow type Spark hands to and expects from Python)."""
+
+    def run(batches: Iterator) -> Iterator:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        target = to_arrow_schema(schema, timezone=timezone)
+        for batch in batches:
+            for uri in batch.column("path").to_pylist():
+                store = open_store(uri)
+                with store.open(uri) as f:
+                    pf = pq.ParquetFile(f)
+                    present = [c for c in target.names if c in pf.schema_arrow.names]
+                    for b in pf.iter_batches(batch_size=_READ_BATCH_ROWS, columns=present):
+                        cols = [
+                            b.column(c) if c in present else pa.nulls(b.num_rows, target.field(c).type)
+                            for c in target.names
+                        ]
+                        yield pa.RecordBatch.from_arrays(cols, names=target.names).cast(target)
+
+    return run
