@@ -1,6 +1,7 @@
 """Stage `cluster`: the keep policy per near-duplicate cluster (a connected component of `minhash`).
 
-The cluster id is the id of the component's smallest node; `dup_cluster_size` counts the input
+The cluster id is the id of the component's first node in `minhash`'s node order (xxhash64(id), then
+id: the same on every run, whatever the cluster layout); `dup_cluster_size` counts the input
 documents a kept row stands for (exact/url copies folded into a member count too). Policies: keep
 one member by KEEP_ONE order and remove the rest (near_duplicate), or remove every member
 (drop_cluster: near_duplicate_cluster).
@@ -52,10 +53,10 @@ def _members(ctx: StageContext):
     from pyspark.sql import functions as F
 
     comp = ctx.read(f"{minhash_dir(ctx.cfg)}/components")
-    base = copies_of(ctx).withColumn("node", F.xxhash64("id"))
     wc = Window.partitionBy("root")
     return (
-        base.join(comp, "node")
+        copies_of(ctx)
+        .join(comp, "_row")
         .withColumn("dup_cluster_size", F.sum("_copies").over(wc))
         .withColumn("_members", F.count(F.lit(1)).over(wc))
         .withColumn("dup_cluster", F.first("id").over(wc.orderBy("node")))
