@@ -1,18 +1,18 @@
 """Command line of the token jobs: `python -m tokens train-tokenizer|tokenize ...`.
 
 `tokenize` also runs under spark-submit (`spark-submit tokens/__main__.py tokenize ...`);
-`train-tokenizer` is a single process. Both take `--config FILE` and `--set key=value`; tokenize's
-flags `--source`, `--select`, `--eod-token`, `--encoder` are aliases of its keys (tokens/config.py).
-Exit status (core/cli.py): 0 done; 1 some input files
-failed (a rerun retries them); 2 bad input (a config that does not validate, no documents, a
-tokenizer without an EOD token, an output folder made by another config), reported as
-`error: ...` before Spark starts.
+`train-tokenizer` is a single process. Every --input, --output and --tokenizer may be a local path
+or an object-store URI (`s3://bucket/prefix`, credentials from the standard AWS chain). Both take
+`--config FILE` and `--set key=value`; tokenize's flags `--source`, `--select`, `--eod-token`,
+`--encoder` are aliases of its keys (tokens/config.py). Exit status (core/cli.py): 0 done; 1 some
+input files failed (a rerun retries them); 2 bad input (a config that does not validate, no
+documents, a tokenizer without an EOD token, a store that does not answer, an output folder made by
+another config), reported as `error: ...` before Spark starts.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 
 import yaml
 
@@ -31,14 +31,18 @@ from core.safe_yaml import load_yaml
 from core.spark import SparkOptions
 from tokens.config import TokenizeConfig
 from tokens.job import run_tokenize
-from tokens.tokenizer import ENCODERS, TokenizerConfig, train_tokenizer
+from tokens.tokenizer import ENCODERS, TokenizerConfig, read_tokenizer_meta, train_tokenizer
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser, sub = command_parser("tokens", __doc__)
 
     tt = sub.add_parser("train-tokenizer", help="documents -> byte-level BPE tokenizer.json")
-    add_io_args(tt, "documents: an extract output or Parquet folder", "folder for tokenizer.json (+ meta)")
+    add_io_args(
+        tt,
+        "documents: an extract output or Parquet folder (or s3://prefix)",
+        "folder (or s3://prefix) for tokenizer.json (+ meta)",
+    )
     add_config_args(tt, "configs/tokenizer.yaml")
 
     tk = sub.add_parser("tokenize", help="documents -> token shards (.bin/.idx + manifest) on Spark")
@@ -46,7 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--input", required=True, metavar="DIR", help="documents: an extract output or Parquet folder"
     )
     tk.add_argument(
-        "--tokenizer", required=True, metavar="FILE", help="tokenizer.json (trained here or given)"
+        "--tokenizer",
+        required=True,
+        metavar="FILE",
+        help="tokenizer.json or its folder, local or s3:// (trained here or given)",
     )
     tk.add_argument("--output", required=True, metavar="DIR", help="writes DIR/shards/<source>/")
     tk.add_argument(
@@ -142,7 +149,7 @@ def _train_tokenizer(args: argparse.Namespace) -> int:
         # pyarrow reports a documents file without an `id` or `text` column as ArrowInvalid (a
         # ValueError): a bad input, reported as such rather than as a traceback.
         raise InputError(str(e)) from None
-    meta = json.loads(path.with_name("tokenizer_meta.json").read_text())
+    meta = read_tokenizer_meta(str(path))
     print(
         f"Refinery train-tokenizer -> {path}  (config {cfg.fingerprint()}, vocab {meta['vocab_size']}, "
         f"EOD {meta['eod_token']!r} = {meta['eod_id']}, sample {meta['sample']['documents']} docs)"

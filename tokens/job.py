@@ -298,8 +298,8 @@ def config_fingerprint(config: dict[str, Any]) -> str:
 def _load_tokenizer(tokenizer: str, eod_token: str | None, encoder: str):
     """(tokenizer, its JSON, the encoder used and why), or InputError before Spark starts."""
     try:
-        tok = load_tokenizer(tokenizer, eod_token)
-        tokenizer_json = Path(tok.path).read_text(encoding="utf-8")
+        tok = load_tokenizer(tokenizer, eod_token)  # a local file or an object-store URI
+        tokenizer_json = tok.tokenizer_json
         # Chosen here once so the log says which encoder and why, and encoder=tiktoken on a
         # tokenizer it cannot express fails before Spark starts; workers repeat the same choice.
         enc = build_encoder(tokenizer_json, encoder)

@@ -8,9 +8,16 @@ the initial alphabet, so any text encodes and decodes losslessly) and writes:
     tokenizer.json        the Hugging Face tokenizer (usable by `tokenizers` / `transformers`)
     tokenizer_meta.json   config + fingerprint that made it, EOD token and id, sample provenance, sha256
 
-The same input and config give a byte-identical tokenizer.json (tested). A given tokenizer.json
-(e.g. a released model's) is used as is; its EOD token comes from `tokenizer_meta.json` beside it,
-or `--eod-token`, or the first known end-of-text token it defines.
+Input and output may each be a local folder or an object-store prefix (`s3://`, core/storage.py):
+the listing is core.files' one rule for both (`doc_parquet_uris`, marker first), the reads are
+core.files.open_parquet (ranged reads on a store: the footer, the `id` column, then the `text` of
+only the row groups holding sampled rows), and the two files are whole-object writes, meta last (a
+folder with tokenizer.json but no meta is an interrupted run). The driver holds the sample's ids
+and texts only, whatever the input's size. The same input and config give a byte-identical
+tokenizer.json, from a local folder or its copy on a store (tests/tokens/test_tokenizer*.py).
+A given tokenizer.json (e.g. a released model's, local or on a store) is used as is; its EOD token
+comes from `tokenizer_meta.json` beside it, or `--eod-token`, or the first known end-of-text
+token it defines.
 
 Encoding documents (`build_encoder`): HF `tokenizers` encodes byte-level BPE at ~0.4-0.8 M tokens/s
 on one core; `tiktoken` runs the same algorithm (GPT-2 regex split, then rank-ordered byte-pair
@@ -26,6 +33,7 @@ must encode identically. tests/tokens/test_tokenizer_fast.py compares both paths
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 import itertools
@@ -40,8 +48,9 @@ from pydantic import model_validator
 
 from core.config import ConfigError, ConfigModel, check_positive, fingerprint_of, load_config
 from core.errors import InputError
-from core.files import doc_parquet_files, parquet_schema, sha256_file
+from core.files import doc_parquet_uris, open_parquet, parquet_schema
 from core.output import atomic_write_bytes, atomic_write_json, check_folder_path
+from core.storage import is_object_store, is_remote, join, open_store
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +112,9 @@ class LoadedTokenizer:
     vocab_size: int
     sha256: str
     path: str
+    """Absolute local path or object-store URI of the tokenizer.json read."""
+    tokenizer_json: str = field(default="", repr=False)
+    """Its text, as read (what the tokenize tasks build their encoder from)."""
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -110,35 +122,61 @@ def sample_key(seed: int, doc_id: str) -> bytes:
     return hashlib.blake2b(f"{seed}:{doc_id}".encode(), digest_size=8).digest()
 
 
-def select_sample(files: list[Path], cfg: TokenizerConfig) -> list[tuple[bytes, Path, int]]:
-    """(key, file, row) of the `sample_docs` documents with the smallest keys, in key order.
+def select_sample(files: list[str], cfg: TokenizerConfig) -> list[tuple[bytes, int, int]]:
+    """(key, index in `files`, row) of the `sample_docs` documents with the smallest keys, in key order.
 
     Reads only the `id` column, so choosing the sample costs little even on big inputs; the choice
-    is independent of how documents are split into files.
+    is independent of how documents are split into files. Ties (a repeated id) go by listing order.
     """
-    import pyarrow.parquet as pq
-
-    best: list[tuple[bytes, Path, int]] = []
-    for f in files:
-        ids = pq.read_table(f, columns=["id"]).column("id").to_pylist()
-        for row, doc_id in enumerate(ids):
-            best.append((sample_key(cfg.seed, str(doc_id)), f, row))
+    best: list[tuple[bytes, int, int]] = []
+    for i, f in enumerate(files):
+        with open_parquet(f) as pf:
+            ids = pf.read(columns=["id"]).column("id").to_pylist()
+        best += [(sample_key(cfg.seed, str(doc_id)), i, row) for row, doc_id in enumerate(ids)]
         # Prune now and then so memory stays O(sample_docs), not O(all documents).
         if len(best) > 4 * cfg.sample_docs:
             best = heapq.nsmallest(cfg.sample_docs, best)
     return sorted(heapq.nsmallest(cfg.sample_docs, best))
 
 
-def train_tokenizer(input_dir: str | Path, output_dir: str | Path, cfg: TokenizerConfig) -> Path:
-    """Train byte-level BPE on the sample of `input_dir`; write tokenizer.json + tokenizer_meta.json."""
-    import pyarrow.parquet as pq
+def read_sample_texts(files: list[str], sample: list[tuple[bytes, int, int]], max_chars: int) -> list[str]:
+    """The sampled documents' texts (cut to `max_chars`; null -> ""), in sample order.
+
+    Only the row groups that hold a sampled row are read, one at a time: on an object store that
+    is all that is fetched, and the driver never holds a whole file's text column.
+    """
+    by_file: dict[int, list[int]] = {}
+    for _, i, row in sample:
+        by_file.setdefault(i, []).append(row)
+    texts: dict[tuple[int, int], str] = {}
+    for i, rows in by_file.items():
+        rows.sort()
+        with open_parquet(files[i]) as pf:
+            start = 0
+            for rg in range(pf.num_row_groups):
+                stop = start + pf.metadata.row_group(rg).num_rows
+                wanted = rows[bisect.bisect_left(rows, start) : bisect.bisect_left(rows, stop)]
+                if wanted:
+                    col = pf.read_row_group(rg, columns=["text"]).column("text")
+                    for r, t in zip(wanted, col.take([r - start for r in wanted]).to_pylist(), strict=True):
+                        texts[(i, r)] = t[:max_chars] if isinstance(t, str) else ""
+                start = stop
+    return [texts[(i, r)] for _, i, r in sample]
+
+
+def train_tokenizer(input_dir: str | Path, output_dir: str | Path, cfg: TokenizerConfig) -> Path | str:
+    """Train byte-level BPE on the sample of `input_dir`; write tokenizer.json + tokenizer_meta.json.
+
+    Either may be a local folder or an object-store URI; returns tokenizer.json's local Path or URI.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    if "://" in str(output_dir) or "://" in str(input_dir):
-        # a single-process step on one machine (README: object storage): said, not a TypeError
-        raise InputError("train-tokenizer reads and writes local folders; copy the sample or the result")
-    out = check_folder_path(output_dir, "--output")  # a file there fails now, not after training
-    files = doc_parquet_files(input_dir)
+    if is_remote(output_dir) and not is_object_store(output_dir):
+        raise InputError(
+            f"--output {output_dir}: http(s) is read-only; name a local folder or an s3:// prefix"
+        )
+    out = check_folder_path(output_dir, "--output")  # a file, or an unreachable bucket, fails now
+    files = doc_parquet_uris(input_dir)  # InputError for nothing to read or a store that does not answer
     for f in files:  # named here: pyarrow's own error for a missing column does not say which file
         names = parquet_schema(f).names
         missing = [c for c in ("id", "text") if c not in names]
@@ -147,16 +185,7 @@ def train_tokenizer(input_dir: str | Path, output_dir: str | Path, cfg: Tokenize
     sample = select_sample(files, cfg)
     if not sample:
         raise InputError(f"{input_dir}: no documents to train a tokenizer on")
-    by_file: dict[Path, list[int]] = {}
-    for _, f, row in sample:
-        by_file.setdefault(f, []).append(row)
-    texts: dict[tuple[Path, int], str] = {}
-    for f, rows in by_file.items():
-        col = pq.read_table(f, columns=["text"]).column("text")
-        for r in rows:
-            t = col[r].as_py()
-            texts[(f, r)] = t[: cfg.max_chars_per_doc] if isinstance(t, str) else ""
-    ordered = [texts[(f, r)] for _, f, r in sample]
+    ordered = read_sample_texts(files, sample, cfg.max_chars_per_doc)
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -170,9 +199,11 @@ def train_tokenizer(input_dir: str | Path, output_dir: str | Path, cfg: Tokenize
     )
     tok.train_from_iterator(ordered, trainer=trainer, length=len(ordered))
 
-    out.mkdir(parents=True, exist_ok=True)
-    tok_path = out / "tokenizer.json"
-    atomic_write_bytes(tok_path, tok.to_str(pretty=True).encode())
+    if isinstance(out, Path):
+        out.mkdir(parents=True, exist_ok=True)
+    data = tok.to_str(pretty=True).encode()
+    tok_path = join(out, "tokenizer.json")
+    atomic_write_bytes(tok_path, data)
     meta = {
         "job": "train-tokenizer",
         "config": cfg.to_dict(),
@@ -180,39 +211,62 @@ def train_tokenizer(input_dir: str | Path, output_dir: str | Path, cfg: Tokenize
         "eod_token": cfg.eod_token,
         "eod_id": tok.token_to_id(cfg.eod_token),
         "vocab_size": tok.get_vocab_size(),
-        "tokenizer_sha256": sha256_file(tok_path),
+        "tokenizer_sha256": hashlib.sha256(data).hexdigest(),
         "sample": {
             "documents": len(ordered),
             "chars": sum(len(t) for t in ordered),
-            "input": str(Path(input_dir).resolve()),
-            "input_files": [f.name for f in files],
+            "input": str(input_dir).rstrip("/")
+            if is_object_store(input_dir)
+            else str(Path(input_dir).resolve()),
+            "input_files": [f.rsplit("/", 1)[-1] for f in files],
         },
     }
-    atomic_write_json(out / "tokenizer_meta.json", meta)
-    return tok_path
+    # Last: a reader (load_tokenizer, the demo's resume) takes the meta as "this tokenizer is whole".
+    atomic_write_json(join(out, "tokenizer_meta.json"), meta)
+    return tok_path if is_object_store(tok_path) else Path(tok_path)
+
+
+def read_tokenizer_file(path: str | Path) -> tuple[str, bytes]:
+    """(absolute path or URI, bytes) of tokenizer.json: `path` itself, or `path`/tokenizer.json."""
+    store = open_store(path)
+    where = str(path).rstrip("/") if is_object_store(path) else str(Path(path).expanduser().resolve())
+    for candidate in (where, join(where, "tokenizer.json")):
+        try:
+            return candidate, store.read_bytes(candidate)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            continue
+        except OSError as e:  # a store that does not answer, a file we may not read
+            raise InputError(f"cannot read tokenizer {candidate}: {e}") from None
+    raise InputError(f"tokenizer file not found: {where}")
+
+
+def read_tokenizer_meta(tokenizer_path: str) -> dict[str, Any]:
+    """tokenizer_meta.json beside a tokenizer.json (local or URI); {} when there is none."""
+    meta_path = join(tokenizer_path.rsplit("/", 1)[0], "tokenizer_meta.json")
+    try:
+        return json.loads(open_store(meta_path).read_bytes(meta_path))
+    except FileNotFoundError:
+        return {}
 
 
 def load_tokenizer(path: str | Path, eod_token: str | None = None) -> LoadedTokenizer:
-    """Load tokenizer.json; find its EOD token (argument, then tokenizer_meta.json, then known names)."""
+    """Load tokenizer.json (local or on a store); find its EOD token (argument, then
+    tokenizer_meta.json, then known names)."""
     from tokenizers import Tokenizer
 
-    p = Path(path)
-    if p.is_dir():
-        p = p / "tokenizer.json"
-    if not p.is_file():
-        raise InputError(f"tokenizer file not found: {p}")
+    where, data = read_tokenizer_file(path)
     try:
-        tok = Tokenizer.from_file(str(p))
+        text = data.decode("utf-8")
+        tok = Tokenizer.from_str(text)
     except Exception as e:  # the Rust side raises a bare Exception for malformed JSON
-        raise InputError(f"{p}: not a Hugging Face tokenizer.json: {e}") from None
-    meta_path = p.with_name("tokenizer_meta.json")
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        raise InputError(f"{where}: not a Hugging Face tokenizer.json: {e}") from None
+    meta = read_tokenizer_meta(where)
     name = eod_token or meta.get("eod_token")
     if name is None:
         name = next((t for t in KNOWN_EOD_TOKENS if tok.token_to_id(t) is not None), None)
     if name is None or tok.token_to_id(name) is None:
         raise InputError(
-            f"{p}: end-of-document token {name!r} is not in the vocabulary; pass --eod-token "
+            f"{where}: end-of-document token {name!r} is not in the vocabulary; pass --eod-token "
             f"(known names tried: {', '.join(KNOWN_EOD_TOKENS)})"
         )
     # A document that literally contains the EOD string must not get a real EOD in the middle:
@@ -223,8 +277,9 @@ def load_tokenizer(path: str | Path, eod_token: str | None = None) -> LoadedToke
         eod_token=name,
         eod_id=tok.token_to_id(name),
         vocab_size=tok.get_vocab_size(),
-        sha256=sha256_file(p),
-        path=str(p.resolve()),
+        sha256=hashlib.sha256(data).hexdigest(),
+        path=where,
+        tokenizer_json=text,
         meta=meta,
     )
 

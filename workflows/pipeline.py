@@ -221,7 +221,7 @@ def tokenize_steps(lay: Layout, recipe_path: str | Path) -> list[Step]:
             ("train-tokenizer", "--input", scored, "--output", tok_dir, "--config", lay.tokenizer_config),
             spark=False,
             output=tok_dir,
-            done_marker="tokenizer.json",
+            done_marker="tokenizer_meta.json",  # written last (tokens/tokenizer.py)
         )
     ]
     for src in Recipe.load(recipe_path).sources.values():

@@ -108,14 +108,3 @@ def test_parquet_without_text_or_id_names_the_file(tmp_path, capsys, columns):
     missing = "'text'" if "text" not in columns else "'id'"
     assert f"error: {bad}: no {missing} column; columns: {', '.join(columns)}" in err
     assert not (tmp_path / "tok").exists()
-
-
-def test_object_store_paths_are_refused_with_a_clear_error(tmp_path, corpus):
-    from core.errors import InputError
-
-    # train-tokenizer is a one-machine step: an s3:// folder is an InputError, not a TypeError
-    with pytest.raises(InputError, match="reads and writes local folders"):
-        train_tokenizer(corpus, "s3://bucket/tok", CFG)
-    with pytest.raises(InputError, match="reads and writes local folders"):
-        train_tokenizer("s3://bucket/scored", tmp_path / "tok", CFG)
-    assert not (tmp_path / "tok").exists()
