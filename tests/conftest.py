@@ -14,6 +14,9 @@ import pytest
 
 from testkit.shared_data import shared_data_dir
 
+# the dedup job test's corpus and first run, session-wide (tests/isolated compares against them)
+pytest_plugins = ["tests.support.dedup_corpus"]
+
 # `make test` runs two pytest-xdist workers (CI has 2 cores). Each worker is its own session, so a test
 # file goes to one worker whole (its module- and session-scoped set-up is built once), and the files that
 # share a session set-up costing a minute or more go to one worker together: the reduced demo (its
@@ -26,6 +29,9 @@ SHARED_SETUP_GROUPS = {
     "spark_cluster": "demo",
     "extract_out": "classifiers-extract",
     "model_dir": "classifiers-extract",  # built from extract_out (tests/classifiers/conftest.py)
+    # the isolated tier's cluster, and the dedup corpus run its dedup test compares against
+    "isolated_cluster": "dedup-isolated",
+    "first_run": "dedup-isolated",
 }
 TESTS = Path(__file__).resolve().parent
 
@@ -112,3 +118,20 @@ def demo_run(tmp_path_factory, warc_dir, data_dir) -> Path:
     res = run_demo(out, warc_dir, data_dir)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return out
+
+
+@pytest.fixture(scope="session")
+def isolated_cluster(tmp_path_factory, request, s3_server):
+    """A Spark standalone cluster whose workers share only the S3 server with the driver
+    (testkit/isolated.py), started once per session; skips where a private /tmp cannot be made."""
+    from testkit.isolated import start_isolated_cluster
+
+    return start_isolated_cluster(tmp_path_factory, request.addfinalizer, s3_server)
+
+
+@pytest.fixture()
+def disposable_isolated_cluster(tmp_path_factory, request, s3_server):
+    """The same, the test's own, stopped at its end: for a test that kills a worker."""
+    from testkit.isolated import start_isolated_cluster
+
+    return start_isolated_cluster(tmp_path_factory, request.addfinalizer, s3_server)

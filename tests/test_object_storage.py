@@ -1,10 +1,13 @@
-"""The whole data chain on a real S3 server: extract -> dedup -> score -> tokenize, every input and output s3://.
+"""The whole data chain on a real S3 server: extract -> dedup -> score -> train-tokenizer -> tokenize,
+every input and output s3://, on several "machines".
 
-The server is moto's, on 127.0.0.1 (testkit/s3.py); the S3 jobs run as the command lines a
-user types, in subprocesses whose only link to the server is the standard AWS environment
-(AWS_ENDPOINT_URL + credentials), which their Spark workers inherit. The same chain runs on local
-folders in this process, and the two must agree: same document ids and texts after every job,
-same scores, byte-identical token shards (sha256). A rerun skips every finished unit. The fault
+The server is moto's, on 127.0.0.1 (testkit/s3.py), the only storage the driver shares with the
+executors: every Spark job is `spark-submit`ted to the isolated cluster (testkit/isolated.py: each
+worker has a private /tmp; `isolated` tier), train-tokenizer runs on the driver's machine, and each
+reaches the server only through the standard AWS environment (AWS_ENDPOINT_URL + credentials). The
+same chain runs on local folders in this process, and the two must agree: same document ids and
+texts after every job, same scores, the same tokenizer bytes, byte-identical token shards (sha256).
+A rerun skips every finished unit. The fault
 test stops the server while `extract` runs: the job exits 1 naming the inputs that failed, no
 marker claims a unit it did not finish, and once the server is back the rerun completes them with
 nothing lost or duplicated.
@@ -27,6 +30,7 @@ import pytest
 from core.files import doc_parquet_uris
 from core.spark import SparkOptions
 from core.storage import ObjectStore, join, local_input
+from testkit.isolated import ROOT, submit_command
 from testkit.s3 import s3_env, upload_tree
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -51,10 +55,10 @@ def _rows(folder: str | Path, *columns: str) -> list[tuple]:
     return sorted(rows, key=lambda r: r[0])
 
 
-def _cli(server, *args: str) -> subprocess.CompletedProcess:
-    """`python -m <args> --master local[2] --no-progress` with only the AWS environment to find S3."""
+def _cli(server, *args: str, spark: bool = True) -> subprocess.CompletedProcess:
+    """`python -m <args> [--master local[2] --no-progress]` with only the AWS environment to find S3."""
     env = {**os.environ, **server.env}
-    cmd = [sys.executable, "-m", *args, "--master", "local[2]", "--no-progress"]
+    cmd = [sys.executable, "-m", *args, *(("--master", "local[2]", "--no-progress") if spark else ())]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -93,37 +97,72 @@ def local_chain(tmp_path_factory, warc_dir: Path, spark) -> dict:
     return p
 
 
+def _submit(
+    cluster, pkg: str, *args: str, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`spark-submit --master <isolated cluster> <pkg>/__main__.py <args> --no-progress`."""
+    cmd = submit_command(cluster, f"{pkg}/__main__.py", [*args, "--no-progress"])
+    env = {**cluster.env, **(env_extra or {})}
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
 @pytest.fixture(scope="module")
-def s3_chain(s3_server, local_chain, warc_dir: Path):
-    """The same chain through the command lines, WARCs uploaded to and every output on S3."""
+def s3_chain(s3_server, isolated_cluster, local_chain, warc_dir: Path, tmp_path_factory):
+    """The same chain through the command lines, WARCs uploaded to and every output on S3, every Spark
+    step submitted to the isolated cluster (testkit/isolated.py: executors share only S3 with the
+    driver), train-tokenizer from and to S3 on the driver's machine.
+
+    dedup's driver runs with its own empty TMPDIR (where releases before 2026-11-26 staged every
+    stage): `driver_tmp` must still be empty afterwards.
+    """
     import s3fs
 
+    driver_tmp = tmp_path_factory.mktemp("dedup-driver-tmp")
     with s3_env(s3_server):
         s3fs.S3FileSystem().mkdir("refinery-chain")
         b = "s3://refinery-chain"
         warcs = [upload_tree(warc_dir / w, f"{b}/warc/{w}")[0] for w in WARCS]
-        p = {k: f"{b}/out/{k}" for k in ("extract", "dedup", "scored", "tokens")}
-        p["warcs"], p["tokenizer"] = warcs, local_chain["tokenizer"]
-        p["runs"] = {
-            "extract": _ok(
-                _cli(s3_server, "curation", "extract", "--input", *warcs, "--output", p["extract"])
-            ),
-            "dedup": _ok(_cli(s3_server, "dedup", "run", "--input", p["extract"], "--output", p["dedup"])),
-            "score": _ok(
-                _cli(
-                    s3_server,
-                    "classifiers",
-                    "score",
-                    "--input",
-                    p["dedup"],
-                    "--output",
-                    p["scored"],
-                    "--toxicity",
-                    TOXICITY,
-                )
-            ),
-            "tokenize": _ok(_tokenize(s3_server, p)),
+        p = {k: f"{b}/out/{k}" for k in ("extract", "dedup", "scored", "tokenizer", "tokens")}
+        p["warcs"], p["driver_tmp"] = warcs, driver_tmp
+        c = isolated_cluster
+        runs = {
+            "extract": _ok(_submit(c, "curation", "extract", "--input", *warcs, "--output", p["extract"]))
         }
+        runs["dedup"] = _ok(
+            _submit(
+                c,
+                "dedup",
+                "run",
+                "--input",
+                p["extract"],
+                "--output",
+                p["dedup"],
+                env_extra={"TMPDIR": str(driver_tmp)},
+            )
+        )
+        runs["score"] = _ok(
+            _submit(
+                c,
+                "classifiers",
+                "score",
+                "--input",
+                p["dedup"],
+                "--output",
+                p["scored"],
+                "--toxicity",
+                TOXICITY,
+            )
+        )
+        runs["train-tokenizer"] = _ok(
+            _cli(s3_server, "tokens", "train-tokenizer", "--input", p["scored"], "--output", p["tokenizer"],
+                 "--set", "vocab_size=768", spark=False)
+        )  # fmt: skip
+        p["tokenizer"] = join(p["tokenizer"], "tokenizer.json")
+        runs["tokenize"] = _ok(
+            _submit(c, "tokens", "tokenize", "--input", p["scored"], "--tokenizer", p["tokenizer"],
+                    "--output", p["tokens"], "--source", "web")
+        )  # fmt: skip
+        p["runs"] = runs
         yield p
 
 
@@ -143,11 +182,16 @@ def _tokenize(server, p: dict) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.isolated
 def test_chain_on_s3_equals_the_local_chain(s3_chain, local_chain, s3_server):
     with s3_env(s3_server):
+        tok = ObjectStore(s3_chain["tokenizer"]).read_bytes(s3_chain["tokenizer"])
+        assert tok == Path(local_chain["tokenizer"]).read_bytes(), "train-tokenizer from S3 gave other bytes"
         assert _rows(s3_chain["extract"], "text", "url") == _rows(local_chain["extract"], "text", "url")
         dedup_cols = ("text", "dup_cluster", "dup_cluster_size")
         assert _rows(s3_chain["dedup"], *dedup_cols) == _rows(local_chain["dedup"], *dedup_cols)
+        left = sorted(str(f) for f in s3_chain["driver_tmp"].rglob("*"))
+        assert not left, f"dedup s3 -> s3 put files in the driver's temporary folder: {left[:5]}"
         local_scored = _rows(local_chain["scored"], "text", "toxicity")
         assert len(local_scored) > 10 and _rows(s3_chain["scored"], "text", "toxicity") == local_scored
         store = ObjectStore(s3_chain["tokens"])
@@ -174,6 +218,7 @@ def test_chain_on_s3_equals_the_local_chain(s3_chain, local_chain, s3_server):
         assert not [k for k in every_key if ".tmp-" in k]  # nothing ever stored under a temporary name
 
 
+@pytest.mark.isolated
 def test_rerun_on_s3_skips_everything_done(s3_chain, s3_server):
     with s3_env(s3_server):
         store = ObjectStore("s3://refinery-chain")

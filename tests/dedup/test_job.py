@@ -8,7 +8,6 @@ import random
 import shutil
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,98 +23,12 @@ from dedup.minhash import MinHashConfig, MinHasher, estimate_jaccard, exact_jacc
 from dedup.normalize import normalize_text
 from dedup.stages import Stage, StageContext
 from dedup.stages.common import alive, decisions_of, reason_counts
-from testkit.neardup import edit, real_documents, vocabulary
-
-T0 = datetime(2024, 5, 1, tzinfo=UTC)
-CFG = {"output": {"partitions": 2}, "lines": {"max_docs": 10, "min_words": 50}}
-
-
-def _row(i: int, text: str | None, url: str | None = None, quality: float = 0.5, day: int = 0, id_=None):
-    return {
-        "id": id_ or f"doc-{i:05d}",
-        "url": url or f"https://example.org/page/{i}",
-        "text": text,
-        "crawl": "CC-MAIN-2024-22",
-        "fetch_time": T0 + timedelta(days=day),
-        "lang": "en",
-        "quality": quality,
-    }
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory, data_dir):
-    """Rows plus what the test planted in them (which ids should go, and why)."""
-    docs = real_documents(data_dir)
-    rng = random.Random(11)
-    vocab = vocabulary(docs)
-    base = [d for d in docs if 300 <= len(d.split()) <= 900][:40]
-    rows, plan = [], {"exact": [], "url": [], "near": [], "boiler": [], "too_short": None}
-    for i, t in enumerate(base):
-        rows.append(_row(i, t, quality=0.5))
-    n = len(rows)
-    # exact: same text up to case and punctuation; the copy has the higher quality and is kept.
-    for i in range(0, 4):
-        copy = base[i].upper().replace(".", " .").replace(",", ";")
-        rows.append(_row(n, copy, quality=0.9))
-        plan["exact"].append((f"doc-{i:05d}", f"doc-{n:05d}"))
-        n += 1
-    # url: the same page captured again later with different text; the later capture is kept.
-    for i in range(4, 7):
-        url = f"HTTP://www.Example.org/page/{i}/?utm_source=x#top"
-        rows.append(_row(n, edit(base[i], 0.5, rng, vocab), url=url, day=30))
-        plan["url"].append((f"doc-{i:05d}", f"doc-{n:05d}"))
-        n += 1
-    # near: 3 lightly edited copies each, the original has the highest quality.
-    for i in range(7, 12):
-        group = [f"doc-{i:05d}"]
-        for _ in range(3):
-            rows.append(_row(n, edit(base[i], 0.004, rng, vocab), quality=0.3))
-            group.append(f"doc-{n:05d}")
-            n += 1
-        rows[i]["quality"] = 0.95
-        plan["near"].append(group)
-    # boilerplate: two real lines appended to 15 distinct documents (> max_docs = 10).
-    boiler = [base[-1].split("\n")[0][:200], " ".join(base[-2].split()[:25])]
-    for i in range(12, 27):
-        rows[i]["text"] = rows[i]["text"] + "\n" + "\n".join(boiler)
-        plan["boiler"].append(f"doc-{i:05d}")
-    # a document that is mostly boilerplate: too short once those lines go.
-    rows.append(_row(n, " ".join(base[30].split()[:20]) + "\n" + "\n".join(boiler)))
-    plan["too_short"] = f"doc-{n:05d}"
-    n += 1
-    # bad rows: empty, null, punctuation only, shorter than one shingle, a duplicate id.
-    rows += [_row(n, ""), _row(n + 1, None), _row(n + 2, "!!! ... ???"), _row(n + 3, "four words only here")]
-    plan["empty"] = [f"doc-{n:05d}", f"doc-{n + 1:05d}"]
-    plan["no_words"] = f"doc-{n + 2:05d}"
-    plan["short"] = f"doc-{n + 3:05d}"
-    n += 4
-    rows.append(_row(n, base[35][:500], id_="doc-00035"))  # same id as base[35], shorter text
-    # scripts without spaces: real Chinese sentences and a copy with one sentence dropped.
-    tsv = (data_dir / "langid" / "tatoeba_long.tsv").read_text().splitlines()[1:]
-    zh = "".join(line.split("\t")[3] for line in tsv if line.split("\t")[0] in ("zh", "zh-Hant"))
-    zh_sents = zh.split("。")
-    rows.append(_row(n + 1, zh))
-    rows.append(_row(n + 2, "。".join(zh_sents[:-2] + zh_sents[-1:])))
-    plan["zh"] = (f"doc-{n + 1:05d}", f"doc-{n + 2:05d}")
-    folder = tmp_path_factory.mktemp("dedup-input")
-    table = pa.Table.from_pylist(rows)
-    pq.write_table(table.slice(0, len(rows) // 2), folder / "part-0.parquet")
-    pq.write_table(table.slice(len(rows) // 2), folder / "part-1.parquet")
-    return folder, rows, plan, boiler
+from testkit.neardup import real_documents, vocabulary
+from tests.support.dedup_corpus import CFG, doc_row
 
 
 def _read(out: Path) -> list[dict]:
     return sorted(pq.read_table(out / "docs").to_pylist(), key=lambda r: r["id"])
-
-
-@pytest.fixture(scope="module")
-def first_run(spark, corpus, tmp_path_factory):
-    folder, *_ = corpus
-    out = tmp_path_factory.mktemp("dedup-out") / "run1"
-    result = run_dedup(
-        str(folder), str(out), DedupJobConfig.from_dict(CFG), spark=SparkOptions(progress=False)
-    )
-    return out, result
 
 
 @pytest.mark.spark
@@ -278,7 +191,7 @@ def test_verified_removals_are_checked_against_the_kept_document(spark, data_dir
         assert exact_jaccard(ha, hb) >= 0.8 and exact_jaccard(hb, hc) >= 0.8 > exact_jaccard(ha, hc)
         ids = [f"chain-{i}-{x}" for x in "abc"]
         for t, q, id_ in zip((a, b, c), (0.9, 0.5, 0.1), ids):  # quality makes A the one kept
-            rows.append(_row(len(rows), t, quality=q, id_=id_))
+            rows.append(doc_row(len(rows), t, quality=q, id_=id_))
         chains.append(ids)
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "chains.parquet")
     out = tmp_path / "out"
@@ -320,7 +233,7 @@ def test_giant_cluster(spark, data_dir, tmp_path):
     for i in range(10_000):
         w = list(words)
         w.insert(rng.randrange(len(w)), rng.choice(vocab))  # one real word inserted: J ~ 0.99
-        rows.append(_row(i, " ".join(w)))
+        rows.append(doc_row(i, " ".join(w)))
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "giant.parquet")
     out = tmp_path / "out"
     cfg = DedupJobConfig.from_dict({**CFG, "lines": {"enabled": False}})
@@ -430,9 +343,9 @@ def test_the_stage_list_drives_markers_and_funnel(spark, corpus, tmp_path, monke
 def test_null_id_is_a_counted_drop(spark, data_dir, tmp_path):
     """A document with a null id passed through with `id` and `dup_cluster` null."""
     docs = [d for d in real_documents(data_dir) if 300 <= len(d.split()) <= 900][:6]
-    rows = [_row(i, t) for i, t in enumerate(docs)]
+    rows = [doc_row(i, t) for i, t in enumerate(docs)]
     rows[2]["id"] = None  # a real document without an id
-    rows.append({**_row(90, ""), "id": None})  # no id and no text: the text reason comes first
+    rows.append({**doc_row(90, ""), "id": None})  # no id and no text: the text reason comes first
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
     out = tmp_path / "out"
     result = run_dedup(

@@ -1,0 +1,64 @@
+"""The isolated cluster really isolates: executors cannot see the driver's /tmp, nor it theirs, and
+every worker reaches the S3 server (testkit/isolated.py; the probe job is isolation_probe.py).
+
+If this fails, a test of the tier that passes proves nothing about running on several machines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from testkit.isolated import executor_logs, spark_submit, worker_tmp
+
+pytestmark = [pytest.mark.isolated, pytest.mark.slow]
+
+PROBE = Path(__file__).with_name("isolation_probe.py")
+
+
+def test_workers_cannot_see_the_drivers_tmp(isolated_cluster, s3_bucket, tmp_path):
+    import s3fs
+
+    token = uuid.uuid4().hex
+    # In /tmp itself (tmp_path is under it too, but a TMPDIR elsewhere would move that one).
+    driver_file = Path("/tmp") / f"refinery-driver-{token}.txt"
+    driver_file.write_text(token)
+    prefix = f"{s3_bucket}/isolation"
+    s3fs.S3FileSystem().pipe(f"{prefix.removeprefix('s3://')}/hello.txt", token.encode())
+    out = tmp_path / "probe.json"
+    t0 = time.perf_counter()
+    try:
+        run = spark_submit(
+            isolated_cluster, str(PROBE), [str(driver_file), prefix, str(out)], tmp_path / "probe.log"
+        )
+    finally:
+        driver_file.unlink()
+    print(f"probe job: {time.perf_counter() - t0:.1f} s")
+    assert run.returncode == 0, (tmp_path / "probe.log").read_text()[-4000:] + executor_logs(isolated_cluster)
+    found = json.loads(out.read_text())
+    reports = found["executors"]
+
+    # Two tasks in two different mount namespaces: exactly the two workers', neither the driver's.
+    workers_ns = {os.readlink(f"/proc/{w.pid}/ns/mnt") for w in isolated_cluster.workers}
+    assert len(workers_ns) == 2
+    assert found["driver_mnt_ns"] == os.readlink("/proc/self/ns/mnt") not in workers_ns
+    assert sorted(r["partition"] for r in reports) == [0, 1]
+    assert {r["mnt_ns"] for r in reports} == workers_ns
+
+    holders = []
+    for r in reports:
+        # The driver's file is not there for the executors...
+        assert r["driver_file"].startswith("FileNotFoundError"), r
+        # ...what an executor wrote is not there for the driver, but is in its worker's private /tmp
+        # (read through the worker's /proc root: the write did happen, on that worker only).
+        assert not Path(r["wrote"]).exists()
+        name = Path(r["wrote"]).name
+        holders += [i for i in (1, 2) if (worker_tmp(isolated_cluster, i) / name).is_file()]
+        # ...and S3 is shared: each executor listed and read the object the driver put there.
+        assert r["s3"] == {f"{prefix.removeprefix('s3://')}/hello.txt": token}, r
+    assert sorted(holders) == [1, 2]  # one file per worker, each only in its own /tmp
