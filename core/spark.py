@@ -91,7 +91,7 @@ class SparkOptions:
     progress: bool = True
     """Print the job's progress line (or a line per dedup stage)."""
     native_storage: str = "auto"
-    """`--spark-native` (storage.spark_native): whether Spark's own Parquet I/O reaches an
+    """`--spark-native`: whether Spark's own Parquet I/O reaches an
     object-store URI (a Hadoop connector: s3a://, gs://, abfs://) or the executors do it through
     pyarrow + fsspec; auto asks the JVM for a connector of the scheme (core.tables)."""
 

@@ -20,7 +20,7 @@ after every part is in place (the parts, their rows, and the Spark schema, so th
 row reads back with its columns). Readers read the manifest, never a listing, so a part left by a
 killed attempt is never read; writing a table first deletes whatever was under its name.
 
-`spark_native` (`--spark-native`, the issue's `storage.spark_native`): `auto` uses native where
+`--spark-native` (SparkOptions.native_storage): `auto` uses native where
 the JVM has a Hadoop FileSystem for the scheme and arrow elsewhere; `true`/`false` force one.
 Executors reach the object store with the standard AWS chain (AWS_* environment of the worker or
 an instance role), as every other task of the project does (core/storage.py).
@@ -164,7 +164,6 @@ def read_parquet_files(spark, files: list[str], schema=None):
             raise ValueError("read_parquet_files: no file and no schema")
         import pyarrow.parquet as pq
         from pyspark.sql.pandas.types import from_arrow_schema
-
         from pyspark.sql.types import StructField, StructType
 
         store = open_store(files[0])
