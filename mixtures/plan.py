@@ -14,7 +14,6 @@ al. 2022), and GPU-hours = FLOPs / (MFU * peak FLOP/s) / 3600 at the stated MFU 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from core.files import doc_parquet_files, parquet_schema
 from core.selectors import resolve_percentiles, selection_mask
 from mixtures.recipe import Recipe
 from mixtures.sampler import phase_quotas
-from mixtures.validate import check_sources
+from mixtures.validate import check_sources, has_manifest, read_manifest
 
 CHINCHILLA_TOKENS_PER_PARAM = 20
 H100_BF16_DENSE_FLOPS = 989e12
@@ -61,9 +60,8 @@ class Plan:
 def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
     """(tokens, exact): the manifest's count, or an estimate from the selected documents."""
     src = recipe.sources[name]
-    if src.shards is not None and (src.shards / "manifest.json").is_file():
-        manifest = json.loads((src.shards / "manifest.json").read_text())
-        return int(manifest["tokens"]), True
+    if src.shards is not None and has_manifest(src.shards):  # local or s3://: only the manifest is read
+        return int(read_manifest(src.shards)["tokens"]), True
     if src.docs is None:
         return None, False
     import pyarrow.compute as pc

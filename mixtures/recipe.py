@@ -17,7 +17,7 @@ selectors are parsed. Token counts may be written with a suffix: `400K`, `2.5B`,
     bytes_per_token: 4.0            # only to estimate sources that are not tokenized yet (plan)
     sources:
       web:
-        shards: ../out/demo/tokens/shards/web   # a `tokenize` output folder (manifest.json)
+        shards: ../out/demo/tokens/shards/web   # a `tokenize` output folder (manifest.json), or s3://…
         docs: ../out/demo/extract                # documents the shards were made from (optional)
         select: {lang: en, quality: ">= 0.6"}    # the selection those shards were made with
                                                  # (or `quality: "top 30%"`: core.selectors)
@@ -45,6 +45,7 @@ from pydantic_core import PydanticCustomError
 from core.config import ConfigModel, apply_overrides, build_config, read_yaml_mapping
 from core.errors import ConfigError
 from core.selectors import Selector, parse_selectors, selectors_spec
+from core.storage import is_object_store
 
 
 class RecipeError(ConfigError):
@@ -93,7 +94,7 @@ class SourceSpec(ConfigModel):
     """One entry of `sources:` as written; paths are resolved against the recipe file later."""
 
     shards: str | None = None
-    """folder with manifest.json + part-*.bin/.idx (curation `tokenize` output)"""
+    """folder with manifest.json + part-*.bin/.idx (curation `tokenize` output), or its `s3://` URI"""
     docs: str | None = None
     """documents folder (Parquet) the shards come from; with `select`, what `tokenize` should read"""
     select: dict[str, Any] | None = None
@@ -182,8 +183,9 @@ class RecipeSpec(ConfigModel):
 @dataclass(kw_only=True, frozen=True, slots=True)
 class Source:
     name: str
-    shards: Path | None = None
-    """Folder with manifest.json + part-*.bin/.idx (curation `tokenize` output)."""
+    shards: Path | str | None = None
+    """Folder with manifest.json + part-*.bin/.idx (curation `tokenize` output): a local Path, or an
+    object-store URI as a string (`s3://…`, read through tokens/shard_cache.py)."""
     docs: Path | None = None
     """Documents folder (Parquet) the shards come from; with `select`, what `tokenize` should read."""
     select: tuple[Selector, ...] = ()
@@ -259,7 +261,7 @@ def resolve(spec: RecipeSpec, base: Path, path: Path | None) -> Recipe:
     sources = {
         name: Source(
             name=name,
-            shards=_path(s.shards, base),
+            shards=_shards(s.shards, base),
             docs=_path(s.docs, base),
             select=parse_selectors(s.select, where=f"sources.{name}.select"),
             max_epochs=s.max_epochs if s.max_epochs is not None else spec.max_epochs,
@@ -300,6 +302,13 @@ def phase_tokens(spec: RecipeSpec) -> list[int]:
             "shares must sum to 1 (with token-count phases taken out)"
         )
     return tokens
+
+
+def _shards(value: str | None, base: Path) -> Path | str | None:
+    """A shards folder: an object-store URI as written (no trailing slash), else a path under `base`."""
+    if value is not None and is_object_store(value):
+        return value.rstrip("/")
+    return _path(value, base)
 
 
 def _path(value: str | None, base: Path) -> Path | None:

@@ -29,12 +29,16 @@ held-out token is ever trained on, and the split is the same on every rank, worl
 Quotas and per-source counts are untouched (they count sequences of the stream, not documents); the
 cost is that the source's pool shrinks by the held-out documents — n·seq_len tokens plus the tail of
 the last one — which the repetition cap accounts for. n = 0 gives exactly the stream without a split.
+
+Shards on an object store. A source whose `shards` is an `s3://` URI reads its shards through the node's
+shard cache (tokens/shard_cache.py, `shard_cache=`): every `.idx` at start, each `.bin` when a document of
+it is first needed, checked against the manifest's sha256, while a background thread fetches the `.bin`s
+of the next documents. The stream is the same bytes as from a local copy of the folder.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,12 +46,18 @@ from typing import Any
 
 import numpy as np
 
+from core.storage import is_object_store
 from mixtures.recipe import Phase, Recipe, RecipeError
-from mixtures.validate import check_sources, drawn_sources
+from mixtures.validate import check_sources, drawn_sources, has_manifest, read_manifest
+from tokens.shard_cache import Prefetcher, ShardCache, open_cached_shards
 from tokens.shards import IndexedShard
 
 STATE_VERSION = 1
 _HELDOUT_KEY = int.from_bytes(hashlib.sha256(b"heldout").digest()[:8], "little")  # never an epoch number
+# Remote shards: the next PREFETCH_DOCS documents of the stream are looked at, and the first
+# PREFETCH_SHARDS `.bin`s among them not yet on the node are fetched ahead (bench/trainer/shard_fetch.py).
+PREFETCH_DOCS = 64
+PREFETCH_SHARDS = 2
 
 
 def _name_key(name: str) -> int:
@@ -89,16 +99,30 @@ class Sample:
 class SourceStream:
     """All documents of one source's shards as an endless, per-epoch permuted token stream."""
 
-    def __init__(self, name: str, shard_dir: Path, seed: int, heldout_tokens: int = 0) -> None:
-        mpath = shard_dir / "manifest.json"
-        if not mpath.is_file():
+    def __init__(
+        self,
+        name: str,
+        shard_dir: Path | str,
+        seed: int,
+        heldout_tokens: int = 0,
+        cache: ShardCache | None = None,
+    ) -> None:
+        if not has_manifest(shard_dir):
             raise RecipeError(
                 f"source {name}: no manifest.json in {shard_dir} (run `python -m tokens tokenize` first)"
             )
         self.name = name
-        self.manifest = json.loads(mpath.read_text())
-        self.shards = [IndexedShard(shard_dir / f["bin"]) for f in self.manifest["files"]]
-        for f, s in zip(self.manifest["files"], self.shards, strict=True):
+        self.manifest = read_manifest(shard_dir)
+        files = self.manifest["files"]
+        self.prefetcher: Prefetcher | None = None
+        self.shards: list[Any]  # IndexedShard, or CachedShard (its reading interface) for a remote folder
+        if is_object_store(shard_dir):
+            cache = cache or ShardCache()
+            self.shards = open_cached_shards(cache, str(shard_dir), files)
+            self.prefetcher = Prefetcher(cache)
+        else:
+            self.shards = [IndexedShard(Path(shard_dir) / f["bin"]) for f in files]
+        for f, s in zip(files, self.shards, strict=True):
             if len(s) != f["documents"] or s.num_tokens != f["tokens"]:
                 raise RecipeError(f"source {name}: {s.bin_path} does not match its manifest entry")
         self.lengths = np.concatenate([s.lengths.astype(np.int64) for s in self.shards] or [np.zeros(0, int)])
@@ -151,6 +175,12 @@ class SourceStream:
             self._perm_epoch = epoch
         return self._perm
 
+    def _fetch_ahead(self, perm: np.ndarray, pos: int) -> None:
+        """Queue the `.bin`s of the documents after `pos` (in the order they are needed) for the prefetcher."""
+        assert self.prefetcher is not None
+        ahead = dict.fromkeys(self.shard_of[perm[pos + 1 : pos + 1 + PREFETCH_DOCS]].tolist())
+        self.prefetcher.want((self.shards[i] for i in ahead), limit=PREFETCH_SHARDS)
+
     def read(self, cursor: list[int], n: int, out: np.ndarray | None) -> tuple[list[int], list[int]]:
         """Advance `cursor` [epoch, pos, offset] by n tokens; copy them into `out` unless None.
 
@@ -167,6 +197,8 @@ class SourceStream:
             if out is not None:
                 if offset == 0:
                     starts.append(filled)
+                    if self.prefetcher is not None:
+                        self._fetch_ahead(perm, pos)
                 sh = self.shards[self.shard_of[doc]]
                 out[filled : filled + take] = sh[int(self.local[doc])][offset : offset + take]
             filled += take
@@ -189,7 +221,10 @@ class MixtureSampler:
         world_size: int = 1,
         allow_over_cap: bool = False,
         heldout_sequences: int = 0,
+        shard_cache: ShardCache | None = None,
     ) -> None:
+        """`shard_cache`: where sources on an object store are cached on this node (default: a ShardCache
+        with its defaults, made only if a drawn source is remote)."""
         if seq_len <= 0 or world_size <= 0 or not 0 <= rank < world_size or heldout_sequences < 0:
             raise ValueError(
                 "need seq_len > 0, 0 <= rank < world_size, heldout_sequences >= 0; "
@@ -198,26 +233,33 @@ class MixtureSampler:
         self.recipe, self.seq_len, self.rank, self.world_size = recipe, seq_len, rank, world_size
         self.heldout_sequences = heldout_sequences
         check_sources(recipe)  # the recipe against its shards' manifests: the same check as plan and trainer
+        drawn = drawn_sources(recipe)
+        if shard_cache is None and any(is_object_store(recipe.sources[n].shards or "") for n in drawn):
+            shard_cache = ShardCache()
+        self.shard_cache = shard_cache
         self.streams: dict[str, SourceStream] = {}
-        for name in drawn_sources(recipe):
+        for name in drawn:
             src = recipe.sources[name]
-            self.streams[name] = SourceStream(name, src.shards, recipe.seed, heldout_sequences * seq_len)
+            assert src.shards is not None  # check_sources refused a drawn source without shards
+            self.streams[name] = SourceStream(
+                name, src.shards, recipe.seed, heldout_sequences * seq_len, shard_cache
+            )
         self.quotas = [phase_quotas(ph, seq_len) for ph in recipe.phases]
         self.phase_sequences = [sum(q.values()) for q in self.quotas]
         self.total_sequences = sum(self.phase_sequences)
         self.steps = self.total_sequences // world_size
         """Samples each rank yields (the final incomplete round is dropped)."""
-        drawn = {n: sum(q.get(n, 0) for q in self.quotas) * seq_len for n in self.streams}
+        tokens = {n: sum(q.get(n, 0) for q in self.quotas) * seq_len for n in self.streams}
         # epochs over the training pool: held-out documents are not there to repeat
         pool = {n: st.n_train_tokens for n, st in self.streams.items()}
         over = [
-            f"{n}: {drawn[n] / pool[n]:.2f} epochs > max_epochs {recipe.sources[n].max_epochs}"
+            f"{n}: {tokens[n] / pool[n]:.2f} epochs > max_epochs {recipe.sources[n].max_epochs}"
             for n in self.streams
-            if drawn[n] > recipe.sources[n].max_epochs * pool[n]
+            if tokens[n] > recipe.sources[n].max_epochs * pool[n]
         ]
         if over and not allow_over_cap:
             raise RecipeError(f"{recipe.path}: repetition cap exceeded: {'; '.join(over)}")
-        self.tokens_drawn = drawn
+        self.tokens_drawn = tokens
         self._reset()
 
     # -- state ---------------------------------------------------------------------------------
@@ -300,8 +342,15 @@ class MixtureSampler:
     def __iter__(self) -> Iterator[Sample]:
         return self
 
+    def close(self) -> None:
+        """Stop fetching ahead (waits for a shard being downloaded); reading still works, unprefetched."""
+        for st in self.streams.values():
+            if st.prefetcher is not None:
+                st.prefetcher.close()
+
     def __next__(self) -> Sample:
         if self.global_index // self.world_size >= self.steps:
+            self.close()  # nothing more will be read ahead of
             raise StopIteration
         mine = None
         for r in range(self.world_size):

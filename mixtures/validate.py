@@ -24,6 +24,10 @@ opened), so it costs milliseconds even for thousands of shards:
 `plan` runs before tokenizing too: with `require_shards=False` a source without `shards` or without a
 manifest yet is left out of the checks (the plan estimates it from its documents and says so), while a
 manifest that exists is held to every check above.
+
+A `shards` folder on an object store (`s3://…`) is checked the same way from its `manifest.json` and one
+listing of the folder (sizes), without reading a shard: the trainer fetches them later through its node's
+shard cache (tokens/shard_cache.py), which checks each file's sha256 before use.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from core.storage import is_object_store, join, open_store
 from mixtures.recipe import Recipe, RecipeError
 
 
@@ -48,7 +53,7 @@ def check_sources(recipe: Recipe, require_shards: bool = True) -> dict[str, dict
     manifests: dict[str, dict[str, Any]] = {}
     for name in drawn_sources(recipe):
         src = recipe.sources[name]
-        if src.shards is None or not (src.shards / "manifest.json").is_file():
+        if src.shards is None or not has_manifest(src.shards):
             if not require_shards:
                 continue
             if src.shards is None:
@@ -73,9 +78,27 @@ def check_sources(recipe: Recipe, require_shards: bool = True) -> dict[str, dict
     return manifests
 
 
-def _folder_identity(path: Path) -> tuple:
+def has_manifest(shards: Path | str) -> bool:
+    """Whether the shards folder (local, or an object-store URI) holds a manifest.json yet."""
+    manifest = join(shards, "manifest.json")
+    try:
+        return open_store(manifest).exists(manifest)
+    except OSError as e:  # an unreachable store is not "not tokenized yet"
+        raise RecipeError(f"cannot read {manifest}: {e}") from None
+
+
+def read_manifest(shards: Path | str) -> dict[str, Any]:
+    """A shards folder's manifest.json (local or on an object store), parsed."""
+    path = join(shards, "manifest.json")
+    return json.loads(open_store(path).read_bytes(path))
+
+
+def _folder_identity(path: Path | str) -> tuple:
     """The same for every spelling of one folder: the device and inode where it exists (symlinks, `..`,
-    a trailing slash, a second mount), else the path with symlinks and `..` resolved."""
+    a trailing slash, a second mount), else the path with symlinks and `..` resolved. An object-store
+    URI is itself (recipe.py already dropped its trailing slash)."""
+    if is_object_store(path):
+        return ("uri", str(path))
     real = os.path.realpath(path)
     try:
         st = os.stat(real)
@@ -122,10 +145,10 @@ def _check_distinct_shards(where: Any, recipe: Recipe, manifests: dict[str, dict
             )
 
 
-def _read_manifest(where: Any, name: str, shards: Path) -> dict[str, Any]:
-    path = shards / "manifest.json"
+def _read_manifest(where: Any, name: str, shards: Path | str) -> dict[str, Any]:
+    path = join(shards, "manifest.json")
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_manifest(shards)
     except (OSError, ValueError) as e:
         raise RecipeError(f"{where}: sources.{name}.shards: {path} is not readable JSON ({e})") from None
     if (
@@ -139,17 +162,21 @@ def _read_manifest(where: Any, name: str, shards: Path) -> dict[str, Any]:
     return manifest
 
 
-def _check_files(where: Any, name: str, shards: Path, manifest: dict[str, Any]) -> None:
+def _check_files(where: Any, name: str, shards: Path | str, manifest: dict[str, Any]) -> None:
+    try:  # one listing (an object store) or a stat per file: no shard is read
+        sizes = open_store(shards).sizes(str(shards))
+    except OSError as e:
+        raise RecipeError(f"{where}: sources.{name}.shards: cannot list {shards}: {e}") from None
     for entry in manifest["files"]:
         for key in ("bin", "idx"):
-            p = shards / entry[key]
-            if not p.is_file():
+            if entry[key] not in sizes:
                 raise RecipeError(
-                    f"{where}: sources.{name}.shards: {p} is listed in manifest.json but missing"
+                    f"{where}: sources.{name}.shards: {join(shards, entry[key])} is listed in manifest.json "
+                    "but missing"
                 )
-        size, want = (shards / entry["bin"]).stat().st_size, entry.get("bin_bytes")
+        size, want = sizes[entry["bin"]], entry.get("bin_bytes")
         if want is not None and size != want:
             raise RecipeError(
-                f"{where}: sources.{name}.shards: {shards / entry['bin']} has {size} bytes, manifest.json "
+                f"{where}: sources.{name}.shards: {join(shards, entry['bin'])} has {size} bytes, manifest.json "
                 f"records {want} (truncated or replaced; re-tokenize)"
             )

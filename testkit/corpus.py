@@ -117,3 +117,19 @@ def build_source(
     manifest = build_manifest(source, config, "test", tok, done)
     (out / "manifest.json").write_text(json.dumps(manifest))
     return out
+
+
+def build_two_sources(root: Path) -> dict[str, Path]:
+    """The mixture tests' two real sources under `root`: `web` (the extracted WARC pages and edge rows)
+    and `multi` (Leipzig sentences), tokenized with a 512-token BPE trained on them; name -> shards folder."""
+    from tokens.tokenizer import TokenizerConfig, train_tokenizer
+
+    corpus = build_corpus(root / "corpus")
+    tok = train_tokenizer(corpus, root / "tok", TokenizerConfig(vocab_size=512))
+    docs = sorted((corpus / "docs").glob("*.parquet"))
+    web = [d for d in docs if d.name != "multi.parquet"]
+    multi = [d for d in docs if d.name == "multi.parquet"]
+    return {
+        "web": build_source(root / "tokens", tok, "web", web),
+        "multi": build_source(root / "tokens", tok, "multi", multi),
+    }

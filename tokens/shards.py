@@ -145,6 +145,28 @@ def write_shard(prefix: Path, docs: Iterable[np.ndarray], eod_id: int, dtype: np
     return info
 
 
+def read_index(idx_path: Path) -> tuple[np.dtype, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """An `.idx` file, memmapped and checked: (dtype of its .bin, lengths, pointers, document_indices,
+    the raw memmap the arrays view). What `IndexedShard` opens, and what the shard cache
+    (tokens/shard_cache.py) reads of a remote shard before its `.bin` is fetched."""
+    idx = np.memmap(idx_path, dtype=np.uint8, mode="r")
+    if len(idx) < HEADER_BYTES or bytes(idx[:9]) != MAGIC:
+        raise ShardFormatError(f"{idx_path}: not an MMIDIDX index (bad magic)")
+    version, code, n_seq, n_doc = struct.unpack("<QBQQ", bytes(idx[9:HEADER_BYTES]))
+    if version != VERSION:
+        raise ShardFormatError(f"{idx_path}: version {version}, expected {VERSION}")
+    if code not in CODE_DTYPES:
+        raise ShardFormatError(f"{idx_path}: dtype code {code}; readable: {sorted(CODE_DTYPES)}")
+    expected = HEADER_BYTES + 4 * n_seq + 8 * n_seq + 8 * n_doc
+    if len(idx) < expected:
+        raise ShardFormatError(f"{idx_path}: truncated ({len(idx)} bytes, header implies {expected})")
+    off = HEADER_BYTES
+    lengths = np.frombuffer(idx, dtype="<i4", count=n_seq, offset=off)
+    pointers = np.frombuffer(idx, dtype="<i8", count=n_seq, offset=off + 4 * n_seq)
+    document_indices = np.frombuffer(idx, dtype="<i8", count=n_doc, offset=off + 12 * n_seq)
+    return CODE_DTYPES[code], lengths, pointers, document_indices, idx
+
+
 class IndexedShard:
     """Read-only view of one shard through numpy memmaps; nothing is loaded until indexed.
 
@@ -161,25 +183,7 @@ class IndexedShard:
         for p in (self.idx_path, self.bin_path):
             if not p.is_file():
                 raise ShardFormatError(f"{p}: no such file")
-        idx = np.memmap(self.idx_path, dtype=np.uint8, mode="r")
-        if len(idx) < HEADER_BYTES or bytes(idx[:9]) != MAGIC:
-            raise ShardFormatError(f"{self.idx_path}: not an MMIDIDX index (bad magic)")
-        version, code, n_seq, n_doc = struct.unpack("<QBQQ", bytes(idx[9:HEADER_BYTES]))
-        if version != VERSION:
-            raise ShardFormatError(f"{self.idx_path}: version {version}, expected {VERSION}")
-        if code not in CODE_DTYPES:
-            raise ShardFormatError(f"{self.idx_path}: dtype code {code}; readable: {sorted(CODE_DTYPES)}")
-        self.dtype = CODE_DTYPES[code]
-        expected = HEADER_BYTES + 4 * n_seq + 8 * n_seq + 8 * n_doc
-        if len(idx) < expected:
-            raise ShardFormatError(
-                f"{self.idx_path}: truncated ({len(idx)} bytes, header implies {expected})"
-            )
-        off = HEADER_BYTES
-        self.lengths = np.frombuffer(idx, dtype="<i4", count=n_seq, offset=off)
-        self.pointers = np.frombuffer(idx, dtype="<i8", count=n_seq, offset=off + 4 * n_seq)
-        self.document_indices = np.frombuffer(idx, dtype="<i8", count=n_doc, offset=off + 12 * n_seq)
-        self._idx = idx
+        self.dtype, self.lengths, self.pointers, self.document_indices, self._idx = read_index(self.idx_path)
         n_bin = self.bin_path.stat().st_size
         total = int(self.lengths.sum(dtype=np.int64)) * self.dtype.itemsize
         if n_bin != total:

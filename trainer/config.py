@@ -27,6 +27,7 @@ from pydantic import Field, field_validator, model_validator
 from core import config as core_config
 from core.config import ConfigModel, check_at_least, check_choice
 from core.errors import ConfigError
+from tokens.shard_cache import DEFAULT_CACHE_BYTES
 
 __all__ = [
     "CheckpointSection",
@@ -176,11 +177,18 @@ class DataSection(ConfigModel):
     """tokens per row fed to the model; the sampler draws seq_len + 1 (inputs + shifted targets)"""
     allow_over_cap: bool = False
     """pass-through to MixtureSampler (repetition cap of the recipe)"""
+    shard_cache_dir: str = ""
+    """node-local folder caching the recipe's shards that are on an object store (s3://), shared by the
+    node's ranks (tokens/shard_cache.py); "": $TMPDIR/refinery-shards of each node"""
+    shard_cache_bytes: int = DEFAULT_CACHE_BYTES
+    """bound on that folder (least recently used shards are evicted); at least the largest shard"""
 
     @model_validator(mode="after")
     def _check(self) -> DataSection:
         if self.seq_len <= 1:
             raise ConfigError(f"data.seq_len must be > 1, got {self.seq_len}")
+        if self.shard_cache_bytes <= 0:
+            raise ConfigError(f"data.shard_cache_bytes must be > 0 bytes, got {self.shard_cache_bytes}")
         return self
 
 

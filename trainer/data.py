@@ -15,6 +15,7 @@ import numpy as np
 
 from mixtures.recipe import RecipeError
 from mixtures.sampler import MixtureSampler
+from tokens.shard_cache import ShardCache
 from tokens.shards import ShardFormatError
 from trainer.config import ConfigError, TrainConfig, load_recipe
 
@@ -77,7 +78,9 @@ def open_rank_data(cfg: TrainConfig, rank: int, world: int) -> RankData:
     """Rank `rank`'s slice of the recipe's stream and the held-out rows (never in the training stream).
 
     Runs before the process group starts: every recipe and shard error is a ConfigError naming
-    `data.recipe` (exit 2), from the same checks as `mixtures plan` (mixtures/validate.py)."""
+    `data.recipe` (exit 2), from the same checks as `mixtures plan` (mixtures/validate.py); a cache
+    bound smaller than a shard, one naming `data.shard_cache_bytes`. Shards on an object store are
+    read through the node's cache (`data.shard_cache_dir`), shared by the ranks of the node."""
     try:
         sampler = MixtureSampler(
             load_recipe(cfg),
@@ -86,6 +89,7 @@ def open_rank_data(cfg: TrainConfig, rank: int, world: int) -> RankData:
             world,
             allow_over_cap=cfg.data.allow_over_cap,
             heldout_sequences=cfg.eval.sequences_per_source,
+            shard_cache=ShardCache(cfg.data.shard_cache_dir or None, cfg.data.shard_cache_bytes),
         )
     except (RecipeError, ShardFormatError) as e:
         raise ConfigError(f"data.recipe: {e}") from None
