@@ -53,6 +53,7 @@ from torch import nn
 from classifiers.lm_archive import load_program
 from core.cli import guarded
 from core.files import sha256_file
+from core.storage import is_object_store
 from trainer import checkpoint as ckpt
 from trainer.metrics import MetricsLog
 from trainer.model import ModelConfig, Transformer
@@ -157,16 +158,25 @@ def shards_tokenizer(state: dict) -> dict | None:
         recipe = Recipe.load(recipe_path)
     except (RecipeError, OSError, TypeError):
         return None
+    from mixtures.validate import has_manifest, read_manifest
+
     for src in recipe.sources.values():
-        manifest = Path(src.shards) / "manifest.json"
-        if manifest.is_file():
-            return json.loads(manifest.read_text())["tokenizer"]
+        try:  # local or on an object store
+            if src.shards is not None and has_manifest(src.shards):
+                return read_manifest(src.shards)["tokenizer"]
+        except (RecipeError, OSError, ValueError):
+            continue
     return None
 
 
 def _tokenizer(state: dict, given: Path | None) -> tuple[Path, dict]:
     """The tokenizer.json to ship, checked against the one the shards were made with."""
     entry = shards_tokenizer(state)
+    if given is None and entry and is_object_store(entry.get("path") or ""):
+        raise ExportError(
+            f"the shards were made with tokenizer {entry['path']} (on an object store): pass --tokenizer, a "
+            "local copy of it (it is checked against the shards' sha256)"
+        )
     path = given or (Path(entry["path"]) if entry and entry.get("path") else None)
     if path is None:
         raise ExportError("no --tokenizer given and the training shards' manifest cannot be read to find it")

@@ -49,6 +49,7 @@ from core.config import fingerprint_of, read_yaml_mapping
 from core.errors import InputError, OutputConflict
 from core.output import atomic_write_json, guard_folder
 from mixtures.recipe import Recipe
+from mixtures.validate import has_manifest, read_manifest
 from trainer.launch import launch_command
 from trainer.metrics import MetricsLog
 from workflows.paths import project_path
@@ -122,13 +123,12 @@ def load_arms(paths: list[str]) -> list[Arm]:
         drawn = {s for ph in recipe.phases for s in ph.weights}
         for name in sorted(drawn):
             src = recipe.sources[name]
-            man = src.shards / "manifest.json" if src.shards else None
-            if man is None or not man.is_file():
+            if src.shards is None or not has_manifest(src.shards):
                 raise InputError(
-                    f"arm {arm.name} ({p}): source {name} has no tokenized shards ({man}); "
+                    f"arm {arm.name} ({p}): source {name} has no tokenized shards ({src.shards}); "
                     "run `python -m tokens tokenize` for it first"
                 )
-            m = json.loads(man.read_text())
+            m = read_manifest(src.shards)
             tok = {"sha256": m["tokenizer"]["sha256"], "path": m["tokenizer"].get("path")}
             if arm.tokenizer and arm.tokenizer["sha256"] != tok["sha256"]:
                 raise InputError(f"arm {arm.name}: its sources use different tokenizers")
