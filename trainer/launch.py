@@ -11,13 +11,30 @@ here. Two choices make it work under any install:
 
 The rendezvous port is picked free unless given: the launcher's default (29500) is shared by every
 DeepSpeed run on the machine, and a second run on it hangs waiting for ranks that are not its own.
+
+Several nodes: the same launcher, started on each node by hand (or by the cluster's scheduler) with
+DeepSpeed's `--no_ssh` multi-node form, so no node needs SSH or pdsh to reach another:
+
+    python -m deepspeed.launcher.runner --hostfile H --no_ssh --node_rank R --master_addr A --master_port P \
+        --num_nodes N [--num_gpus K] --module trainer.train --config C --set k=v
+
+H lists the nodes in DeepSpeed's format (`host slots=K` a line; the order gives the node ranks: the
+launcher numbers this node's ranks from the slots of the hosts before it). Every node runs the same
+command but for R; A is node 0's address and P a port free there, the same on every node (a port picked
+free here would differ between nodes). `launch_command` checks them before anything starts (ConfigError,
+exit 2): DeepSpeed's own launcher would instead warn on a missing hostfile and run one node alone, fail an
+assert on a bad node rank, or fail only when its ranks try to reach an address that does not resolve.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+from core.errors import ConfigError
 
 TRAIN_MODULE = "trainer.train"
 LAUNCHER_MODULE = "deepspeed.launcher.runner"
@@ -40,6 +57,62 @@ def default_processes() -> int:
         return 2
 
 
+# DeepSpeed's hostfile line, its own pattern (launcher/runner.py `_parse_hostfile`, which also ignores
+# what follows it): a host, then its slot count
+_HOST_LINE = re.compile(r"^(\S+)\s+slots=(\d+)")
+
+
+def read_hostfile(path: str | Path) -> dict[str, int]:
+    """The hosts of a DeepSpeed hostfile and their slots, in order; ConfigError naming the file and line
+    for what the launcher would refuse (or, for a missing file, silently ignore)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"hostfile {path}: no such file (the launcher would run on this node alone)")
+    hosts: dict[str, int] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _HOST_LINE.match(line)
+        if not m or int(m.group(2)) < 1:
+            raise ConfigError(f"hostfile {path}:{n}: {line!r} is not `host slots=K` with K >= 1")
+        if m.group(1) in hosts:
+            raise ConfigError(f"hostfile {path}:{n}: host {m.group(1)!r} listed twice")
+        hosts[m.group(1)] = int(m.group(2))
+    if not hosts:
+        raise ConfigError(f"hostfile {path}: lists no host")
+    return hosts
+
+
+def node_args(
+    hostfile: str | Path,
+    node_rank: int,
+    master_addr: str,
+    master_port: int | bool | None,
+    nodes: int | None,
+    processes: int | None,
+) -> list[str]:
+    """The launcher's multi-node flags for this node (`--no_ssh`: each node starts its own launcher),
+    checked first: the hostfile, the node count and rank, one explicit port, an address that resolves."""
+    hosts = read_hostfile(hostfile)
+    nodes = len(hosts) if nodes is None else nodes
+    if not 1 <= nodes <= len(hosts):
+        raise ConfigError(f"nodes={nodes}: the hostfile {hostfile} lists {len(hosts)} host(s)")
+    if not 0 <= node_rank < nodes:
+        raise ConfigError(f"node_rank={node_rank}: must be in [0, {nodes}) for {nodes} node(s)")
+    if isinstance(master_port, bool) or not master_port:
+        raise ConfigError("master_port: several nodes need one port number, the same on every node")
+    slots = list(hosts.values())[:nodes]
+    if processes is not None and processes > min(slots):
+        raise ConfigError(f"processes={processes}: more than the hostfile's slots per node ({slots})")
+    try:
+        socket.getaddrinfo(master_addr, master_port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        raise ConfigError(f"master_addr={master_addr!r} does not resolve here: {e}") from None
+    cmd = ["--hostfile", str(hostfile), "--no_ssh", "--node_rank", str(node_rank)]
+    return [*cmd, "--master_addr", master_addr, "--num_nodes", str(nodes)]
+
+
 def launch_command(
     config: str,
     overrides: Sequence[str] = (),
@@ -47,17 +120,29 @@ def launch_command(
     processes: int | None = None,
     master_port: int | bool | None = True,
     python: str = sys.executable,
+    hostfile: str | Path | None = None,
+    node_rank: int | None = None,
+    master_addr: str | None = None,
+    nodes: int | None = None,
 ) -> list[str]:
     """The launcher command for `trainer.train --config config --set override ...`.
 
     overrides: `section.key=value` strings, each passed as `--set section.key=value` (the trainer's
     positional form is an alias of it, kept for hand-typed commands).
 
-    processes: ranks on this node (`--num_gpus`); None leaves the launcher to use every GPU it sees.
+    processes: ranks on this node (`--num_gpus`); None leaves the launcher to use every GPU it sees (with
+    a hostfile: the host's slots).
     master_port: a port, True for a free one, None/False for the launcher's default.
     python: the interpreter that runs the launcher (and, through it, every rank).
+    hostfile, node_rank, master_addr, nodes: one node of several (module docstring); all but `nodes`
+    (default: every host of the hostfile) are required together, and master_port must be a number.
     """
     cmd = [python, "-m", LAUNCHER_MODULE]
+    several = (hostfile, node_rank, master_addr)
+    if any(v is not None for v in several) or nodes is not None:
+        if any(v is None for v in several):
+            raise ConfigError("several nodes need hostfile, node_rank and master_addr together")
+        cmd += node_args(hostfile, node_rank, master_addr, master_port, nodes, processes)  # type: ignore[arg-type]
     if processes is not None:
         cmd += ["--num_gpus", str(processes)]
     if master_port is True:

@@ -21,14 +21,13 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
 
 from core.errors import ConfigError
 from core.files import sha256_file
 from core.storage import ObjectStore, join
-from testkit.corpus import build_corpus, build_source
+from testkit.corpus import build_corpus
+from testkit.tiny_train import tiny_run
 from tests.trainer.test_train_deepspeed import launch, records, step_records
-from tokens.tokenizer import TokenizerConfig, train_tokenizer
 from trainer import checkpoint as ckpt
 from trainer import checkpoint_remote as remote
 
@@ -124,32 +123,8 @@ def small_run(tmp_path_factory):
     """Shards of the real corpus, a 1-rank config of 12 steps with checkpoints every 4, and run L (local)."""
     root = tmp_path_factory.mktemp("s3ckpt")
     corpus = build_corpus(tmp_path_factory.mktemp("corpus"))
-    tok = train_tokenizer(corpus, root / "tok", TokenizerConfig(vocab_size=512))
-    docs = sorted((corpus / "docs").glob("*.parquet"))
-    web = build_source(root / "tokens", tok, "web", docs)
-    recipe = {
-        "name": "t",
-        "seed": 5,
-        "total_tokens": 4_000,
-        "max_epochs": 50,
-        "sources": {"web": {"shards": str(web)}},
-        "phases": [{"name": "main", "share": 1.0, "weights": {"web": 1}}],
-    }
-    (root / "recipe.yaml").write_text(yaml.safe_dump(recipe))
-    cfg = {
-        "seed": 7,
-        "model": {"size": "debug"},
-        "optimizer": {"lr": 3e-3, "min_lr": 3e-4},
-        "schedule": {"steps": STEPS, "warmup_steps": 2, "global_batch": 4, "micro_batch": 2},
-        "data": {"recipe": str(root / "recipe.yaml"), "seq_len": SEQ},
-        "eval": {"sequences_per_source": 0},
-        "checkpoint": {"every": 4, "keep": 2},
-        "spike": {"enabled": False},
-        "logging": {"sample_tokens": 0, "tensorboard": False},
-        "deepspeed": {"zero_stage": 3},  # the ZeRO-3 checkpoints these tests were written for (default: auto)
-    }
-    cfg_path = root / "train.yaml"
-    cfg_path.write_text(yaml.safe_dump(cfg))
+    cfg_path = tiny_run(root, corpus, steps=STEPS, seq_len=SEQ, warmup_steps=2, total_tokens=4_000,
+                        checkpoint_every=4, keep=2)  # fmt: skip
     run_l = root / "local"
     launch(cfg_path, f"checkpoint.dir={run_l / 'ckpt'}", f"logging.dir={run_l}", procs=1)
     return root, cfg_path, run_l

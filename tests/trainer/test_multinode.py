@@ -1,0 +1,254 @@
+"""Two nodes through DeepSpeed's own multi-node launcher (`--hostfile --no_ssh --node_rank`), each node
+isolated, checkpoints on S3 with node-local staging; and the launch checks that run before any of it.
+
+The two "nodes" are two launcher processes on this machine (trainer/launch.py's command, node ranks 0
+and 1 of a two-host hostfile, one rank each), each in its own mount namespace with a private /tmp
+(testkit/isolated.py's `private_tmp`; skipped with the reason where it is refused). The ranks meet over
+127.0.0.1 (gloo on DeepSpeed's CPU accelerator). What they share: the token shards, recipe and config
+(under /var/tmp, outside the private /tmp, as a shared or per-node read-only copy would be on a cluster),
+the log folder (the test reads metrics.jsonl there), and the moto S3 server, the only place checkpoints go. Each
+node stages its checkpoint files in its own /tmp (the default staging folder), so rank 1's ZeRO shards
+exist only in node 1's /tmp until it uploads them, and on resume node 1 must download the checkpoint
+itself: rank 0's download is in node 0's /tmp.
+
+- 2 nodes x 1 rank train 4 steps with L's losses and grad norms bit for bit, L being the same config on
+  one node with 2 processes (same world size, same gloo allreduce between two ranks: the sums are the
+  same, so no tolerance is needed and any would hide a wrong data split or a rank that trained alone);
+  the step-2 and step-4 checkpoints on S3 are complete (COMPLETE.json lists both ranks' files, and every
+  file verifies against it), and nothing was staged in the test's own (shared) /tmp;
+- the step-4 checkpoint loses its marker (an upload cut short): the rerun on the two isolated nodes
+  resumes from step 2 and trains steps 3-4 with L's losses, bit for bit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from core.errors import ConfigError
+from core.storage import ObjectStore, join
+from testkit.corpus import build_corpus
+from testkit.isolated import _probe_private_tmp, private_tmp
+from testkit.tiny_train import tiny_run
+from tests.trainer.test_train_deepspeed import records, step_records
+from trainer import checkpoint as ckpt
+from trainer import checkpoint_remote as remote
+from trainer.launch import LAUNCHER_MODULE, TRAIN_MODULE, free_port, launch_command
+
+REPO = Path(__file__).resolve().parents[2]
+SEQ = 32
+STEPS = 4
+TIMEOUT = 240  # seconds per launch: ~12 s measured on 2 lightly loaded cores, the rest for a loaded CI box
+
+
+def _hostfile(folder: Path, lines: str = "node-0 slots=1\nnode-1 slots=1\n") -> Path:
+    path = folder / "hostfile"
+    path.write_text(lines)
+    return path
+
+
+# ------------------------------------------------------------------ checks before anything starts
+
+
+def test_multinode_command_is_deepspeeds_no_ssh_form(tmp_path):
+    pytest.importorskip("deepspeed")
+    from deepspeed.launcher.runner import parse_args
+
+    hostfile = _hostfile(tmp_path)
+    cmd = launch_command("c.yaml", ["a=1"], processes=1, master_port=29611,
+                         hostfile=hostfile, node_rank=1, master_addr="127.0.0.1")  # fmt: skip
+    assert cmd[:3] == [launch_command("c.yaml")[0], "-m", LAUNCHER_MODULE]
+    args = parse_args(cmd[3:])  # DeepSpeed's own parser reads what the docs tell a user to type
+    assert (args.hostfile, args.no_ssh, args.node_rank, args.num_nodes) == (str(hostfile), True, 1, 2)
+    assert (args.master_addr, args.master_port, args.num_gpus) == ("127.0.0.1", 29611, 1)
+    assert (
+        args.module
+        and args.user_script == TRAIN_MODULE
+        and args.user_args == ["--config", "c.yaml", "--set", "a=1"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("hostfile", "kwargs", "error"),
+    [
+        (None, {}, r"hostfile .*/missing: no such file"),
+        (
+            "node-0 slots=1\nnode-1 gpus=1\n",
+            {},
+            r"hostfile .*hostfile:2: 'node-1 gpus=1' is not `host slots=K`",
+        ),
+        ("node-0 slots=1\nnode-0 slots=1\n", {}, r"hostfile .*:2: host 'node-0' listed twice"),
+        ("# nothing\n\n", {}, r"lists no host"),
+        ("node-0 slots=1\nnode-1 slots=1\n", {"node_rank": 2}, r"node_rank=2: must be in \[0, 2\)"),
+        (
+            "node-0 slots=1\nnode-1 slots=1\n",
+            {"node_rank": 1, "nodes": 1},
+            r"node_rank=1: must be in \[0, 1\)",
+        ),
+        ("node-0 slots=1\nnode-1 slots=1\n", {"nodes": 3}, r"nodes=3: the hostfile .* lists 2 host"),
+        (
+            "node-0 slots=1\nnode-1 slots=1\n",
+            {"master_port": True},
+            r"master_port: several nodes need one port",
+        ),
+        (
+            "node-0 slots=2\nnode-1 slots=1\n",
+            {"processes": 2},
+            r"processes=2: more than the hostfile's slots per node \(\[2, 1\]\)",
+        ),
+        (
+            "node-0 slots=1\n",
+            {"master_addr": "no-such-host.invalid"},
+            r"master_addr='no-such-host.invalid' does not",
+        ),
+    ],
+)
+def test_bad_multinode_launch_is_a_config_error(tmp_path, hostfile, kwargs, error):
+    path = _hostfile(tmp_path, hostfile) if hostfile is not None else tmp_path / "missing"
+    args = {"node_rank": 0, "master_addr": "127.0.0.1", "master_port": 29611, "hostfile": path, **kwargs}
+    with pytest.raises(ConfigError, match=error):
+        launch_command("c.yaml", **args)
+
+
+def test_node_rank_without_hostfile_is_a_config_error():
+    with pytest.raises(ConfigError, match="hostfile, node_rank and master_addr together"):
+        launch_command("c.yaml", node_rank=0, master_addr="127.0.0.1", master_port=29611)
+
+
+# ------------------------------------------------------------------ two isolated nodes
+
+
+@pytest.fixture(scope="module")
+def shared_run(tmp_path_factory):
+    """Shards, recipe and a 4-step ZeRO-3 config under /var/tmp (both nodes read them; their /tmp is
+    private), and run L: the same config on one node with 2 processes, checkpoints in a local folder."""
+    why = _probe_private_tmp()
+    if why:
+        pytest.skip(why)
+    root = Path(tempfile.mkdtemp(prefix="refinery-multinode-", dir="/var/tmp"))
+    try:
+        corpus = build_corpus(tmp_path_factory.mktemp("corpus"))
+        tiny_run(
+            root,
+            corpus,
+            steps=STEPS,
+            seq_len=SEQ,
+            warmup_steps=1,
+            total_tokens=2_000,
+            checkpoint_every=2,
+            keep=3,
+        )
+        local = root / "local"
+        cmd = launch_command(str(root / "train.yaml"), [f"checkpoint.dir={local / 'ckpt'}", f"logging.dir={local}"],
+                             processes=2)  # fmt: skip
+        _wait([_start(cmd, _env(root / "ext-local"), root / "local.log")])
+        yield root, step_records(local)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _env(extensions: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The launcher's environment: one thread per rank (2 cores), the project importable, a fresh folder
+    for torch's JIT-built extensions (the trainer must build none), TMPDIR the node's own /tmp."""
+    extensions.mkdir(parents=True)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO),
+        "TORCH_EXTENSIONS_DIR": str(extensions),
+    }
+    return {**env, "TMPDIR": "/tmp", **(extra or {})}
+
+
+def _start(cmd: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.Popen, Path]:
+    with log.open("ab") as f:
+        f.write(("\n$ " + " ".join(cmd) + "\n").encode())
+        f.flush()
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return proc, log
+
+
+def _wait(procs: list[tuple[subprocess.Popen, Path]]) -> None:
+    """Every launcher to its end, each exit 0. Once one fails (or at the deadline) the others are killed:
+    a node whose peer died waits in its next collective forever. The failed logs' tails are the message."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and any(p.poll() is None for p, _ in procs):
+        if any(p.poll() for p, _ in procs):  # one exited non-zero
+            break
+        time.sleep(0.5)
+    for proc, _ in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    bad = [(p.returncode, log) for p, log in procs if p.returncode != 0]
+    tails = [f"--- {log.name}: exit {rc}\n{log.read_text(errors='replace')[-4000:]}" for rc, log in bad]
+    assert not bad, "\n".join(tails)
+
+
+def _two_nodes(root: Path, s3_env: dict[str, str], uri: str, logs: Path, attempt: str) -> None:
+    """The run on two isolated nodes: one launcher per node rank, the same command but for the rank."""
+    hostfile = _hostfile(root)
+    port = free_port()
+    procs = []
+    for rank in (0, 1):
+        cmd = launch_command(str(root / "train.yaml"), [f"checkpoint.dir={uri}", f"logging.dir={logs}"],
+                             processes=1, master_port=port, hostfile=hostfile, node_rank=rank,
+                             master_addr="127.0.0.1")  # fmt: skip
+        env = _env(root / f"ext-{attempt}-node{rank}", s3_env)
+        procs.append(_start(private_tmp(cmd), env, root / f"{attempt}-node{rank}.log"))
+    _wait(procs)
+    # the trainer built no torch extension on either node (DeepSpeed's CPU shm allreduce op is skipped),
+    # and left none of that op's 66 MB files in /dev/shm, which the nodes share here
+    assert not [p for rank in (0, 1) for p in (root / f"ext-{attempt}-node{rank}").rglob("*")]
+    assert not sorted(Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*"))
+
+
+def _shared_staging(uri: str) -> Path:
+    """Where the default staging folder of `uri` would be in the test's own /tmp (core.storage.staging_dir,
+    computed, not called: calling it creates it)."""
+    return Path(tempfile.gettempdir()) / "refinery-staging" / hashlib.sha1(uri.encode()).hexdigest()[:12]
+
+
+@pytest.mark.isolated
+@pytest.mark.slow
+def test_two_isolated_nodes_train_and_resume_from_s3_as_one_node(shared_run, s3_server, s3_bucket):
+    root, local = shared_run
+    uri = join(s3_bucket, "ckpt/multinode")
+    logs = root / "two-nodes"
+
+    _two_nodes(root, s3_server.env, uri, logs, "first")
+    got = step_records(logs)
+    assert sorted(got) == list(range(1, STEPS + 1))
+    for s in got:
+        assert (got[s]["loss"], got[s]["grad_norm"]) == (local[s]["loss"], local[s]["grad_norm"]), s
+    store = ObjectStore(uri)
+    check = root / "check"
+    check.mkdir()
+    for tag in (ckpt.tag_for(2), ckpt.tag_for(4)):
+        marker = json.loads(store.read_bytes(join(uri, tag, ckpt.MARKER)))
+        assert marker["world_size"] == 2
+        # both ranks' ZeRO shards: rank 1's were only ever in node 1's private /tmp before their upload
+        assert {remote.owner(name) for name in marker["files"]} == {0, 1}, sorted(marker["files"])
+        assert remote.fetch(uri, tag, check) is None, tag  # every listed file there, at its sha256
+    assert not _shared_staging(uri).exists()  # neither node staged in the test's /tmp
+
+    # an upload cut short before step 4's marker: the two nodes resume from step 2, each from its own download
+    store.delete(join(uri, ckpt.tag_for(4), ckpt.MARKER))
+    _two_nodes(root, s3_server.env, uri, logs, "resume")
+    assert [r["from"] for r in records(logs) if r.get("event") == "resume"] == [ckpt.tag_for(2)]
+    got = step_records(logs)
+    for s in (3, 4):
+        assert (got[s]["loss"], got[s]["grad_norm"]) == (local[s]["loss"], local[s]["grad_norm"]), s
+    assert store.exists(join(uri, ckpt.tag_for(4), ckpt.MARKER))  # step 4 saved again, whole
+    assert not _shared_staging(uri).exists()
