@@ -4,9 +4,10 @@ isolated, checkpoints on S3 with node-local staging; and the launch checks that 
 The two "nodes" are two launcher processes on this machine (trainer/launch.py's command, node ranks 0
 and 1 of a two-host hostfile, one rank each), each in its own mount namespace with a private /tmp
 (testkit/isolated.py's `private_tmp`; skipped with the reason where it is refused). The ranks meet over
-127.0.0.1 (gloo on DeepSpeed's CPU accelerator). What they share: the token shards, recipe and config
-(under /var/tmp, outside the private /tmp, as a shared or per-node read-only copy would be on a cluster),
-the log folder (the test reads metrics.jsonl there), and the moto S3 server, the only place checkpoints go. Each
+127.0.0.1 (gloo on DeepSpeed's CPU accelerator). What they share: the recipe and config (under /var/tmp,
+outside the private /tmp, as a per-node read-only copy would be on a cluster), the log folder (the test
+reads metrics.jsonl there), and the moto S3 server, where the token shards are (each node caches them
+in its own /tmp: tokens/shard_cache.py) and the only place checkpoints go. Each
 node stages its checkpoint files in its own /tmp (the default staging folder), so rank 1's ZeRO shards
 exist only in node 1's /tmp until it uploads them, and on resume node 1 must download the checkpoint
 itself: rank 0's download is in node 0's /tmp.
@@ -33,11 +34,13 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from core.errors import ConfigError
 from core.storage import ObjectStore, join
 from testkit.corpus import build_corpus
 from testkit.isolated import _probe_private_tmp, private_tmp
+from testkit.s3 import s3_env, upload_tree
 from testkit.tiny_train import tiny_run
 from tests.trainer.test_train_deepspeed import records, step_records
 from trainer import checkpoint as ckpt
@@ -196,13 +199,28 @@ def _wait(procs: list[tuple[subprocess.Popen, Path]]) -> None:
     assert not bad, "\n".join(tails)
 
 
+def _shards_on_s3(root: Path, bucket: str) -> Path:
+    """The run's shards uploaded to S3 and a config whose recipe reads them there: recipe-s3.yaml,
+    train-s3.yaml. Each node then caches them in its own private /tmp (data.shard_cache_dir default)."""
+    recipe = yaml.safe_load((root / "recipe.yaml").read_text())
+    local = Path(recipe["sources"]["web"]["shards"])
+    upload_tree(local, f"{bucket}/shards/web")
+    recipe["sources"]["web"]["shards"] = f"{bucket}/shards/web"
+    (root / "recipe-s3.yaml").write_text(yaml.safe_dump(recipe))
+    cfg = yaml.safe_load((root / "train.yaml").read_text())
+    cfg["data"]["recipe"] = str(root / "recipe-s3.yaml")
+    (root / "train-s3.yaml").write_text(yaml.safe_dump(cfg))
+    return root / "train-s3.yaml"
+
+
 def _two_nodes(root: Path, s3_env: dict[str, str], uri: str, logs: Path, attempt: str) -> None:
-    """The run on two isolated nodes: one launcher per node rank, the same command but for the rank."""
+    """The run on two isolated nodes: one launcher per node rank, the same command but for the rank;
+    the shards, like the checkpoints, on S3 (train-s3.yaml)."""
     hostfile = _hostfile(root)
     port = free_port()
     procs = []
     for rank in (0, 1):
-        cmd = launch_command(str(root / "train.yaml"), [f"checkpoint.dir={uri}", f"logging.dir={logs}"],
+        cmd = launch_command(str(root / "train-s3.yaml"), [f"checkpoint.dir={uri}", f"logging.dir={logs}"],
                              processes=1, master_port=port, hostfile=hostfile, node_rank=rank,
                              master_addr="127.0.0.1")  # fmt: skip
         env = _env(root / f"ext-{attempt}-node{rank}", s3_env)
@@ -226,6 +244,8 @@ def test_two_isolated_nodes_train_and_resume_from_s3_as_one_node(shared_run, s3_
     root, local = shared_run
     uri = join(s3_bucket, "ckpt/multinode")
     logs = root / "two-nodes"
+    with s3_env(s3_server):
+        _shards_on_s3(root, s3_bucket)
 
     _two_nodes(root, s3_server.env, uri, logs, "first")
     got = step_records(logs)
