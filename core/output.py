@@ -262,7 +262,7 @@ def _check_remote_folder(uri: str, what: str) -> str:
     bucket = rest.split("/", 1)[0]
     try:
         store.check_bucket(uri)
-        is_file = "/" in rest and store.exists(uri) and not store.list(uri, recursive=True)
+        is_file = "/" in rest and store.is_file(uri)
     except (FileNotFoundError, PermissionError) as e:
         raise OutputConflict(
             f"{what} {uri}: bucket {bucket!r} does not exist or is not visible ({e})"

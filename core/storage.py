@@ -89,6 +89,11 @@ class Store(abc.ABC):
     def read_bytes(self, path: str) -> bytes: ...
 
     @abc.abstractmethod
+    def is_file(self, path: str) -> bool:
+        """Whether a file (an object at exactly this key) is there; a folder (prefix) is not one."""
+        ...
+
+    @abc.abstractmethod
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write `path` whole: a reader sees the old content or the new one, never a part."""
         ...
@@ -153,6 +158,9 @@ class LocalStore(Store):
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
+
+    def is_file(self, path: str) -> bool:
+        return os.path.isfile(path)
 
     def read_bytes(self, path: str) -> bytes:
         return Path(path).read_bytes()
@@ -237,6 +245,11 @@ class ObjectStore(Store):
 
     def exists(self, path: str) -> bool:
         return bool(self._io(path, self.fs.exists, self._key(path)))
+
+    def is_file(self, path: str) -> bool:
+        # one question about one key (HEAD), not "exists" then "is the prefix empty": another process
+        # writing and deleting a key under the prefix between the two made a folder look like an object
+        return bool(self._io(path, self.fs.isfile, self._key(path)))
 
     def read_bytes(self, path: str) -> bytes:
         return self._io(path, self.fs.cat_file, self._key(path))

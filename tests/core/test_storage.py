@@ -91,6 +91,17 @@ def test_unreachable_or_missing_bucket_is_refused_before_work(s3_bucket, s3_serv
     ObjectStore(s3_bucket).write_bytes(join(s3_bucket, "a-file"), b"x")
     with pytest.raises(OutputConflict, match="is an object, not a folder"):
         OutputDir(join(s3_bucket, "a-file")).prepare("job", {}, "fp")
+    # A prefix is a folder whether or not a key is under it right now: two trainer nodes each write and
+    # delete a probe key under checkpoint.dir, and the other's check ran between the two (a flaky
+    # "is an object" in the two-node test, when the check asked "exists" and then "holds a key").
+    folder = join(s3_bucket, "ckpt")
+    store = ObjectStore(s3_bucket)
+    store.write_bytes(join(folder, ".probe"), b"")
+    assert not store.is_file(folder) and store.exists(folder)
+    check_folder_path(folder)
+    store.delete(join(folder, ".probe"))
+    assert not store.is_file(folder) and store.is_file(join(s3_bucket, "a-file"))
+    check_folder_path(folder)
     s3_server.stop()
     try:
         with pytest.raises(OutputConflict, match="cannot be reached"):
