@@ -73,7 +73,7 @@ def doc_parquet_uris(path: str | Path) -> list[str]:
     uri = str(path).rstrip("/")
     store = ObjectStore(uri)
     try:
-        if uri.endswith(".parquet") and store.fs.isfile(store._key(uri)):
+        if uri.endswith(".parquet") and store.is_file(uri):
             return [uri]
         docs = f"{uri}/docs"
         root = docs if store.list(docs, ".parquet", recursive=True) else uri
@@ -149,8 +149,7 @@ def open_parquet(path: str | Path) -> Iterator[Any]:
     if not is_object_store(path):
         yield pq.ParquetFile(path)
         return
-    store = ObjectStore(str(path))
-    with store.fs.open(store._key(str(path)), "rb") as f:
+    with ObjectStore(str(path)).open(str(path)) as f:
         yield pq.ParquetFile(f)
 
 

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from core.files import open_parquet, parquet_schema
 from core.spark import check_spark_native
 from core.storage import is_object_store, join, open_store
 
@@ -87,12 +88,6 @@ class Tables:
         names = [n for n in self.store.list_dirs(self.path(folder)) if n.startswith(prefix)]
         return [n for n in names if not n.startswith(".") and self.exists(f"{folder}/{n}")]
 
-    def delete(self, name: str) -> None:
-        if self.remote:
-            self.store.delete_tree(self.path(name))
-        else:
-            shutil.rmtree(self.path(name), ignore_errors=True)
-
     def clean_stale(self, folder: str = "") -> None:
         """Remove temporary folders a killed local write left under `folder` (local only: on a URI a
         table is rewritten whole, its stale parts deleted first)."""
@@ -103,9 +98,9 @@ class Tables:
     def write(self, df, name: str, compression: str | None = None) -> str:
         """Write `df` as table `name` (replacing any earlier one); returns its path."""
         final = self.path(name)
+        writer = df.write.option("compression", compression) if compression else df.write
         if not self.remote:
             tmp = Path(final).with_name(f".{Path(final).name}.tmp-{uuid.uuid4().hex[:8]}")
-            writer = df.write.option("compression", compression) if compression else df.write
             writer.parquet(str(tmp))
             shutil.rmtree(final, ignore_errors=True)  # left by a crash between rename and marker
             Path(final).parent.mkdir(parents=True, exist_ok=True)
@@ -113,7 +108,6 @@ class Tables:
             return final
         self.store.delete_tree(final)  # a killed attempt's parts, or an older table
         if self.native:
-            writer = df.write.option("compression", compression) if compression else df.write
             writer.parquet(final)
             manifest: dict[str, Any] = {"native": True, "schema": df.schema.json()}
         else:
@@ -133,11 +127,8 @@ class Tables:
     def read_files(self, files: list[str]):
         """Input Parquet files (paths or URIs) as one DataFrame: Spark's reader where it reaches every
         file, else the executors' (one task per file, in list order)."""
-        schemes = {f.split("://", 1)[0] if is_object_store(f) else "" for f in files}
-        by_scheme = {
-            s: spark_native_for(self.spark, f"{s}://x" if s else "x", self.spark_native) for s in schemes
-        }
-        if all(by_scheme.values()):
+        schemes = {f.split("://", 1)[0] for f in files if is_object_store(f)}  # one JVM question each
+        if all(spark_native_for(self.spark, f"{s}://", self.spark_native) for s in schemes):
             return self.spark.read.parquet(*files)
         return read_parquet_files(self.spark, files)
 
@@ -162,13 +153,10 @@ def read_parquet_files(spark, files: list[str], schema=None):
     if schema is None:
         if not files:
             raise ValueError("read_parquet_files: no file and no schema")
-        import pyarrow.parquet as pq
         from pyspark.sql.pandas.types import from_arrow_schema
         from pyspark.sql.types import StructField, StructType
 
-        store = open_store(files[0])
-        with store.open(files[0]) as f:
-            found = from_arrow_schema(pq.read_schema(f))
+        found = from_arrow_schema(parquet_schema(files[0]))
         # every column nullable, as Spark's own reader makes them: another file may lack a column
         schema = StructType([StructField(c.name, c.dataType, True) for c in found.fields])
     if not files:
@@ -220,15 +208,12 @@ def _part_reader(schema, timezone: str):
 
     def run(batches: Iterator) -> Iterator:
         import pyarrow as pa
-        import pyarrow.parquet as pq
         from pyspark.sql.pandas.types import to_arrow_schema
 
         target = to_arrow_schema(schema, timezone=timezone)
         for batch in batches:
             for uri in batch.column("path").to_pylist():
-                store = open_store(uri)
-                with store.open(uri) as f:
-                    pf = pq.ParquetFile(f)
+                with open_parquet(uri) as pf:
                     present = [c for c in target.names if c in pf.schema_arrow.names]
                     for b in pf.iter_batches(batch_size=_READ_BATCH_ROWS, columns=present):
                         cols = [
