@@ -14,13 +14,20 @@ Compared, in one run, on the same Parquet files:
 - both with 5-gram shingles and the same bands x rows (9 x 13: our default for threshold 0.8).
   The shingles are not byte-identical: datatrove tokenizes words with spaCy, we split normalized text.
 Reported: wall time, docs/s per core, peak RSS of the driver (Python), of the JVM (driver+executor in
-local mode) and of the Python workers together (sampled every 0.2 s over the process tree).
+local mode) and of the Python workers together (sampled every 0.2 s over the process tree). Ours runs
+as a user runs it (`python -m dedup run`, its own process tree), and per stage (cut by the job's
+progress lines): seconds, CPU seconds of the whole tree, peak RSS per role, and from Spark's event log
+the shuffle bytes written and the bytes spilled to disk. The JVM's RSS only grows (its heap is not
+given back), so a stage's JVM peak is at most the heap so far.
+
+Sizes run in order (`--docs 1000000 3000000 10000000`); the input is written one file at a time, so
+the builder's memory does not grow with n. datatrove and our MinHash-only job run at `--compare-at`.
 
 Also signature throughput per core (one process, no Spark): our normalize + compiled shingle +
 signature kernel (one call per batch, as the job runs it) vs datasketch's MinHash.update_batch on the
 same shingle strings (datasketch hashes each with sha1); our numpy reference path is shown too.
 
-    .venv/bin/python bench/dedup/scale.py --docs 1000000 [--cores 2] [--skip-datatrove]
+    .venv/bin/python bench/dedup/scale.py --docs 1000000 3000000 10000000 [--compare-at 1000000] [--cores 2]
 """
 
 from __future__ import annotations
@@ -47,6 +54,11 @@ B, R = 9, 13
 
 
 def build_docs(n: int, out: Path, files: int, seed: int = 0) -> dict:
+    """Write the n documents as `files` Parquet files, one file at a time (memory flat in n).
+
+    A copy's text is rebuilt from what made its source (sentence starts; the source's own source and
+    a per-document edit seed), so nothing but four ints and a source index per document is kept.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -55,43 +67,50 @@ def build_docs(n: int, out: Path, files: int, seed: int = 0) -> dict:
     docs = real_documents()
     sents = [s for d in docs for s in re.split(r"(?<=[.!?])\s+", d.replace("\n", " ")) if len(s.split()) >= 4]
     rng = np.random.default_rng(seed)
-    prng = random.Random(seed)
     vocab = vocabulary(docs)
-    starts = rng.integers(0, len(sents) - 3, size=(n, 4))
-    texts: list[str] = []
-    planted = {"near": 0, "exact": 0}
-    for i in range(n):
-        r = rng.random()
-        if i > 100 and r < 0.05:
-            texts.append(edit(texts[int(rng.integers(0, i))], 0.01, prng, vocab))
-            planted["near"] += 1
-        elif i > 100 and r < 0.07:
-            texts.append(texts[int(rng.integers(0, i))])
-            planted["exact"] += 1
-        else:
-            texts.append("\n".join(" ".join(sents[s : s + 3]) for s in starts[i]))
+    starts = rng.integers(0, len(sents) - 3, size=(n, 4), dtype=np.int32)
+    r = rng.random(n)
+    src = (rng.random(n) * np.arange(n)).astype(np.int64)  # a uniformly drawn earlier document
+    kind = np.zeros(n, np.int8)  # 0 original, 1 near copy (1% of words edited), 2 exact copy
+    kind[100:][r[100:] < 0.07] = 2
+    kind[100:][r[100:] < 0.05] = 1
+
+    def text_of(i: int) -> str:
+        if kind[i] == 0:
+            return "\n".join(" ".join(sents[s : s + 3]) for s in starts[i])
+        base = text_of(int(src[i]))
+        return base if kind[i] == 2 else edit(base, 0.01, random.Random(seed * 1_000_003 + i), vocab)
+
     out.mkdir(parents=True, exist_ok=True)
     per = (n + files - 1) // files
+    nbytes = 0
     for f in range(files):
         lo, hi = f * per, min(n, (f + 1) * per)
+        texts = [text_of(i) for i in range(lo, hi)]
+        nbytes += sum(len(t.encode()) for t in texts)
         ids = [f"doc{i:08d}" for i in range(lo, hi)]
-        pq.write_table(pa.table({"id": ids, "text": texts[lo:hi]}), out / f"part-{f:03d}.parquet")
+        pq.write_table(pa.table({"id": ids, "text": texts}), out / f"part-{f:04d}.parquet")
     return {
         "docs": n,
         "sentences": len(sents),
-        "bytes": sum(len(t.encode()) for t in texts),
-        **planted,
+        "bytes": nbytes,
+        "near": int((kind == 1).sum()),
+        "exact": int((kind == 2).sum()),
     }
 
 
 class TreeRss:
-    """Peak RSS per role over this process's tree: python driver, java, python workers."""
+    """Peak RSS per role over a process tree (python driver, java, python workers), sampled every
+    0.2 s, with the timeline kept so that peaks can be cut per stage afterwards."""
+
+    ROLES = ("driver", "jvm", "workers")
 
     def __init__(self, root_pid: int) -> None:
         import psutil
 
         self.root = psutil.Process(root_pid)
-        self.peak = {"driver": 0, "jvm": 0, "workers": 0, "total": 0}
+        self.samples: list[tuple[float, dict[str, int]]] = []
+        self.cpu: list[float] = []  # CPU seconds of the processes alive at each sample (workers are reused)
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
 
@@ -103,22 +122,35 @@ class TreeRss:
                 procs = [self.root, *self.root.children(recursive=True)]
             except psutil.Error:
                 continue
-            cur = {"driver": 0, "jvm": 0, "workers": 0}
+            cur = dict.fromkeys(self.ROLES, 0)
+            cpu = 0.0
             for p in procs:
                 try:
                     rss = p.memory_info().rss
                     name = p.name()
+                    t = p.cpu_times()
+                    cpu += t.user + t.system
                 except psutil.Error:
                     continue
-                if p.pid == self.root.pid:
-                    cur["driver"] += rss
-                elif "java" in name:
-                    cur["jvm"] += rss
-                else:
-                    cur["workers"] += rss
-            for k, v in cur.items():
-                self.peak[k] = max(self.peak[k], v)
-            self.peak["total"] = max(self.peak["total"], sum(cur.values()))
+                role = "driver" if p.pid == self.root.pid else "jvm" if "java" in name else "workers"
+                cur[role] += rss
+            self.samples.append((time.perf_counter(), cur))
+            self.cpu.append(cpu)
+
+    def peak(self, t0: float = float("-inf"), t1: float = float("inf")) -> dict[str, int]:
+        """Peak per role (and of their sum) over the samples taken between t0 and t1."""
+        out = dict.fromkeys((*self.ROLES, "total"), 0)
+        for t, cur in self.samples:
+            if t0 <= t <= t1:
+                for k, v in cur.items():
+                    out[k] = max(out[k], v)
+                out["total"] = max(out["total"], sum(cur.values()))
+        return out
+
+    def cpu_s(self, t0: float, t1: float) -> float:
+        """CPU seconds the tree spent between t0 and t1 (from the samples nearest inside)."""
+        inside = [c for (t, _), c in zip(self.samples, self.cpu) if t0 <= t <= t1]
+        return max(0.0, inside[-1] - inside[0]) if len(inside) > 1 else 0.0
 
     def __enter__(self) -> TreeRss:
         self._t.start()
@@ -129,43 +161,113 @@ class TreeRss:
         self._t.join()
 
 
-def run_ours(inp: Path, work: Path, cores: int, full: bool) -> dict:
-    from core.spark import SparkOptions
-    from dedup.config import DedupJobConfig
-    from dedup.job import run_dedup
+_STAGE_DONE = re.compile(r"^\[dedup\] (\w+): ([0-9.]+) s")
 
-    off = {"enabled": False}
-    # lines.max_docs 1000: a line in more than 0.1% of a 1M-document set is boilerplate. The default
-    # (10) suits a few thousand documents; here every 3-sentence run of the ~27k-sentence pool recurs
-    # in ~15 documents by construction, and the default would strip most documents bare.
-    cfg = {
-        "minhash": {"bands": B, "rows": R},
-        "lines": {"max_docs": 1000},
-        "output": {"partitions": 4 * cores},
-    }
-    if not full:
-        cfg.update(exact=off, url=off, lines=off)
+
+def run_ours(inp: Path, work: Path, cores: int, full: bool, docs: int, nbytes: int) -> dict:
+    """`python -m dedup run` as a user runs it, in its own process tree, watched per stage.
+
+    A stage's window is [the moment its progress line arrives - its seconds, that moment]; "start"
+    is everything before the first stage (the JVM and the input listing), "finish" everything after
+    the last (removed_ids/, the sample, stats.json).
+    """
     out = work / ("ours-full" if full else "ours-minhash")
     shutil.rmtree(out, ignore_errors=True)
-    conf = {"spark.driver.memory": "4g", "spark.ui.enabled": "false"}
-    with TreeRss(os.getpid()) as rss:
-        t0 = time.perf_counter()
-        res = run_dedup(
-            str(inp),
-            str(out),
-            DedupJobConfig.from_dict(cfg),
-            spark=SparkOptions(f"local[{cores}]", conf, progress=False),
-        )
-        wall = time.perf_counter() - t0
+    # 0.1% of the set: a line in more documents than that is boilerplate. By construction every
+    # 3-sentence run recurs in ~n*4/27k documents (147 at 1M, 1,470 at 10M), so a fixed count
+    # would strip real prose at 10M and not at 1M; this keeps the lines stage's work alike per size.
+    partitions = max(4 * cores, -(-nbytes // (128 << 20)))  # ~128 MB of text per shuffle partition
+    sets = [
+        f"minhash.bands={B}",
+        f"minhash.rows={R}",
+        f"lines.max_docs={max(10, docs // 1000)}",
+        f"output.partitions={partitions}",
+    ]
+    if not full:
+        sets += ["exact.enabled=false", "url.enabled=false", "lines.enabled=false"]
+    cmd = [sys.executable, "-m", "dedup", "run", "--input", str(inp), "--output", str(out)]
+    cmd += [a for kv in sets for a in ("--set", kv)]
+    cmd += ["--master", f"local[{cores}]", "--spark-conf", "spark.driver.memory=4g"]
+    cmd += ["--spark-conf", "spark.ui.enabled=false"]
+    # Spark's event log: per-task shuffle bytes written and disk spills, cut per stage below.
+    events = work / f"events-{out.name}"
+    shutil.rmtree(events, ignore_errors=True)
+    events.mkdir()
+    cmd += [
+        "--spark-conf",
+        "spark.eventLog.enabled=true",
+        "--spark-conf",
+        f"spark.eventLog.dir={events.as_uri()}",
+        "--spark-conf",
+        "spark.eventLog.compress=false",
+    ]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    stages: list[tuple[str, float, float]] = []  # (name, start, end)
+    epochs: list[float] = []  # each stage's end, time.time(): the event log's clock
+    tail: list[str] = []
+
+    def read() -> None:
+        for line in proc.stdout:
+            tail.append(line)
+            del tail[:-60]
+            if m := _STAGE_DONE.match(line):
+                now, wall_now = time.perf_counter(), time.time()
+                stages.append((m.group(1), now - float(m.group(2)), now))
+                epochs.append(wall_now)
+
+    with TreeRss(proc.pid) as rss:
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        proc.wait()
+        reader.join()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError("dedup failed:\n" + "".join(tail))
     info = json.loads((out / "stats.json").read_text())
+    windows = [("start", t0, stages[0][1] if stages else wall), *stages]
+    windows.append(("finish", stages[-1][2] if stages else t0, t0 + wall))
+    disk = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    # the event log's tasks, by finish time, into the same windows (start .. each stage's end .. finish)
+    ends = [*epochs, float("inf")]
+    task_sums = _task_metrics(events, ends)
+    shutil.rmtree(events, ignore_errors=True)
     return {
         "pipeline": "ours, Spark: " + ("all stages" if full else "MinHash + components"),
+        "docs": docs,
         "wall_s": wall,
-        "docs_out": res.docs_out,
-        "removed": res.docs_in - res.docs_out,
-        "rss": rss.peak,
+        "docs_out": info["docs_out"],
+        "removed": info["docs_in"] - info["docs_out"],
+        "rss": rss.peak(),
         "stage_s": {k: v.get("seconds") for k, v in info["stage_info"].items()},
+        "stage_rss": [
+            {"stage": name, "seconds": e - s, "cpu_s": rss.cpu_s(s, e), **rss.peak(s, e), **task_sums[i]}
+            for i, (name, s, e) in enumerate(windows)
+        ],
+        "output_bytes": disk,
     }
+
+
+def _task_metrics(events: Path, ends: list[float]) -> list[dict[str, float]]:
+    """Sums of Spark task metrics per window of run_ours: `start` (none: the few listing tasks count
+    with the first stage), then each stage up to its end in `ends` (time.time()), then `finish`
+    (the last end is +inf). Shuffle bytes written, bytes spilled to disk, executor CPU seconds."""
+    keys = ("shuffle_write_bytes", "spill_disk_bytes")
+    sums = [dict.fromkeys(keys, 0.0) for _ in ends]
+    for log in sorted(p for p in events.rglob("*") if p.is_file()):  # v2 logs: a folder of rolled files
+        with open(log) as fh:
+            for line in fh:
+                if '"SparkListenerTaskEnd"' not in line:
+                    continue
+                ev = json.loads(line)
+                m = ev.get("Task Metrics") or {}
+                t = ev["Task Info"]["Finish Time"] / 1000
+                w = sums[next(k for k, e in enumerate(ends) if t <= e)]
+                w["shuffle_write_bytes"] += (m.get("Shuffle Write Metrics") or {}).get(
+                    "Shuffle Bytes Written", 0
+                )
+                w["spill_disk_bytes"] += m.get("Disk Bytes Spilled", 0)
+    return [dict.fromkeys(keys, 0.0), *sums]
 
 
 DATATROVE_SCRIPT = r"""
@@ -203,7 +305,6 @@ if __name__ == "__main__":
 
 
 def run_datatrove(inp: Path, work: Path, cores: int, files: int) -> dict:
-    import psutil
     import pyarrow.parquet as pq
 
     out = work / "datatrove"
@@ -218,23 +319,12 @@ def run_datatrove(inp: Path, work: Path, cores: int, files: int) -> dict:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    peak = {"driver": 0, "jvm": 0, "workers": 0, "total": 0}
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
-    reader.start()
-    root = psutil.Process(proc.pid)
-    while proc.poll() is None:
-        try:
-            procs = [root, *root.children(recursive=True)]
-            drv = root.memory_info().rss
-            wk = sum(p.memory_info().rss for p in procs[1:])
-            peak["driver"] = max(peak["driver"], drv)
-            peak["workers"] = max(peak["workers"], wk)
-            peak["total"] = max(peak["total"], drv + wk)
-        except psutil.Error:
-            pass
-        time.sleep(0.2)
-    reader.join()
+    with TreeRss(proc.pid) as rss:
+        reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+        reader.start()
+        proc.wait()
+        reader.join()
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError("datatrove failed:\n" + "".join(lines[-40:]))
@@ -245,7 +335,7 @@ def run_datatrove(inp: Path, work: Path, cores: int, files: int) -> dict:
         "wall_s": wall,
         "docs_out": kept,
         "removed": None,
-        "rss": peak,
+        "rss": rss.peak(),
         "stage_s": times,
     }
 
@@ -297,25 +387,78 @@ def signature_throughput(n_docs: int = 3000) -> list[dict]:
     ]
 
 
+def build(work: Path, docs: int, files: int) -> tuple[Path, dict]:
+    """The input for `docs` documents under work/input-<docs> (built once, reused with --work)."""
+    inp = work / f"input-{docs}"
+    if not (inp / "_built.json").exists():
+        shutil.rmtree(inp, ignore_errors=True)
+        t0 = time.perf_counter()
+        built = build_docs(docs, inp, files)
+        built["build_s"] = time.perf_counter() - t0
+        (inp / "_built.json").write_text(json.dumps(built))
+    built = json.loads((inp / "_built.json").read_text())
+    print(f"documents: {built}", flush=True)
+    return inp, built
+
+
+def print_runs(runs: list[dict], cores: int) -> None:
+    gb = 1 << 30
+    hdr = (
+        f"{'docs':>11} {'pipeline':<42} {'wall s':>8} {'docs/s/core':>11} {'kept':>11} "
+        f"{'driver GB':>9} {'JVM GB':>7} {'workers GB':>10}"
+    )
+    print(hdr)
+    print("-" * len(hdr))
+    for r in runs:
+        print(
+            f"{r['docs']:>11,} {r['pipeline']:<42} {r['wall_s']:>8.0f} {r['docs'] / r['wall_s'] / cores:>11.0f} "
+            f"{r['docs_out']:>11,} {r['rss']['driver'] / gb:>9.2f} {r['rss']['jvm'] / gb:>7.2f} "
+            f"{r['rss']['workers'] / gb:>10.2f}"
+        )
+
+
+def print_stages(runs: list[dict]) -> None:
+    """Per stage of our runs: seconds and peak RSS of the driver, the JVM and the Python workers."""
+    gb = 1 << 30
+    hdr = (
+        f"{'docs':>11} {'stage':<10} {'seconds':>8} {'CPU s':>10} {'shuffle GB':>10} {'spill GB':>8} "
+        f"{'driver GB':>9} {'JVM GB':>7} {'workers GB':>10} {'total GB':>8}"
+    )
+    for r in runs:
+        if "stage_rss" not in r:
+            continue
+        print(
+            f"\n{r['pipeline']}, {r['docs']:,} documents (output {r['output_bytes'] / 1e9:.2f} GB on disk):"
+        )
+        print(hdr)
+        for st in r["stage_rss"]:
+            print(
+                f"{r['docs']:>11,} {st['stage']:<10} {st['seconds']:>8.1f} {st['cpu_s']:>10.1f} "
+                f"{st['shuffle_write_bytes'] / 1e9:>10.2f} {st['spill_disk_bytes'] / 1e9:>8.2f} {st['driver'] / gb:>9.2f} "
+                f"{st['jvm'] / gb:>7.2f} {st['workers'] / gb:>10.2f} {st['total'] / gb:>8.2f}"
+            )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--docs", type=int, default=1_000_000)
+    ap.add_argument(
+        "--docs", type=int, nargs="+", default=[1_000_000], help="one or more sizes, run in order"
+    )
     ap.add_argument("--cores", type=int, default=2)
-    ap.add_argument("--files", type=int, default=8)
+    ap.add_argument("--docs-per-file", type=int, default=125_000, help="input files hold this many documents")
     ap.add_argument("--work", default=None, help="work folder (default: a temporary one, removed after)")
-    ap.add_argument("--skip-datatrove", action="store_true")
+    ap.add_argument(
+        "--compare-at",
+        type=int,
+        default=1_000_000,
+        help="the size at which datatrove and our MinHash-only job run too (0: none)",
+    )
     ap.add_argument("--skip-full", action="store_true", help="skip our all-stages run")
+    ap.add_argument("--keep-outputs", action="store_true", help="keep each run's output (default: removed)")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="dedup-scale-"))
-    inp = work / "input"
-    t0 = time.perf_counter()
-    if not (inp / "_built.json").exists():
-        shutil.rmtree(inp, ignore_errors=True)
-        built = build_docs(args.docs, inp, args.files)
-        (inp / "_built.json").write_text(json.dumps(built))
-    built = json.loads((inp / "_built.json").read_text())
-    print(f"documents: {built} (built in {time.perf_counter() - t0:.0f} s)", flush=True)
+    work.mkdir(parents=True, exist_ok=True)
 
     print("\nsignature throughput, one core (5-gram shingles, 128 permutations, same normalization):")
     sig = signature_throughput()
@@ -327,33 +470,63 @@ def main() -> int:
         flush=True,
     )
 
-    runs = [run_ours(inp, work, args.cores, full=False)]
-    print(f"ours (minhash) done: {runs[-1]['wall_s']:.0f} s", flush=True)
-    if not args.skip_datatrove:
-        runs.append(run_datatrove(inp, work, args.cores, args.files))
-        print(f"datatrove done: {runs[-1]['wall_s']:.0f} s", flush=True)
-    if not args.skip_full:
-        runs.append(run_ours(inp, work, args.cores, full=True))
-    gb = 1 << 30
-    print(
-        f"\n{built['docs']:,} documents, {built['bytes'] / 1e9:.2f} GB, local[{args.cores}] / {args.cores} workers"
-    )
-    hdr = f"{'pipeline':<42} {'wall s':>8} {'docs/s/core':>11} {'kept':>9} {'driver GB':>9} {'JVM GB':>7} {'workers GB':>10}"
-    print(hdr)
-    print("-" * len(hdr))
-    for r in runs:
+    runs: list[dict] = []
+    sizes: dict[int, dict] = {}
+    for n in args.docs:
+        files = max(1, -(-n // args.docs_per_file))
+        inp, built = build(work, n, files)
+        sizes[n] = built
+        todo = []
+        if n == args.compare_at:
+            todo += ["minhash", "datatrove"]
+        if not args.skip_full:
+            todo.append("full")
+        for what in todo:
+            if what == "datatrove":
+                r = run_datatrove(inp, work, args.cores, files)
+                r["docs"] = n
+            else:
+                r = run_ours(inp, work, args.cores, what == "full", n, built["bytes"])
+            runs.append(r)
+            print(f"{r['docs']:,} documents, {r['pipeline']}: {r['wall_s']:.0f} s", flush=True)
+            if not args.keep_outputs:
+                for sub in ("ours-full", "ours-minhash", "datatrove"):
+                    shutil.rmtree(work / sub, ignore_errors=True)
+
+    print(f"\nlocal[{args.cores}] / {args.cores} datatrove workers; inputs:")
+    for n, b in sizes.items():
         print(
-            f"{r['pipeline']:<42} {r['wall_s']:>8.0f} {built['docs'] / r['wall_s'] / args.cores:>11.0f} "
-            f"{r['docs_out']:>9,} {r['rss']['driver'] / gb:>9.2f} {r['rss']['jvm'] / gb:>7.2f} "
-            f"{r['rss']['workers'] / gb:>10.2f}"
+            f"  {n:>11,} documents, {b['bytes'] / 1e9:.2f} GB of text, {b['near']:,} near and {b['exact']:,} exact copies planted"
         )
+    print()
+    print_runs(runs, args.cores)
     for r in runs:
         print(
-            f"  {r['pipeline']}: "
+            f"  {r['docs']:,} {r['pipeline']}: "
             + ", ".join(f"{k} {v:.0f} s" for k, v in r["stage_s"].items() if v is not None)
+        )
+    print_stages(runs)
+    summary: dict = {"sizes": sizes, "runs": runs}
+    ours_mh = next((r for r in runs if r["pipeline"].endswith("components")), None)
+    dt = next((r for r in runs if r["pipeline"].startswith("datatrove")), None)
+    if ours_mh and dt:
+        summary["speedup_vs_datatrove"] = dt["wall_s"] / ours_mh["wall_s"]
+        print(
+            f"\nMinHash dedup at {ours_mh['docs']:,} documents: {summary['speedup_vs_datatrove']:.1f}x datatrove's wall time"
+        )
+    full = [r for r in runs if r["pipeline"].endswith("all stages")]
+    if len(full) > 1:
+        lo, hi = full[0], full[-1]
+        ratio = hi["rss"]["driver"] / lo["rss"]["driver"]
+        summary["driver_peak_ratio"] = ratio
+        print(
+            f"driver peak RSS, all stages: {lo['rss']['driver'] / (1 << 30):.2f} GB at {lo['docs']:,} -> "
+            f"{hi['rss']['driver'] / (1 << 30):.2f} GB at {hi['docs']:,} documents ({ratio:.2f}x for "
+            f"{hi['docs'] / lo['docs']:.0f}x the documents)"
         )
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(summary, default=str))
     return 0
 
 
