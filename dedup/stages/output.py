@@ -48,21 +48,28 @@ class Output(Stage):
             base = base.join(ctx.read("lines/drops"), "_row", "left")
         else:
             base = base.withColumn("_drop_lines", F.lit(None).cast("array<int>"))
+        # Only documents with lines to drop cross into Python: most have none (every one when the
+        # lines stage is off), and sending them through mapInArrow would move every text twice.
+        has = F.coalesce(F.size("_drop_lines"), F.lit(0)) > 0
+        plain = (
+            base.where(~has)
+            .withColumn("_reason", F.lit(None).cast("string"))
+            .withColumn("_lines_removed", F.lit(0))
+            .withColumn("_out_bytes", F.col("_bytes"))  # the text unchanged: prepare measured it
+        )
         schema = with_fields(base.schema, "_reason string, _lines_removed int")
-        final = base.mapInArrow(_apply_lines_fn(ctx.cfg.lines.min_words), schema)
-        final = final.withColumn("_out_bytes", F.octet_length("text")).persist(StorageLevel.DISK_ONLY)
+        edited = base.where(has).mapInArrow(_apply_lines_fn(ctx.cfg.lines.min_words), schema)
+        edited = edited.withColumn("_out_bytes", F.octet_length("text")).persist(StorageLevel.DISK_ONLY)
         try:
-            short = decisions_of(final.where(F.col("_reason").isNotNull()), "lines", F.col("_reason"))
+            short = decisions_of(edited.where(F.col("_reason").isNotNull()), "lines", F.col("_reason"))
             ctx.write(short, "output/removed")
-            docs = (
-                final.where(F.col("_reason").isNull())
-                .repartition(ctx.partitions, "id")
-                .sortWithinPartitions("id", "_row")
-            )
-            agg = docs.agg(F.count(F.lit(1)).alias("n"), F.sum("_out_bytes").alias("b")).first()
+            kept = plain.unionByName(edited.where(F.col("_reason").isNull()))
+            # counted before the shuffle, from narrow columns (the plain side needs no text for it)
+            agg = kept.agg(F.count(F.lit(1)).alias("n"), F.sum("_out_bytes").alias("b")).first()
+            docs = kept.repartition(ctx.partitions, "id").sortWithinPartitions("id", "_row")
             ctx.store.tables.write(docs.select(*input_cols, *ADDED_COLUMNS, *names), "docs", "zstd")
         finally:
-            final.unpersist()
+            edited.unpersist()
         return {
             "removed": reason_counts(ctx.decisions(["output"])),
             "docs": int(agg["n"]),
