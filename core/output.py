@@ -44,7 +44,16 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError, OutputConflict
-from core.storage import LocalStore, Store, file_identities, is_object_store, join, open_store, staging_dir
+from core.storage import (
+    OBJECT_STORE_PREFIXES,
+    LocalStore,
+    Store,
+    file_identities,
+    is_object_store,
+    join,
+    open_store,
+    staging_dir,
+)
 
 __all__ = [
     "OutputConflict",
@@ -233,15 +242,36 @@ class OutputDir:
         )
 
 
+_URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def check_writable_scheme(path: str | Path, what: str = "output") -> None:
+    """ConfigError for a `scheme://` output that is not an object store (hdfs://, file://, http://).
+
+    Taken as a local path it would become a folder named `hdfs:` under the working directory, and
+    the job would write there without a word. Checked on the path as the user gave it: once resolved
+    as a Path, the scheme is gone.
+    """
+    m = _URI_SCHEME.match(str(path))
+    if m and not is_object_store(path):
+        stores = ", ".join(p for p in OBJECT_STORE_PREFIXES if p != "memory://")
+        raise ConfigError(
+            f"{what} {path}: {m.group(1)}:// is not a storage the jobs write to. Name a local or mounted "
+            f"path (an HDFS NFS gateway or FUSE mount, without the scheme), or an object store ({stores})"
+        )
+
+
 def check_folder_path(path: str | Path, what: str = "output") -> Path | str:
     """`path` resolved, if it is or can be made a writable folder; OutputConflict naming it if not.
 
     Checked before any work starts: a path that is a file (or lies under one), or a folder this
     user cannot write, would otherwise fail only once the job runs, with an OS traceback. An
-    object-store URI is checked by reaching its bucket (credentials, endpoint, existence).
+    object-store URI is checked by reaching its bucket (credentials, endpoint, existence); any other
+    `scheme://` is a ConfigError (check_writable_scheme).
     """
     if is_object_store(path):
         return _check_remote_folder(str(path).rstrip("/"), what)
+    check_writable_scheme(path, what)
     p = Path(path).expanduser().resolve()
     if p.exists() and not p.is_dir():
         raise OutputConflict(f"{what} {p} is a file, not a folder; name a folder")
@@ -454,8 +484,11 @@ def check_disjoint(
     input lies inside the output (a restart or a unit's rewrite would touch it), and, when the job
     lists its input folders recursively (`nested`), an output inside an input folder: a rerun
     would read the job's own files as inputs (and then fail on their schema or refuse the changed
-    list, far from the cause). Local paths are compared resolved; `s3a://` is `s3://`.
+    list, far from the cause). Local paths are compared resolved; `s3a://` is `s3://`. Every data job
+    calls this first with the output as given, so an output no job can write (check_writable_scheme)
+    is refused here too, before the path is resolved.
     """
+    check_writable_scheme(output, "--output")
     out = _norm_location(output)
     for given in inputs:
         if any(ch in str(given) for ch in "*?[") or str(given).endswith((".paths", ".paths.gz")):

@@ -130,3 +130,20 @@ def test_extract_output_beside_its_warcs_is_accepted_up_to_spark(warc_dir, tmp_p
     inp = _input("curation", None, warc_dir, tmp_path)
     rc, err = _run("curation", [*_argv("curation", str(inp), str(inp / "out")), "--master", "nope"], capsys)
     assert rc == 2 and "master" in err and "lies inside" not in err, err
+
+
+@pytest.mark.parametrize("module", JOBS)
+@pytest.mark.parametrize("scheme", ["hdfs://namenode:8020", "file://"])
+def test_an_output_uri_no_job_writes_exits_2_and_makes_no_local_folder(
+    module, scheme, docs, tokenizer, warc_dir, tmp_path, capsys, monkeypatch
+):
+    """Taken as a path, `hdfs://nn/out` was a folder `hdfs:` under the working directory that every
+    job wrote into without a word; it is refused before anything is made."""
+    monkeypatch.chdir(tmp_path)
+    inp = _input(module, docs, warc_dir, tmp_path)
+    out = f"{scheme}{tmp_path}/out"
+    rc, err = _run(module, _argv(module, str(inp), out, tokenizer), capsys)
+    scheme_name = scheme.split(":")[0]
+    assert rc == 2 and f"--output {out}: {scheme_name}:// is not a storage the jobs write to" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["warcs"] if module == "curation" else [])
+    assert not (tmp_path / "out").exists()
