@@ -112,12 +112,15 @@ def s3_chain(s3_server, isolated_cluster, local_chain, warc_dir: Path, tmp_path_
     step submitted to the isolated cluster (testkit/isolated.py: executors share only S3 with the
     driver), train-tokenizer from and to S3 on the driver's machine.
 
-    dedup's driver runs with its own empty TMPDIR (where releases before 2026-11-26 staged every
-    stage): `driver_tmp` must still be empty afterwards.
+    Every Spark driver runs with its own empty TMPDIR (dedup's is where releases before 2026-11-26
+    staged every stage): `driver_tmp` must still be empty afterwards, so no job's data passed through
+    the driver's disk.
     """
     import s3fs
 
-    driver_tmp = tmp_path_factory.mktemp("dedup-driver-tmp")
+    driver_tmp = {
+        k: tmp_path_factory.mktemp(f"{k}-driver-tmp") for k in ("extract", "dedup", "score", "tokenize")
+    }
     with s3_env(s3_server):
         s3fs.S3FileSystem().mkdir("refinery-chain")
         b = "s3://refinery-chain"
@@ -126,8 +129,11 @@ def s3_chain(s3_server, isolated_cluster, local_chain, warc_dir: Path, tmp_path_
         p["warcs"], p["driver_tmp"] = warcs, driver_tmp
         c = isolated_cluster
         runs = {
-            "extract": _ok(_submit(c, "curation", "extract", "--input", *warcs, "--output", p["extract"]))
-        }
+            "extract": _ok(
+                _submit(c, "curation", "extract", "--input", *warcs, "--output", p["extract"],
+                        env_extra={"TMPDIR": str(driver_tmp["extract"])})
+            )
+        }  # fmt: skip
         runs["dedup"] = _ok(
             _submit(
                 c,
@@ -137,7 +143,7 @@ def s3_chain(s3_server, isolated_cluster, local_chain, warc_dir: Path, tmp_path_
                 p["extract"],
                 "--output",
                 p["dedup"],
-                env_extra={"TMPDIR": str(driver_tmp)},
+                env_extra={"TMPDIR": str(driver_tmp["dedup"])},
             )
         )
         runs["score"] = _ok(
@@ -151,6 +157,7 @@ def s3_chain(s3_server, isolated_cluster, local_chain, warc_dir: Path, tmp_path_
                 p["scored"],
                 "--toxicity",
                 TOXICITY,
+                env_extra={"TMPDIR": str(driver_tmp["score"])},
             )
         )
         runs["train-tokenizer"] = _ok(
@@ -160,7 +167,7 @@ def s3_chain(s3_server, isolated_cluster, local_chain, warc_dir: Path, tmp_path_
         p["tokenizer"] = join(p["tokenizer"], "tokenizer.json")
         runs["tokenize"] = _ok(
             _submit(c, "tokens", "tokenize", "--input", p["scored"], "--tokenizer", p["tokenizer"],
-                    "--output", p["tokens"], "--source", "web")
+                    "--output", p["tokens"], "--source", "web", env_extra={"TMPDIR": str(driver_tmp["tokenize"])})
         )  # fmt: skip
         p["runs"] = runs
         yield p
@@ -190,8 +197,9 @@ def test_chain_on_s3_equals_the_local_chain(s3_chain, local_chain, s3_server):
         assert _rows(s3_chain["extract"], "text", "url") == _rows(local_chain["extract"], "text", "url")
         dedup_cols = ("text", "dup_cluster", "dup_cluster_size")
         assert _rows(s3_chain["dedup"], *dedup_cols) == _rows(local_chain["dedup"], *dedup_cols)
-        left = sorted(str(f) for f in s3_chain["driver_tmp"].rglob("*"))
-        assert not left, f"dedup s3 -> s3 put files in the driver's temporary folder: {left[:5]}"
+        for step, folder in s3_chain["driver_tmp"].items():
+            left = sorted(str(f) for f in folder.rglob("*"))
+            assert not left, f"{step} s3 -> s3 put files in the driver's temporary folder: {left[:5]}"
         local_scored = _rows(local_chain["scored"], "text", "toxicity")
         assert len(local_scored) > 10 and _rows(s3_chain["scored"], "text", "toxicity") == local_scored
         store = ObjectStore(s3_chain["tokens"])

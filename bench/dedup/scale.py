@@ -110,7 +110,8 @@ class TreeRss:
 
         self.root = psutil.Process(root_pid)
         self.samples: list[tuple[float, dict[str, int]]] = []
-        self.cpu: list[float] = []  # CPU seconds of the processes alive at each sample (workers are reused)
+        self.cpu: list[float] = []  # CPU seconds of the tree so far at each sample
+        self._cpu_by_pid: dict[int, float] = {}
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
 
@@ -123,19 +124,19 @@ class TreeRss:
             except psutil.Error:
                 continue
             cur = dict.fromkeys(self.ROLES, 0)
-            cpu = 0.0
             for p in procs:
                 try:
                     rss = p.memory_info().rss
                     name = p.name()
                     t = p.cpu_times()
-                    cpu += t.user + t.system
                 except psutil.Error:
                     continue
+                # per process, so that a Python worker that exits keeps the CPU it was last seen with
+                self._cpu_by_pid[p.pid] = t.user + t.system
                 role = "driver" if p.pid == self.root.pid else "jvm" if "java" in name else "workers"
                 cur[role] += rss
             self.samples.append((time.perf_counter(), cur))
-            self.cpu.append(cpu)
+            self.cpu.append(sum(self._cpu_by_pid.values()))
 
     def peak(self, t0: float = float("-inf"), t1: float = float("inf")) -> dict[str, int]:
         """Peak per role (and of their sum) over the samples taken between t0 and t1."""
@@ -439,6 +440,89 @@ def print_stages(runs: list[dict]) -> None:
             )
 
 
+def print_per_billion(full: list[dict], cores: int) -> dict[str, dict[str, float]]:
+    """Per stage, per billion documents: a least-squares line through the measured sizes (cost = a +
+    b * docs), read at 1e9. Arithmetic on the measured slope, not a measurement: it assumes the
+    stage stays linear (every stage is a scan, a hash shuffle or a sort) and that a cluster's cores
+    are as busy as these 2.
+
+    core-hours: the process tree's CPU seconds (JVM and Python workers); wall x cores: the stage's
+    seconds times the cores it held, idle ones included (what a cluster bills);
+    shuffle TB: what the stage's tasks wrote to shuffle files (compressed, as it lies on the workers'
+    local disks); spill TB: bytes sorted or aggregated past memory onto that disk.
+    """
+    xs = np.array([r["docs"] for r in full], float)
+    names = [st["stage"] for st in full[-1]["stage_rss"]]
+    out: dict[str, dict[str, float]] = {}
+    print(
+        f"\nper billion documents (a line through {len(full)} sizes, read at 1e9: arithmetic, not measured):"
+    )
+    hdr = f"{'stage':<10} {'core-hours':>10} {'core-hours, wall x cores':>24} {'shuffle TB':>10} {'spill TB':>8} {'peak RSS GB':>11}"
+    print(hdr)
+    for name in names:
+        rows = [next((st for st in r["stage_rss"] if st["stage"] == name), None) for r in full]
+        if any(st is None for st in rows):
+            continue
+
+        def at_billion(key: str, rows: list[dict] = rows) -> float:
+            slope = np.polyfit(xs, np.array([st[key] for st in rows], float), 1)[0]
+            return max(0.0, float(slope)) * 1e9
+
+        row = {
+            "core_hours": at_billion("cpu_s") / 3600,
+            "core_hours_busy": at_billion("seconds") * cores / 3600,
+            "shuffle_tb": at_billion("shuffle_write_bytes") / 1e12,
+            "spill_tb": at_billion("spill_disk_bytes") / 1e12,
+            "peak_rss_gb": max(st["total"] for st in rows) / (1 << 30),
+        }
+        out[name] = row
+        print(
+            f"{name:<10} {row['core_hours']:>10.0f} {row['core_hours_busy']:>24.0f} {row['shuffle_tb']:>10.2f} "
+            f"{row['spill_tb']:>8.2f} {row['peak_rss_gb']:>11.2f}"
+        )
+    total = {
+        k: sum(r[k] for r in out.values())
+        for k in ("core_hours", "core_hours_busy", "shuffle_tb", "spill_tb")
+    }
+    print(
+        f"{'total':<10} {total['core_hours']:>10.0f} {total['core_hours_busy']:>24.0f} "
+        f"{total['shuffle_tb']:>10.2f} {total['spill_tb']:>8.2f}"
+    )
+    out["total"] = total
+    return out
+
+
+def report(runs: list[dict], cores: int) -> dict:
+    """Every table of a finished run; returns its figures (the datatrove ratio, driver growth, per billion)."""
+    out: dict = {}
+    print()
+    print_runs(runs, cores)
+    for r in runs:
+        print(
+            f"  {r['docs']:,} {r['pipeline']}: "
+            + ", ".join(f"{k} {v:.0f} s" for k, v in r["stage_s"].items() if v is not None)
+        )
+    print_stages(runs)
+    ours_mh = next((r for r in runs if r["pipeline"].endswith("components")), None)
+    dt = next((r for r in runs if r["pipeline"].startswith("datatrove")), None)
+    if ours_mh and dt:
+        out["speedup_vs_datatrove"] = dt["wall_s"] / ours_mh["wall_s"]
+        print(
+            f"\nMinHash dedup at {ours_mh['docs']:,} documents: {out['speedup_vs_datatrove']:.1f}x datatrove's wall time"
+        )
+    full = [r for r in runs if r["pipeline"].endswith("all stages")]
+    if len(full) > 1:
+        lo, hi = full[0], full[-1]
+        out["driver_peak_ratio"] = ratio = hi["rss"]["driver"] / lo["rss"]["driver"]
+        print(
+            f"driver peak RSS, all stages: {lo['rss']['driver'] / (1 << 30):.2f} GB at {lo['docs']:,} -> "
+            f"{hi['rss']['driver'] / (1 << 30):.2f} GB at {hi['docs']:,} documents ({ratio:.2f}x for "
+            f"{hi['docs'] / lo['docs']:.0f}x the documents)"
+        )
+        out["per_billion"] = print_per_billion(full, cores)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -455,7 +539,20 @@ def main() -> int:
     )
     ap.add_argument("--skip-full", action="store_true", help="skip our all-stages run")
     ap.add_argument("--keep-outputs", action="store_true", help="keep each run's output (default: removed)")
+    ap.add_argument(
+        "--report",
+        metavar="LOG",
+        nargs="+",
+        help="print the tables again from earlier runs' logs (their last lines)",
+    )
     args = ap.parse_args()
+    if args.report:
+        last = [
+            [ln for ln in Path(log).read_text().splitlines() if ln.startswith("{")][-1] for log in args.report
+        ]
+        logs = [json.loads(ln) for ln in last]
+        report([r for summary in logs for r in summary["runs"]], args.cores)
+        return 0
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="dedup-scale-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -498,32 +595,7 @@ def main() -> int:
         print(
             f"  {n:>11,} documents, {b['bytes'] / 1e9:.2f} GB of text, {b['near']:,} near and {b['exact']:,} exact copies planted"
         )
-    print()
-    print_runs(runs, args.cores)
-    for r in runs:
-        print(
-            f"  {r['docs']:,} {r['pipeline']}: "
-            + ", ".join(f"{k} {v:.0f} s" for k, v in r["stage_s"].items() if v is not None)
-        )
-    print_stages(runs)
-    summary: dict = {"sizes": sizes, "runs": runs}
-    ours_mh = next((r for r in runs if r["pipeline"].endswith("components")), None)
-    dt = next((r for r in runs if r["pipeline"].startswith("datatrove")), None)
-    if ours_mh and dt:
-        summary["speedup_vs_datatrove"] = dt["wall_s"] / ours_mh["wall_s"]
-        print(
-            f"\nMinHash dedup at {ours_mh['docs']:,} documents: {summary['speedup_vs_datatrove']:.1f}x datatrove's wall time"
-        )
-    full = [r for r in runs if r["pipeline"].endswith("all stages")]
-    if len(full) > 1:
-        lo, hi = full[0], full[-1]
-        ratio = hi["rss"]["driver"] / lo["rss"]["driver"]
-        summary["driver_peak_ratio"] = ratio
-        print(
-            f"driver peak RSS, all stages: {lo['rss']['driver'] / (1 << 30):.2f} GB at {lo['docs']:,} -> "
-            f"{hi['rss']['driver'] / (1 << 30):.2f} GB at {hi['docs']:,} documents ({ratio:.2f}x for "
-            f"{hi['docs'] / lo['docs']:.0f}x the documents)"
-        )
+    summary: dict = {"sizes": sizes, "runs": runs, **report(runs, args.cores)}
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(summary, default=str))
