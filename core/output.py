@@ -189,8 +189,10 @@ class OutputDir:
         For an object store these are local staging files only: no temporary key ever exists.
         """
         pattern = f".{unit}.*.tmp-*" if unit else ".*.tmp-*"
+        # only looked at, never made: on a cluster the driver stages nothing (its executors do)
+        staging = staging_dir(self.uri, create=False) if self.remote else self.root
         for sub in ("", *self.subdirs):
-            for p in (self.staging / sub).glob(pattern):
+            for p in (staging / sub).glob(pattern):
                 with contextlib.suppress(OSError):
                     p.unlink()
 

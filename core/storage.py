@@ -331,15 +331,17 @@ def open_store(uri: str | Path) -> Store:
     return ObjectStore(str(uri)) if is_object_store(uri) else LocalStore()
 
 
-def staging_dir(uri: str) -> Path:
+def staging_dir(uri: str, create: bool = True) -> Path:
     """A local folder where a task builds the files of an object-store output before publishing them.
 
     One per output URI (its hash), under the system temporary folder of the machine that runs the
     task; what a killed task leaves there is only ever local scratch, never seen as output.
+    `create=False`: only its path (a driver that looks for leftovers makes no folder of its own).
     """
     name = hashlib.sha1(uri.encode()).hexdigest()[:12]
     path = Path(tempfile.gettempdir()) / "refinery-staging" / name
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 
