@@ -126,8 +126,12 @@ class OutputDir:
 
     @property
     def staging(self) -> Path:
-        """Where temporary files are made: the folder itself, or local scratch for an object store."""
-        return staging_dir(self.uri) if self.remote else self.root  # type: ignore[return-value]
+        """Where temporary files are made: the folder itself, or local scratch for an object store.
+
+        Only named here, not made: `tmp_path` makes it in the task that writes there, so a driver
+        that only looks for leftovers leaves no folder on its own disk.
+        """
+        return staging_dir(self.uri, create=False) if self.remote else self.root  # type: ignore[return-value]
 
     # -- driver side -------------------------------------------------------------------------
     def prepare(
@@ -189,10 +193,8 @@ class OutputDir:
         For an object store these are local staging files only: no temporary key ever exists.
         """
         pattern = f".{unit}.*.tmp-*" if unit else ".*.tmp-*"
-        # only looked at, never made: on a cluster the driver stages nothing (its executors do)
-        staging = staging_dir(self.uri, create=False) if self.remote else self.root
         for sub in ("", *self.subdirs):
-            for p in (staging / sub).glob(pattern):
+            for p in (self.staging / sub).glob(pattern):
                 with contextlib.suppress(OSError):
                     p.unlink()
 

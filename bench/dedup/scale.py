@@ -226,7 +226,7 @@ def run_ours(inp: Path, work: Path, cores: int, full: bool, docs: int, nbytes: i
     if proc.returncode != 0:
         raise RuntimeError("dedup failed:\n" + "".join(tail))
     info = json.loads((out / "stats.json").read_text())
-    windows = [("start", t0, stages[0][1] if stages else wall), *stages]
+    windows = [("start", t0, stages[0][1] if stages else t0 + wall), *stages]
     windows.append(("finish", stages[-1][2] if stages else t0, t0 + wall))
     disk = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     # the event log's tasks, by finish time, into the same windows (start .. each stage's end .. finish)
@@ -252,7 +252,7 @@ def run_ours(inp: Path, work: Path, cores: int, full: bool, docs: int, nbytes: i
 def _task_metrics(events: Path, ends: list[float]) -> list[dict[str, float]]:
     """Sums of Spark task metrics per window of run_ours: `start` (none: the few listing tasks count
     with the first stage), then each stage up to its end in `ends` (time.time()), then `finish`
-    (the last end is +inf). Shuffle bytes written, bytes spilled to disk, executor CPU seconds."""
+    (the last end is +inf). Shuffle bytes written and bytes spilled to disk."""
     keys = ("shuffle_write_bytes", "spill_disk_bytes")
     sums = [dict.fromkeys(keys, 0.0) for _ in ends]
     for log in sorted(p for p in events.rglob("*") if p.is_file()):  # v2 logs: a folder of rolled files
