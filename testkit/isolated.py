@@ -52,7 +52,7 @@ def private_tmp(argv: list[str]) -> list[str]:
 
 
 @cache  # probed once per session
-def _probe_private_tmp() -> str | None:
+def why_no_private_tmp() -> str | None:
     """Why a private /tmp cannot be made here, or None when it can."""
     if shutil.which("unshare") is None:
         return "`unshare` (util-linux) is not installed"
@@ -121,7 +121,7 @@ def spark_submit(
 def start_isolated_cluster(tmp_path_factory, add_finalizer, s3_server) -> Cluster:
     """A master and two workers, each worker with a private /tmp; its `env` (for spark-submit) and the
     workers reach the S3 server. Skips where a private /tmp cannot be made."""
-    why = _probe_private_tmp()
+    why = why_no_private_tmp()
     if why:
         pytest.skip(why)
     t0 = time.perf_counter()

@@ -300,6 +300,10 @@ class DeepSpeedSection(ConfigModel):
     fragmentation, temporaries the activation estimate leaves out)"""
     precision: str = "auto"
     """auto (bf16 on GPU, fp32 on CPU) | bf16 | fp32"""
+    timeout_s: float = 600
+    """seconds a rank waits in a collective (or for the others at start) before the run fails: how long
+    a hung node stalls the others (a node that dies fails them at once). DeepSpeed's default; keep it
+    above the slowest checkpoint upload, which the other ranks wait for in a barrier"""
     overrides: dict[str, Any] = Field(default_factory=dict)
     """merged into the generated JSON"""
 
@@ -318,6 +322,8 @@ class DeepSpeedSection(ConfigModel):
         check_choice("deepspeed.precision", self.precision, ("auto", "bf16", "fp32"))
         if not 0 <= self.memory_margin < 1:
             raise ConfigError(f"deepspeed.memory_margin must be in [0, 1), got {self.memory_margin}")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"deepspeed.timeout_s must be > 0, got {self.timeout_s}")
         return self
 
 

@@ -110,9 +110,12 @@ class ProcessGroup:
     on_cuda: bool
 
 
-def start_process_group() -> ProcessGroup:
+def start_process_group(timeout_s: float = 600) -> ProcessGroup:
     """deepspeed.init_distributed, then this rank's device; on CPU without the shm allreduce op, and the
-    host's cores shared among its ranks (unless OMP_NUM_THREADS says otherwise)."""
+    host's cores shared among its ranks (unless OMP_NUM_THREADS says otherwise). `timeout_s` bounds every
+    collective (deepspeed.timeout_s): a hung peer fails the run after it instead of stalling it."""
+    from datetime import timedelta
+
     import deepspeed
     import torch
     import torch.distributed as dist
@@ -121,7 +124,7 @@ def start_process_group() -> ProcessGroup:
     on_cuda = torch.cuda.is_available()
     if not on_cuda:
         skip_shm_allreduce()
-    deepspeed.init_distributed()
+    deepspeed.init_distributed(timeout=timedelta(seconds=timeout_s))
     rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device = torch.device(get_accelerator().device_name(local_rank))

@@ -5,6 +5,7 @@ batch" at known rows, through the real DeepSpeed launcher. They ask for them wit
 variable holding JSON, so the production config (trainer/config.py) carries no test-only keys:
 
     REFINERY_TRAIN_FAULTS='{"kill_at_step": 17}'
+    REFINERY_TRAIN_FAULTS='{"hang_at_step": 2, "fault_rank": 1}'    # another node's rank hangs
     REFINERY_TRAIN_FAULTS='{"poison_indices": [52, 120], "poison_factor": 1000.0}'
     REFINERY_TRAIN_FAULTS='{"dump_state_steps": [15, 25]}'      # full optimizer state, to compare
     REFINERY_TRAIN_FAULTS='{"kill_in_upload_step": 8}'          # killed mid-upload of an S3 checkpoint
@@ -43,7 +44,12 @@ class Faults(ConfigModel):
     poison_factor: float = 1.0
     """the loss of a micro-batch holding a poisoned sequence is multiplied by this"""
     kill_at_step: int = 0
-    """rank 0 SIGKILLs itself after finishing this step (a crash with no cleanup; 0: off)"""
+    """rank `fault_rank` SIGKILLs itself after finishing this step (a crash with no cleanup; 0: off)"""
+    hang_at_step: int = 0
+    """rank `fault_rank` SIGSTOPs itself after finishing this step: a hung node, which its peers wait for
+    until deepspeed.timeout_s (0: off)"""
+    fault_rank: int = 0
+    """the rank kill_at_step and hang_at_step act on (another node's: what its peers do then)"""
     kill_in_upload_step: int = 0
     """checkpoints on object storage: rank 0 SIGKILLs itself after uploading the first file of this step's
     checkpoint, before its marker (0: off)"""
@@ -53,7 +59,7 @@ class Faults(ConfigModel):
 
     @model_validator(mode="after")
     def _check(self) -> Faults:
-        for k in ("kill_at_step", "kill_in_upload_step"):
+        for k in ("kill_at_step", "hang_at_step", "fault_rank", "kill_in_upload_step"):
             check_at_least(k, getattr(self, k), 0)
         return self
 
@@ -62,6 +68,7 @@ class Faults(ConfigModel):
         return (
             bool(self.poison_indices)
             or self.kill_at_step > 0
+            or self.hang_at_step > 0
             or self.kill_in_upload_step > 0
             or bool(self.dump_state_steps)
         )
@@ -97,8 +104,12 @@ class FaultHook(Hook):
         return loss
 
     def on_step_end(self, t, step: StepEnd) -> None:
-        if self.faults.kill_at_step and t.step == self.faults.kill_at_step and t.rank == 0:
+        if t.rank != self.faults.fault_rank:
+            return
+        if t.step == self.faults.kill_at_step:
             _kill_self()
+        if t.step == self.faults.hang_at_step:
+            os.kill(os.getpid(), signal.SIGSTOP)  # alive but silent: its sockets stay open
 
     def on_upload(self, t, n: int) -> None:
         if self.faults.kill_in_upload_step == t.step and t.rank == 0 and n == 1:

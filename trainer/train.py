@@ -124,7 +124,7 @@ class Trainer:
         resolve_deepspeed_config(
             cfg, self.mcfg, self.world, on_cuda, device_memory_bytes(on_cuda, local_rank)
         )
-        pg = start_process_group()
+        pg = start_process_group(cfg.deepspeed.timeout_s)
         self.dist, self.device, self.on_cuda = pg.dist, pg.device, pg.on_cuda
         if (pg.rank, pg.world) != (self.rank, self.world):  # a launcher that sets no RANK/WORLD_SIZE
             self.rank, self.world = pg.rank, pg.world

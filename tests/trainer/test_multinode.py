@@ -18,7 +18,9 @@ itself: rank 0's download is in node 0's /tmp.
   the step-2 and step-4 checkpoints on S3 are complete (COMPLETE.json lists both ranks' files, and every
   file verifies against it), and nothing was staged in the test's own (shared) /tmp;
 - the step-4 checkpoint loses its marker (an upload cut short): the rerun on the two isolated nodes
-  resumes from step 2 and trains steps 3-4 with L's losses, bit for bit.
+  resumes from step 2 and trains steps 3-4 with L's losses, bit for bit;
+- node 1's rank dies (SIGKILL) or hangs (SIGSTOP) after step 2: node 0 fails at once or after
+  deepspeed.timeout_s, instead of waiting for it forever.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -39,24 +40,18 @@ import yaml
 from core.errors import ConfigError
 from core.storage import ObjectStore, join
 from testkit.corpus import build_corpus
-from testkit.isolated import _probe_private_tmp, private_tmp
+from testkit.isolated import why_no_private_tmp
+from testkit.nodes import TIMEOUT, start_two_nodes, train_on_one_node, train_on_two_nodes
+from testkit.nodes import hostfile as write_hostfile
 from testkit.s3 import s3_env, upload_tree
 from testkit.tiny_train import tiny_run
 from tests.trainer.test_train_deepspeed import records, step_records
 from trainer import checkpoint as ckpt
 from trainer import checkpoint_remote as remote
-from trainer.launch import LAUNCHER_MODULE, TRAIN_MODULE, free_port, launch_command
+from trainer.launch import LAUNCHER_MODULE, TRAIN_MODULE, launch_command
 
-REPO = Path(__file__).resolve().parents[2]
 SEQ = 32
 STEPS = 4
-TIMEOUT = 240  # seconds per launch: ~12 s measured on 2 lightly loaded cores, the rest for a loaded CI box
-
-
-def _hostfile(folder: Path, lines: str = "node-0 slots=1\nnode-1 slots=1\n") -> Path:
-    path = folder / "hostfile"
-    path.write_text(lines)
-    return path
 
 
 # ------------------------------------------------------------------ checks before anything starts
@@ -66,7 +61,7 @@ def test_multinode_command_is_deepspeeds_no_ssh_form(tmp_path):
     pytest.importorskip("deepspeed")
     from deepspeed.launcher.runner import parse_args
 
-    hostfile = _hostfile(tmp_path)
+    hostfile = write_hostfile(tmp_path)
     cmd = launch_command("c.yaml", ["a=1"], processes=1, master_port=29611,
                          hostfile=hostfile, node_rank=1, master_addr="127.0.0.1")  # fmt: skip
     assert cmd[:3] == [launch_command("c.yaml")[0], "-m", LAUNCHER_MODULE]
@@ -116,7 +111,7 @@ def test_multinode_command_is_deepspeeds_no_ssh_form(tmp_path):
     ],
 )
 def test_bad_multinode_launch_is_a_config_error(tmp_path, hostfile, kwargs, error):
-    path = _hostfile(tmp_path, hostfile) if hostfile is not None else tmp_path / "missing"
+    path = write_hostfile(tmp_path, hostfile) if hostfile is not None else tmp_path / "missing"
     args = {"node_rank": 0, "master_addr": "127.0.0.1", "master_port": 29611, "hostfile": path, **kwargs}
     with pytest.raises(ConfigError, match=error):
         launch_command("c.yaml", **args)
@@ -134,7 +129,7 @@ def test_node_rank_without_hostfile_is_a_config_error():
 def shared_run(tmp_path_factory):
     """Shards, recipe and a 4-step ZeRO-3 config under /var/tmp (both nodes read them; their /tmp is
     private), and run L: the same config on one node with 2 processes, checkpoints in a local folder."""
-    why = _probe_private_tmp()
+    why = why_no_private_tmp()
     if why:
         pytest.skip(why)
     root = Path(tempfile.mkdtemp(prefix="refinery-multinode-", dir="/var/tmp"))
@@ -151,52 +146,11 @@ def shared_run(tmp_path_factory):
             keep=3,
         )
         local = root / "local"
-        cmd = launch_command(str(root / "train.yaml"), [f"checkpoint.dir={local / 'ckpt'}", f"logging.dir={local}"],
-                             processes=2)  # fmt: skip
-        _wait([_start(cmd, _env(root / "ext-local"), root / "local.log")])
+        train_on_one_node(root / "train.yaml", [f"checkpoint.dir={local / 'ckpt'}", f"logging.dir={local}"],
+                          root, "local")  # fmt: skip
         yield root, step_records(local)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-def _env(extensions: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The launcher's environment: one thread per rank (2 cores), the project importable, a fresh folder
-    for torch's JIT-built extensions (the trainer must build none), TMPDIR the node's own /tmp."""
-    extensions.mkdir(parents=True)
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": str(REPO),
-        "TORCH_EXTENSIONS_DIR": str(extensions),
-    }
-    return {**env, "TMPDIR": "/tmp", **(extra or {})}
-
-
-def _start(cmd: list[str], env: dict[str, str], log: Path) -> tuple[subprocess.Popen, Path]:
-    with log.open("ab") as f:
-        f.write(("\n$ " + " ".join(cmd) + "\n").encode())
-        f.flush()
-        proc = subprocess.Popen(
-            cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    return proc, log
-
-
-def _wait(procs: list[tuple[subprocess.Popen, Path]]) -> None:
-    """Every launcher to its end, each exit 0. Once one fails (or at the deadline) the others are killed:
-    a node whose peer died waits in its next collective forever. The failed logs' tails are the message."""
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline and any(p.poll() is None for p, _ in procs):
-        if any(p.poll() for p, _ in procs):  # one exited non-zero
-            break
-        time.sleep(0.5)
-    for proc, _ in procs:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    bad = [(p.returncode, log) for p, log in procs if p.returncode != 0]
-    tails = [f"--- {log.name}: exit {rc}\n{log.read_text(errors='replace')[-4000:]}" for rc, log in bad]
-    assert not bad, "\n".join(tails)
 
 
 def _shards_on_s3(root: Path, bucket: str) -> Path:
@@ -211,25 +165,6 @@ def _shards_on_s3(root: Path, bucket: str) -> Path:
     cfg["data"]["recipe"] = str(root / "recipe-s3.yaml")
     (root / "train-s3.yaml").write_text(yaml.safe_dump(cfg))
     return root / "train-s3.yaml"
-
-
-def _two_nodes(root: Path, s3_env: dict[str, str], uri: str, logs: Path, attempt: str) -> None:
-    """The run on two isolated nodes: one launcher per node rank, the same command but for the rank;
-    the shards, like the checkpoints, on S3 (train-s3.yaml)."""
-    hostfile = _hostfile(root)
-    port = free_port()
-    procs = []
-    for rank in (0, 1):
-        cmd = launch_command(str(root / "train-s3.yaml"), [f"checkpoint.dir={uri}", f"logging.dir={logs}"],
-                             processes=1, master_port=port, hostfile=hostfile, node_rank=rank,
-                             master_addr="127.0.0.1")  # fmt: skip
-        env = _env(root / f"ext-{attempt}-node{rank}", s3_env)
-        procs.append(_start(private_tmp(cmd), env, root / f"{attempt}-node{rank}.log"))
-    _wait(procs)
-    # the trainer built no torch extension on either node (DeepSpeed's CPU shm allreduce op is skipped),
-    # and left none of that op's 66 MB files in /dev/shm, which the nodes share here
-    assert not [p for rank in (0, 1) for p in (root / f"ext-{attempt}-node{rank}").rglob("*")]
-    assert not sorted(Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*"))
 
 
 def _shared_staging(uri: str) -> Path:
@@ -247,7 +182,9 @@ def test_two_isolated_nodes_train_and_resume_from_s3_as_one_node(shared_run, s3_
     with s3_env(s3_server):
         _shards_on_s3(root, s3_bucket)
 
-    _two_nodes(root, s3_server.env, uri, logs, "first")
+    train_on_two_nodes(
+        root / "train-s3.yaml", [f"checkpoint.dir={uri}", f"logging.dir={logs}"], root, "first", s3_server.env
+    )
     got = step_records(logs)
     assert sorted(got) == list(range(1, STEPS + 1))
     for s in got:
@@ -265,10 +202,65 @@ def test_two_isolated_nodes_train_and_resume_from_s3_as_one_node(shared_run, s3_
 
     # an upload cut short before step 4's marker: the two nodes resume from step 2, each from its own download
     store.delete(join(uri, ckpt.tag_for(4), ckpt.MARKER))
-    _two_nodes(root, s3_server.env, uri, logs, "resume")
+    train_on_two_nodes(
+        root / "train-s3.yaml",
+        [f"checkpoint.dir={uri}", f"logging.dir={logs}"],
+        root,
+        "resume",
+        s3_server.env,
+    )
     assert [r["from"] for r in records(logs) if r.get("event") == "resume"] == [ckpt.tag_for(2)]
     got = step_records(logs)
     for s in (3, 4):
         assert (got[s]["loss"], got[s]["grad_norm"]) == (local[s]["loss"], local[s]["grad_norm"]), s
     assert store.exists(join(uri, ckpt.tag_for(4), ckpt.MARKER))  # step 4 saved again, whole
     assert not _shared_staging(uri).exists()
+
+
+def _step_logged(logs: Path, step: int) -> bool:
+    metrics = logs / "metrics.jsonl"
+    return metrics.exists() and any(r.get("step") == step and "event" not in r for r in records(logs))
+
+
+@pytest.mark.isolated
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["kill", "hang"])
+def test_a_node_that_dies_or_hangs_fails_the_other_in_bounded_time(shared_run, fault):
+    """Node 1's rank is SIGKILLed (a dead node) or SIGSTOPped (a hung one: alive, sockets open, silent)
+    after step 2 (test faults, node 1's environment only). Node 0 must not wait for it forever: a dead
+    peer fails its next collective at once (gloo sees the connection close), a hung one after
+    deepspeed.timeout_s (20 s here; DeepSpeed's default is 600). Either way node 0's launcher exits
+    non-zero and says why."""
+    from trainer.faults import ENV_VAR
+
+    root, _ = shared_run
+    logs = root / f"fault-{fault}"
+    faults = {f"{fault}_at_step": 2, "fault_rank": 1}
+    timeout_s = 20
+    overrides = [f"logging.dir={logs}", f"deepspeed.timeout_s={timeout_s}"]
+    procs, _ = start_two_nodes(root / "train.yaml", overrides, root, f"fault-{fault}",
+                               {ENV_VAR: json.dumps(faults)})  # fmt: skip
+    (node0, log0), (node1, _) = procs
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not _step_logged(logs, 2) and node0.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _step_logged(logs, 2), log0.read_text(errors="replace")[-3000:]
+        t_fault = time.monotonic()  # node 1 acts at the end of step 2; rank 0 logs step 2 as it ends
+        # bound: a dead peer ~1 s measured; a hung one timeout_s; + 60 s for a loaded CI box
+        node0.wait(timeout=timeout_s + 60)
+        waited = time.monotonic() - t_fault
+    finally:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    text = log0.read_text(errors="replace")
+    assert node0.returncode != 0, text[-3000:]
+    assert not _step_logged(logs, 4)  # it stopped; it did not train on alone
+    if fault == "kill":
+        assert "Connection closed by peer" in text, text[-3000:]
+        assert node1.returncode != 0
+    else:
+        assert waited >= timeout_s * 0.9, waited  # it did wait for the hung peer, as configured
+        assert "imed out" in text or "imeout" in text, text[-3000:]

@@ -102,6 +102,7 @@ def test_batch_must_divide_into_micro_batches_times_ranks(tmp_path):
         ("deepspeed.zero_stage=4", "deepspeed.zero_stage must be one of 0, 1, 2, 3, auto; got 4"),
         ("deepspeed.zero_stage=max", "deepspeed.zero_stage must be one of 0, 1, 2, 3, auto; got 'max'"),
         ("deepspeed.memory_margin=1", r"deepspeed.memory_margin must be in \[0, 1\), got 1.0"),
+        ("deepspeed.timeout_s=0", r"deepspeed.timeout_s must be > 0, got 0"),
     ],
 )
 def test_compile_and_zero_stage_values(tmp_path, override, message):
