@@ -5,7 +5,9 @@ single spaces. Characters of scripts written without spaces between words (Han, 
 Khmer, Myanmar) become tokens of their own (a letter with the combining marks that follow it), so
 such text still yields word-like shingles. The same
 function feeds the exact-text hash, the MinHash shingles and the line hashes, so "duplicate" means
-the same thing in every stage.
+the same thing in every stage. `normalize_bytes` is the fast form (byte tables for ASCII, and a
+per-character cache for the few non-ASCII characters of most web text; see its docstring);
+`normalize_text_reference` is the plain one it must equal.
 
 URL: lower-case scheme and host, no default port, no fragment, no tracking parameters, sorted query,
 no trailing slash: two captures of one page compare equal.
@@ -87,10 +89,158 @@ def _split_tables() -> tuple[dict[int, str], bytes]:
 
 
 _NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
+_ASCII = bytes(range(128))
+# After the ASCII byte table, space is the only byte bytes.split() splits on (see _split_tables), so
+# collapsing runs of spaces and stripping the ends gives `b" ".join(b.split())`, about a fifth faster
+# (no list of words is built).
+_SPACE_RUN = re.compile(rb"  +")
+# Per document, the UTF-8 length minus the length in characters (at least the number of non-ASCII
+# characters, at most three times it) says in O(1) how much non-ASCII text there is. The fast path
+# (_char_bytes) pays ~45 ns per non-ASCII character to find the distinct ones, and more when it then
+# has to give up, so it is tried only up to 1/_FAST_MAX_SHARE of the length.
+_FAST_MAX_SHARE = 8
+# It does one bytes.replace over the whole document per distinct character that changes: past this
+# many (Han or kana text, every character its own token) the general path is cheaper.
+_MAX_REPLACED = 24
+# The general path translates each non-ASCII run (a regex scan of every character, then ~0.4 us per
+# run) or the whole string (~22 ns per character): the runs win up to one run per this many
+# characters. bench/dedup/normalize.py measured all three thresholds.
+_CHARS_PER_RUN = 64
+# Bytes -> b"a" (ASCII) or b"\x80" (the rest): a non-ASCII run starts at each b"a\x80" of the result.
+_RUN_MARKS = bytes(0x61 if i < 0x80 else 0x80 for i in range(256))
+_KEEP = b""  # _char_bytes: the character stays as it is
+
+
+@functools.cache
+def _lower_ascii_table() -> bytes:
+    """The ASCII byte table with A-Z lowered first: str.lower of ASCII and the table in one pass."""
+    table = bytearray(_split_tables()[1])
+    for cp in range(ord("A"), ord("Z") + 1):
+        table[cp] = table[cp + 32]
+    return bytes(table)
+
+
+@functools.cache
+def _non_ascii_list() -> list[str]:
+    """The non-ASCII dict of _split_tables as a list (identity on ASCII), for translating a whole
+    string: str.translate looks a list up faster than a dict."""
+    non_ascii = _split_tables()[0]
+    return [chr(cp) if cp < 128 else non_ascii.get(cp, c) for cp, c in enumerate(_table())]
+
+
+@functools.cache
+def _composes_backward() -> frozenset[str]:
+    """Every character that canonical composition may join onto the character before it (a
+    superset of NFC_QC=Maybe): the second half of each two-character canonical decomposition
+    (composition exclusions kept, to be safe) and the Hangul medial vowels and final consonants
+    that join L+V and LV+T. No character at or past U+30000 has a decomposition.
+    """
+    out = {chr(cp) for cp in (*range(0x1161, 0x1176), *range(0x11A8, 0x11C3))}
+    for cp in range(_TABLE_LIMIT):
+        d = unicodedata.decomposition(chr(cp))
+        if d and not d.startswith("<") and len(parts := d.split()) == 2:
+            out.add(chr(int(parts[1], 16)))
+    return frozenset(out)
+
+
+def _mapped(s: str) -> str:
+    """What the general path makes of the string `s`, before the ASCII byte table."""
+    return unicodedata.normalize("NFKC", s).lower().translate(_split_tables()[0])
+
+
+_char_cache: dict[str, bytes | None] = {}
+# Real text uses a few thousand distinct characters; a stream of odd ones must not grow it forever.
+_CHAR_CACHE_MAX = 1 << 16
+
+
+def _char_bytes(c: str) -> bytes | None:
+    """UTF-8 of what the general path makes of the non-ASCII character `c` wherever it stands
+    (before the ASCII byte table); _KEEP when that is `c` itself; None when it may depend on the
+    neighbours or cannot be swapped in with bytes.replace. Cached.
+
+    NFKC of a string is the concatenation of NFKC of its characters when each one's NFKD starts with
+    a starter (canonical combining class 0) that composes with nothing before it: canonical
+    reordering never crosses a starter, and composition never reaches back past one. Every ASCII
+    character qualifies, so checking a document's non-ASCII characters is enough; e + U+0301 and
+    Hangul L + V fail here and take the general path. str.lower maps each character on its own
+    except U+03A3 (final or not depends on the neighbours), which no NFKC result here may contain.
+    Last, the result may contain no other non-ASCII character that changes: the replacements run one
+    after another, and a later one would rewrite it.
+    """
+    out = _char_cache.get(c, False)
+    if out is not False:
+        return out
+    out = None
+    first = unicodedata.normalize("NFKD", c)[0]
+    if not unicodedata.combining(first) and first not in _composes_backward():
+        mapped = _mapped(c)
+        if "\u03a3" not in unicodedata.normalize("NFKC", c) and all(
+            d == c or d.isascii() or _mapped(d) == d for d in mapped
+        ):
+            out = _KEEP if mapped == c else mapped.encode("utf-8", "surrogatepass")
+    if len(_char_cache) >= _CHAR_CACHE_MAX:
+        _char_cache.clear()
+    _char_cache[c] = out
+    return out
+
+
+def _normalize_bytes_general(text: str, encoded: bytes) -> bytes:
+    """Any text (`encoded` is its UTF-8): NFKC and lower over the whole string, the non-ASCII table
+    over each non-ASCII run or the whole string, whichever is cheaper, the ASCII byte table, and
+    the collapse."""
+    s = unicodedata.normalize("NFKC", text).lower()
+    if not s.isascii():
+        # Runs of the input (an estimate for s) <= its non-ASCII characters <= its extra bytes: with
+        # few extra bytes, no need to count.
+        many = (len(encoded) - len(text)) * _CHARS_PER_RUN > len(text)
+        if many:
+            marks = encoded.translate(_RUN_MARKS)
+            many = (marks.count(b"a\x80") + (marks[0] == 0x80)) * _CHARS_PER_RUN > len(text)
+        if many:
+            s = s.translate(_non_ascii_list())
+        else:
+            non_ascii = _split_tables()[0]
+            s = _NON_ASCII_RUN.sub(lambda m: m.group().translate(non_ascii), s)
+    b = s.encode("utf-8", "surrogatepass").translate(_split_tables()[1])
+    return _SPACE_RUN.sub(b" ", b).strip(b" ")
 
 
 def normalize_bytes(text: str) -> bytes:
-    """UTF-8 bytes of `normalize_text(text)`, computed without a per-character Python step for ASCII."""
+    """UTF-8 bytes of `normalize_text(text)`, computed without a per-character Python step for ASCII.
+
+    ASCII text needs only the byte tables. So does text with a little non-ASCII whose characters
+    each normalize the same wherever they stand (_char_bytes) -- in English web text the curly
+    quotes, dashes, no-break spaces and accented letters: each one's bytes are replaced by its
+    cached result, and NFKC, lower and the regex scan over every character are skipped. Any other
+    text takes the general path.
+    """
+    if text.isascii():  # O(1) flag check; NFKC and the non-ASCII table do nothing to ASCII
+        b = text.encode("ascii")
+    else:
+        b = text.encode("utf-8", "surrogatepass")
+        if (len(b) - len(text)) * _FAST_MAX_SHARE > len(text):
+            return _normalize_bytes_general(text, b)
+        swaps = []
+        # The distinct non-ASCII characters, found at C speed: drop every ASCII byte and decode.
+        for c in set(b.translate(None, _ASCII).decode("utf-8", "surrogatepass")):
+            out = _char_cache.get(c, False)  # inline: a call per character costs more than the lookup
+            if out is False:
+                out = _char_bytes(c)
+            if out is None or len(swaps) > _MAX_REPLACED:
+                return _normalize_bytes_general(text, b)
+            if out:  # not _KEEP
+                swaps.append((c, out))
+        if len(swaps) > _MAX_REPLACED:
+            return _normalize_bytes_general(text, b)
+        for c, out in swaps:
+            # UTF-8 is self-synchronising: c's bytes match only where c stands.
+            b = b.replace(c.encode("utf-8", "surrogatepass"), out)
+    return _SPACE_RUN.sub(b" ", b.translate(_lower_ascii_table())).strip(b" ")
+
+
+def _normalize_bytes_slow(text: str) -> bytes:
+    """normalize_bytes as it was before the fast path, kept verbatim: the oracle that
+    tests/dedup/test_normalize.py and bench/dedup/normalize.py compare it with, byte for byte."""
     non_ascii, ascii_bytes = _split_tables()
     if text.isascii():  # O(1) flag check; NFKC and the non-ASCII table do nothing to ASCII
         return b" ".join(text.lower().encode("ascii").translate(ascii_bytes).split())
