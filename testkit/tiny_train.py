@@ -17,25 +17,14 @@ import yaml
 from testkit.corpus import build_source
 
 
-def tiny_run(
-    root: Path,
-    corpus: Path,
-    *,
-    steps: int,
-    seq_len: int,
-    warmup_steps: int,
-    total_tokens: int,
-    checkpoint_every: int,
-    keep: int,
-) -> Path:
+def tiny_run(root: Path, corpus: Path, **run: int) -> Path:
     """Tokenizer, shards, recipe.yaml and train.yaml under `root` from `corpus` (build_corpus's folder);
-    returns the config's path. Global batch 4 rows of micro-batches of 2 (2 ranks: no accumulation)."""
+    `run` is write_run's keywords (steps, seq_len, ...). Returns the config's path."""
     from tokens.tokenizer import TokenizerConfig, train_tokenizer
 
     tok = train_tokenizer(corpus, root / "tok", TokenizerConfig(vocab_size=512))
     web = build_source(root / "tokens", tok, "web", sorted((corpus / "docs").glob("*.parquet")))
-    return write_run(root, str(web), steps=steps, seq_len=seq_len, warmup_steps=warmup_steps,
-                     total_tokens=total_tokens, checkpoint_every=checkpoint_every, keep=keep)  # fmt: skip
+    return write_run(root, str(web), **run)
 
 
 def write_run(

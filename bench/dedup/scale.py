@@ -28,6 +28,7 @@ signature kernel (one call per batch, as the job runs it) vs datasketch's MinHas
 same shingle strings (datasketch hashes each with sha1); our numpy reference path is shown too.
 
     .venv/bin/python bench/dedup/scale.py --docs 1000000 3000000 10000000 [--compare-at 1000000] [--cores 2]
+    .venv/bin/python bench/dedup/scale.py --docs 1000000 --work W --datatrove-from W/scale_cmp.log  # ours again
 """
 
 from __future__ import annotations
@@ -523,6 +524,19 @@ def report(runs: list[dict], cores: int) -> dict:
     return out
 
 
+def _last_summary(log: str) -> dict:
+    """The JSON summary line a run of this bench printed last in `log`."""
+    return json.loads([ln for ln in Path(log).read_text().splitlines() if ln.startswith("{")][-1])
+
+
+def earlier_run(log: str, pipeline: str, docs: int) -> dict:
+    """The run of `pipeline` (a prefix of its name) at `docs` documents from an earlier log, marked so."""
+    for r in _last_summary(log)["runs"]:
+        if r["pipeline"].startswith(pipeline) and r["docs"] == docs:
+            return {**r, "pipeline": f"{r['pipeline']} (earlier run, {Path(log).name})"}
+    raise SystemExit(f"{log}: no {pipeline} run at {docs:,} documents")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -537,6 +551,12 @@ def main() -> int:
         default=1_000_000,
         help="the size at which datatrove and our MinHash-only job run too (0: none)",
     )
+    ap.add_argument(
+        "--datatrove-from",
+        metavar="LOG",
+        help="take datatrove's run at --compare-at from an earlier log of this bench (same input, same "
+        "machine; ~43 min at 1M on 2 cores) instead of running it again; its row says so",
+    )
     ap.add_argument("--skip-full", action="store_true", help="skip our all-stages run")
     ap.add_argument("--keep-outputs", action="store_true", help="keep each run's output (default: removed)")
     ap.add_argument(
@@ -547,11 +567,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     if args.report:
-        last = [
-            [ln for ln in Path(log).read_text().splitlines() if ln.startswith("{")][-1] for log in args.report
-        ]
-        logs = [json.loads(ln) for ln in last]
-        report([r for summary in logs for r in summary["runs"]], args.cores)
+        report([r for log in args.report for r in _last_summary(log)["runs"]], args.cores)
         return 0
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="dedup-scale-"))
@@ -579,7 +595,9 @@ def main() -> int:
         if not args.skip_full:
             todo.append("full")
         for what in todo:
-            if what == "datatrove":
+            if what == "datatrove" and args.datatrove_from:
+                r = earlier_run(args.datatrove_from, "datatrove", n)
+            elif what == "datatrove":
                 r = run_datatrove(inp, work, args.cores, files)
                 r["docs"] = n
             else:

@@ -1,7 +1,7 @@
 """Stage `output`: the surviving documents with their cluster columns, boilerplate lines removed.
 
 Writes OUTPUT/docs/ (the input columns + dup_cluster, dup_cluster_size + the columns stages add,
-`Stage.output_columns`; repartitioned by id and sorted within partitions, so reruns give the same
+`Stage.output_columns`; at most `output.partitions` files, each sorted by id, so reruns give the same
 files) and the decisions for documents left with fewer than `lines.min_words` words once their
 boilerplate lines are gone (lines_too_short). Its funnel row is `lines`: those are the documents it
 removes.
@@ -64,9 +64,14 @@ class Output(Stage):
             short = decisions_of(edited.where(F.col("_reason").isNotNull()), "lines", F.col("_reason"))
             ctx.write(short, "output/removed")
             kept = plain.unionByName(edited.where(F.col("_reason").isNull()))
-            # counted before the shuffle, from narrow columns (the plain side needs no text for it)
+            # counted from narrow columns first (the plain side needs no text for it)
             agg = kept.agg(F.count(F.lit(1)).alias("n"), F.sum("_out_bytes").alias("b")).first()
-            docs = kept.repartition(ctx.partitions, "id").sortWithinPartitions("id", "_row")
+            # The files follow the joins' partitioning (by _row), the union's two sides (documents with
+            # and without lines to drop) merged side by side into at most `partitions` files: no second
+            # shuffle of every text (by id, before 2026-11-26), and still the same files for the same
+            # input, split and config (a rerun, a resume).
+            kept = kept.coalesce(ctx.partitions)
+            docs = kept.sortWithinPartitions("id", "_row")
             ctx.store.tables.write(docs.select(*input_cols, *ADDED_COLUMNS, *names), "docs", "zstd")
         finally:
             edited.unpersist()

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from core.stats import Stats
 from dedup.normalize import normalize_bytes
@@ -71,9 +72,10 @@ def _features_fn(features: Sequence[Feature]):
         for batch in batches:
             texts = batch.column("text").to_pylist()
             urls = batch.column("url").to_pylist() if "url" in batch.schema.names else [None] * len(texts)
-            reason, nbytes, norms = [], [], []
+            # UTF-8 sizes from Arrow's offsets, not by encoding every text again in Python
+            nbytes = pc.fill_null(pc.binary_length(batch.column("text")), 0).cast(pa.int64())
+            reason, norms = [], []
             for text in texts:
-                nbytes.append(len(text.encode("utf-8", "surrogatepass")) if text else 0)
                 norm = normalize_bytes(text) if text and not text.isspace() else None
                 if norm is None:
                     reason.append("empty_text")
@@ -87,7 +89,7 @@ def _features_fn(features: Sequence[Feature]):
             cols["_reason"] = pa.array(reason, pa.string())
             for fn in fns:
                 cols.update(fn(docs))
-            cols["_bytes"] = pa.array(nbytes, pa.int64())
+            cols["_bytes"] = nbytes
             yield pa.RecordBatch.from_pydict(cols)
 
     return run

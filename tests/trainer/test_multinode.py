@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -259,7 +260,8 @@ def test_a_node_that_dies_or_hangs_fails_the_other_in_bounded_time(shared_run, f
     assert node0.returncode != 0, text[-3000:]
     assert not _step_logged(logs, 4)  # it stopped; it did not train on alone
     if fault == "kill":
-        assert "Connection closed by peer" in text, text[-3000:]
+        # gloo's words for a peer gone mid-read ("closed by peer") or mid-write ("reset by peer")
+        assert re.search(r"Connection (closed|reset) by peer", text), text[-3000:]
         assert node1.returncode != 0
     else:
         assert waited >= timeout_s * 0.9, waited  # it did wait for the hung peer, as configured

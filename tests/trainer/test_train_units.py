@@ -288,7 +288,7 @@ def test_faults_come_from_the_environment_not_the_config(tmp_path):
     with pytest.raises(ConfigError, match=rf"{ENV_VAR}: not valid JSON"):
         faults_from_env({ENV_VAR: "{kill_at_step: 3"})
     assert faults_from_env({ENV_VAR: '{"dump_state_steps": [15]}'}).active  # an observation, announced too
-    allowed = "dump_state_steps, kill_at_step, kill_in_upload_step, poison_factor, poison_indices"
+    allowed = "dump_state_steps, fault_rank, hang_at_step, kill_at_step, kill_in_upload_step, poison_factor, poison_indices"
     with pytest.raises(ConfigError, match=rf"{ENV_VAR}: unknown key kill_at; allowed: {allowed}"):
         faults_from_env({ENV_VAR: '{"kill_at": 3}'})
     with pytest.raises(ConfigError, match=rf"{ENV_VAR}: kill_at_step must be >= 0"):
