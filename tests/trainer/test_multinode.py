@@ -230,14 +230,14 @@ def test_a_node_that_dies_or_hangs_fails_the_other_in_bounded_time(shared_run, f
     """Node 1's rank is SIGKILLed (a dead node) or SIGSTOPped (a hung one: alive, sockets open, silent)
     after step 2 (test faults, node 1's environment only). Node 0 must not wait for it forever: a dead
     peer fails its next collective at once (gloo sees the connection close), a hung one after
-    deepspeed.timeout_s (20 s here; DeepSpeed's default is 600). Either way node 0's launcher exits
+    deepspeed.timeout_s (10 s here; DeepSpeed's default is 600). Either way node 0's launcher exits
     non-zero and says why."""
     from trainer.faults import ENV_VAR
 
     root, _ = shared_run
     logs = root / f"fault-{fault}"
     faults = {f"{fault}_at_step": 2, "fault_rank": 1}
-    timeout_s = 20
+    timeout_s = 10
     overrides = [f"logging.dir={logs}", f"deepspeed.timeout_s={timeout_s}"]
     procs, _ = start_two_nodes(root / "train.yaml", overrides, root, f"fault-{fault}",
                                {ENV_VAR: json.dumps(faults)})  # fmt: skip
