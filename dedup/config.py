@@ -210,7 +210,7 @@ class OutputConfig(ConfigModel):
     removed_sample_per_reason: int = 1000
     """removed documents kept with a text snippet, per reason"""
     partitions: int = 0
-    """Spark shuffle partitions and the most output files; 0: 2 x the default parallelism"""
+    """Spark shuffle partitions and output hash buckets by id; 0: 2 x the default parallelism"""
 
     @model_validator(mode="after")
     def _check(self) -> OutputConfig:

@@ -1,10 +1,11 @@
 """Stage `output`: the surviving documents with their cluster columns, boilerplate lines removed.
 
 Writes OUTPUT/docs/ (the input columns + dup_cluster, dup_cluster_size + the columns stages add,
-`Stage.output_columns`; at most `output.partitions` files, each sorted by id, so reruns give the same
-files) and the decisions for documents left with fewer than `lines.min_words` words once their
-boilerplate lines are gone (lines_too_short). Its funnel row is `lines`: those are the documents it
-removes.
+`Stage.output_columns`; hash-partitioned by id into `output.partitions` buckets, each sorted by id:
+the same files for the same documents however the input was split; documents that lost lines are in
+a second set of files per bucket) and the decisions for documents left with fewer than
+`lines.min_words` words once their boilerplate lines are gone (lines_too_short). Its funnel row is
+`lines`: those are the documents it removes.
 """
 
 from __future__ import annotations
@@ -41,13 +42,7 @@ class Output(Stage):
         names = [c for _, cols in added for c in cols]
         # an input column a stage adds again (a rerun over this job's output) takes the new values
         input_cols = [c for c in ctx.infos["prepare"]["columns"] if c not in names]
-        base = _with_cluster_columns(ctx, alive(ctx, [*input_cols, "_row", "_bytes"]))
-        for stage_name, _ in added:
-            base = base.join(ctx.read(f"{stage_name}/columns"), "_row", "left")
-        if ctx.ran("lines"):
-            base = base.join(ctx.read("lines/drops"), "_row", "left")
-        else:
-            base = base.withColumn("_drop_lines", F.lit(None).cast("array<int>"))
+        base = _with_texts(ctx, _annotations(ctx, added), input_cols)
         # Only documents with lines to drop cross into Python: most have none (every one when the
         # lines stage is off), and sending them through mapInArrow would move every text twice.
         has = F.coalesce(F.size("_drop_lines"), F.lit(0)) > 0
@@ -66,11 +61,9 @@ class Output(Stage):
             kept = plain.unionByName(edited.where(F.col("_reason").isNull()))
             # counted from narrow columns first (the plain side needs no text for it)
             agg = kept.agg(F.count(F.lit(1)).alias("n"), F.sum("_out_bytes").alias("b")).first()
-            # The files follow the joins' partitioning (by _row), the union's two sides (documents with
-            # and without lines to drop) merged side by side into at most `partitions` files: no second
-            # shuffle of every text (by id, before 2026-11-26), and still the same files for the same
-            # input, split and config (a rerun, a resume).
-            kept = kept.coalesce(ctx.partitions)
+            # Both sides keep _with_texts' partitioning: side i's partition k holds the documents of
+            # hash bucket k of their id, so the files are a function of the kept ids and
+            # `partitions` alone (not of how the input was split), with no second shuffle of the texts.
             docs = kept.sortWithinPartitions("id", "_row")
             ctx.store.tables.write(docs.select(*input_cols, *ADDED_COLUMNS, *names), "docs", "zstd")
         finally:
@@ -80,6 +73,36 @@ class Output(Stage):
             "docs": int(agg["n"]),
             "bytes": int(agg["b"] or 0),
         }
+
+
+def _annotations(ctx: StageContext, added: list[tuple[str, tuple[str, ...]]]):
+    """Per alive document, no text: _row, id, _bytes, the cluster columns, the columns stages add and
+    _drop_lines (the lines `lines` removes). Its joins on _row move only these narrow rows."""
+    from pyspark.sql import functions as F
+
+    ann = _with_cluster_columns(ctx, alive(ctx, ["_row", "id", "_bytes"]))
+    for stage_name, _ in added:
+        ann = ann.join(ctx.read(f"{stage_name}/columns"), "_row", "left")
+    if ctx.ran("lines"):
+        return ann.join(ctx.read("lines/drops"), "_row", "left")
+    return ann.withColumn("_drop_lines", F.lit(None).cast("array<int>"))
+
+
+def _with_texts(ctx: StageContext, ann, input_cols: list[str]):
+    """The annotated documents with their input columns: the text crosses the cluster once, both sides
+    hash-partitioned by id into `partitions`, so the join on id moves nothing more and the result
+    keeps that partitioning. Removed documents (no annotation row) drop out here.
+
+    The row is matched by id, then _row (a duplicate id's removed row has the same id): as `a - b ==
+    0`, not `a == b`, which Catalyst would turn into a second join key and shuffle both sides again
+    by (id, _row)."""
+    from pyspark.sql import functions as F
+
+    n = ctx.partitions
+    wide = ctx.prep.select(*input_cols, "_row").repartition(n, "id")
+    ann = ann.withColumnRenamed("_row", "_ann_row").repartition(n, "id")
+    same_row = (F.col("_row") - F.col("_ann_row")) == 0
+    return wide.join(ann, "id").where(same_row).drop("_ann_row")
 
 
 def _with_cluster_columns(ctx: StageContext, base):
