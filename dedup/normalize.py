@@ -226,12 +226,12 @@ def normalize_bytes(text: str) -> bytes:
             out = _char_cache.get(c, False)  # inline: a call per character costs more than the lookup
             if out is False:
                 out = _char_bytes(c)
-            if out is None or len(swaps) > _MAX_REPLACED:
+            if out is None:
                 return _normalize_bytes_general(text, b)
             if out:  # not _KEEP
                 swaps.append((c, out))
-        if len(swaps) > _MAX_REPLACED:
-            return _normalize_bytes_general(text, b)
+                if len(swaps) > _MAX_REPLACED:
+                    return _normalize_bytes_general(text, b)
         for c, out in swaps:
             # UTF-8 is self-synchronising: c's bytes match only where c stands.
             b = b.replace(c.encode("utf-8", "surrogatepass"), out)
