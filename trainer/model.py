@@ -163,14 +163,23 @@ def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
+@cache
+def _compiled_create_block_mask():
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    # what PyTorch advises since create_block_mask(_compile=True) was deprecated: its deprecation warning
+    # is also a graph break, which fails a model compiled whole with fullgraph=True (seen on an H100)
+    return torch.compile(create_block_mask)
+
+
 def document_causal_block_mask(doc_ids: torch.Tensor, compile_mask: bool):
     """flex BlockMask of one batch: causal and inside documents. (B, T) doc_ids; built once per forward.
 
-    compile_mask: create_block_mask's own compiled path (`_compile=True`, what torchtitan and
-    attention-gym use on GPU): it evaluates the mask function tile by tile instead of materialising the
-    (B, T, T) boolean grid through vmap, and it is compiled once per batch shape: the mask function is a
-    new closure every batch, but Dynamo guards on its code and on the tensor it closes over (shape, dtype),
-    not on the values, so a new document layout at the same shape reuses the compiled graph.
+    compile_mask: create_block_mask under torch.compile (what torchtitan and attention-gym use on GPU): it
+    evaluates the mask function tile by tile instead of materialising the (B, T, T) boolean grid through
+    vmap, and it is compiled once per batch shape: the mask function is a new closure every batch, but Dynamo
+    guards on its code and on the tensor it closes over (shape, dtype), not on the values, so a new document
+    layout at the same shape reuses the compiled graph.
     """
     from torch.nn.attention.flex_attention import create_block_mask
 
@@ -179,7 +188,13 @@ def document_causal_block_mask(doc_ids: torch.Tensor, compile_mask: bool):
     def document_causal(b_, h_, q_idx, kv_idx):
         return (q_idx >= kv_idx) & (doc_ids[b_, q_idx] == doc_ids[b_, kv_idx])
 
-    return create_block_mask(document_causal, b, None, t, t, device=doc_ids.device, _compile=compile_mask)
+    # inside a compiled graph, the enclosing compile traces the plain function
+    build = (
+        _compiled_create_block_mask()
+        if compile_mask and not torch.compiler.is_compiling()
+        else create_block_mask
+    )
+    return build(document_causal, b, None, t, t, device=doc_ids.device)
 
 
 class AttentionMask:

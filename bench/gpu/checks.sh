@@ -8,11 +8,15 @@
 #   tests    the trainer tests that need neither ../shared nor Spark (kernels, model, backend, the kernels
 #            bench's smoke test, trainer units, ZeRO planning, checkpoint safety), CUDA cases included;
 #   kernels  bench/trainer/kernels.py (ours vs eager, torch.compile and Liger at the 124m / 1b / 8b shapes);
-#   124m       bench/trainer/throughput.py --model 124m --data synthetic --steps 120, the rows the targets
-#              name: default, z3, z1, z0 and the ceiling;
+#   124m       bench/trainer/throughput.py --model 124m --data synthetic --steps 40 (0.5M-token steps, about
+#              1 s each on an H100), the rows the targets name: default, z3, z1, z0 and the ceiling;
 #   124m-more  the same with the other rows (z2, reference ops, eager) and the ceiling again;
 #   1b         --model 1b --steps 60 --rows z3,z1,z0,ceiling;
-#   vocab      --model 124m --vocab 50304 --rows default,ceiling.
+#   vocab      --model 124m --vocab 50304 --rows default,ceiling;
+#   quick      what fits one 10-minute call, each part under a time limit (`timeout`): tests, one line per test
+#              (150 s), kernels (80 s), 124m --rows z3,z1 --steps 20 (170 s), 1b --rows z3,z1 --steps 30
+#              (150 s). A part cut off keeps the tests and rows it printed ("[bench] row ...: {...}") in its
+#              log. The first run on an H100 (2026-11-26) took 120 s for 113 of the 160 tests.
 # Every row starts the launcher and compiles (~0.5-1 min before its steps), so all ten rows of the bench
 # take ~15 minutes, more than one device call's 10-minute limit: run one part per call (the default `all`
 # only where no such limit applies). A part goes on when another fails; the exit status is the number
@@ -31,7 +35,7 @@ failed=0
 part() {  # name, command...: runs it, its output in $OUT/name.log and its last lines here
     local name=$1; shift
     echo "==> $name: $*"
-    "$@" > "$OUT/$name.log" 2>&1
+    ${LIMIT:+timeout $LIMIT} "$@" > "$OUT/$name.log" 2>&1
     local rc=$?
     tail -n 40 "$OUT/$name.log"
     echo "==> $name: exit $rc"
@@ -44,12 +48,22 @@ want "$sel" tests && part tests python3 -m pytest -q -p no:cacheprovider -rs \
     tests/trainer/test_bench_kernels.py tests/trainer/test_train_units.py tests/trainer/test_train_zero.py \
     tests/trainer/test_checkpoint_safety.py
 want "$sel" kernels && part kernels python3 bench/trainer/kernels.py
-want "$sel" 124m && part train-124m python3 bench/trainer/throughput.py --model 124m --data synthetic --steps 120 \
+want "$sel" 124m && part train-124m python3 bench/trainer/throughput.py --model 124m --data synthetic --steps 40 --warmup 10 \
     --rows default,z3,z1,z0,ceiling
 want "$sel" 124m-more && part train-124m-more python3 bench/trainer/throughput.py --model 124m --data synthetic \
-    --steps 120 --rows z2,z1-ref,z1-eager,z1-ref-eager,ceiling-eager,ceiling
+    --steps 40 --warmup 10 --rows z2,z1-ref,z1-eager,z1-ref-eager,ceiling-eager,ceiling
 want "$sel" 1b && part train-1b python3 bench/trainer/throughput.py --model 1b --data synthetic --steps 60 \
     --rows z3,z1,z0,ceiling
 want "$sel" vocab && part train-124m-v50304 python3 bench/trainer/throughput.py --model 124m --data synthetic \
-    --vocab 50304 --steps 120 --rows default,ceiling
+    --vocab 50304 --steps 40 --warmup 10 --rows default,ceiling
+if [ "$sel" = quick ]; then
+    LIMIT=150 part tests python3 -m pytest -v --tb=short -p no:cacheprovider -rs tests/trainer/test_kernels.py \
+        tests/trainer/test_model.py tests/trainer/test_backend.py tests/trainer/test_bench_kernels.py \
+        tests/trainer/test_train_units.py tests/trainer/test_train_zero.py tests/trainer/test_checkpoint_safety.py
+    LIMIT=80 part kernels python3 bench/trainer/kernels.py --iters 10
+    LIMIT=170 part train-124m python3 bench/trainer/throughput.py --model 124m --data synthetic --steps 20 \
+        --warmup 8 --rows z3,z1
+    LIMIT=150 part train-1b python3 bench/trainer/throughput.py --model 1b --data synthetic --steps 30 --warmup 10 \
+        --rows z3,z1
+fi
 exit $failed

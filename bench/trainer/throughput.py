@@ -285,6 +285,10 @@ def run_trainer_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Pat
     mems = [m for m in (peak_memory_gib(r) for r in steps) if m is not None]
     res["peak_mem_gib"] = max(mems) if mems else None
     res["final_loss"] = timed[-1]["loss"]
+    # where a step's time goes (trainer/train.py's split; fwd_bwd ends at the loss all-reduce, so it holds
+    # the wait for the device): what to cut first when a row is far below the ceiling
+    res["step_ms"] = {k: 1e3 * statistics.median(r["time"][k] for r in timed)
+                      for k in ("data", "fwd_bwd", "optimizer", "step") if all(k in r.get("time", {}) for r in timed)}  # fmt: skip
     return res
 
 

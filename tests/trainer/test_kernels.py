@@ -422,8 +422,9 @@ def test_linear_cross_entropy_holds_one_chunk_of_logits_not_all(triton_ops):
     from trainer.kernels.fused_linear_cross_entropy import fused_linear_cross_entropy_forward
 
     n, h, v, chunk = 512, 32, 2048, 64
-    hid, w = torch.randn(n, h), torch.randn(v, h) / 8
-    targets = torch.randint(0, v, (n,))
+    dev = device_for(False)  # the ops' device: compiled Triton kernels on CUDA take no CPU tensor
+    hid, w = torch.randn(n, h, device=dev), torch.randn(v, h, device=dev) / 8
+    targets = torch.randint(0, v, (n,), device=dev)
     with _LiveBytes() as mem:
         loss, dh, dw = fused_linear_cross_entropy_forward(hid, w, targets, chunk_size=chunk)
     chunk_bytes, logits_bytes = chunk * v * 4, n * v * 4

@@ -339,3 +339,22 @@ def test_compiled_block_mask_equals_eager_and_compiles_once_per_shape():
         assert torch.equal(compiled.kv_num_blocks, eager.kv_num_blocks), seed
     assert counters["stats"]["unique_graphs"] == 1
     assert not counters["recompiles"]
+
+
+def test_compiled_block_mask_traces_inside_a_fullgraph_compile():
+    """A model compiled whole (fullgraph=True) builds its flex BlockMask inside the graph. The deprecated
+    create_block_mask(_compile=True) warned there, and a warning is a graph break: the H100 run of
+    test_debug_model_with_triton_kernels_compiles_fullgraph failed on it. The mask traced in the graph is
+    the eager one."""
+    from trainer.model import document_causal_block_mask
+
+    tokens = torch.randint(1, 50, (2, 256), generator=torch.Generator().manual_seed(4))
+    tokens[0, 100] = tokens[1, 30] = 0
+    doc_ids = document_ids_from_eod(tokens, 0)
+    torch._dynamo.reset()
+    traced = torch.compile(
+        lambda d: document_causal_block_mask(d, compile_mask=True).to_dense(),
+        fullgraph=True,
+        backend="aot_eager",
+    )(doc_ids)
+    assert torch.equal(traced, document_causal_block_mask(doc_ids, compile_mask=False).to_dense())
