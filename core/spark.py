@@ -121,6 +121,28 @@ LOCAL_ONLY_CONF = {
 }
 
 
+def planned_cores(spark: SparkOptions) -> int | None:
+    """The task slots a job will have, known before its session starts, for planning its units:
+    `spark.default.parallelism` if set, else a session already running in this process, else the
+    local master's threads (local[N], local[*] and the embedded master: this machine's CPUs).
+    None for a cluster master (its executors are unknown until they register)."""
+    if n := spark.conf.get("spark.default.parallelism"):
+        return int(n) if str(n).isdigit() and int(n) > 0 else None
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return active.defaultParallelism
+    master = spark.master or (None if under_spark_submit() else "local[*]")
+    if master is None or not master.startswith("local") or master.startswith("local-cluster"):
+        return None
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    if m is None:
+        return None
+    threads = m.group(1) or "1"
+    return (os.cpu_count() or 1) if threads == "*" else int(threads)
+
+
 def is_local_master(master: str | None) -> bool:
     """True when the session's JVM and executors all run on this machine (local[...], local-cluster)."""
     if master is None:

@@ -56,6 +56,18 @@ class ReaderConfig(ConfigModel):
     utilisation >= 96 % up to 8 cores, 89 % on 16: bench/curation/ranges.py), and a file up to
     16 MiB stays one unit. null: one unit per file. Not in the fingerprint (the documents
     do not depend on it); an output folder records it and refuses another value."""
+    units_per_core: int = 3
+    """Inputs too few or too small to keep every core busy to the end are cut finer: ranges of the
+    local gzip WARCs' total bytes / (cores x units_per_core), between `min_split_bytes` and
+    `split_bytes` (curation/warc/ranges.py, plan_unit_bytes). Five 7 MB WARCs on 2 cores were five
+    units, the last one running alone; now they are ranges of about 6 MB. A 1 GB WARC keeps 16 MiB
+    ranges on up to 21 cores. Cores are the master's (`local[N]`, `local[*]`, the embedded local
+    master) or `spark.default.parallelism`; unknown (a cluster master without it): `split_bytes`.
+    The size used is recorded in the output folder (`unit_bytes`), and a rerun there resumes with it
+    whatever its cores. 0: `split_bytes` always."""
+    min_split_bytes: int = 2**20
+    """The smallest range `units_per_core` cuts: a file up to this size stays one unit (a task's own
+    cost, about 0.1 s with its outputs and stats, stays small beside its work)."""
 
     @model_validator(mode="after")
     def _check(self) -> Any:
@@ -64,6 +76,9 @@ class ReaderConfig(ConfigModel):
         check_positive("reader.download_retries", self.download_retries)
         if self.split_bytes is not None:
             check_positive("reader.split_bytes", self.split_bytes)
+        if self.units_per_core < 0:
+            raise ConfigError(f"reader.units_per_core must be >= 0, got {self.units_per_core}")
+        check_positive("reader.min_split_bytes", self.min_split_bytes)
         return self
 
 
@@ -528,7 +543,8 @@ class ExtractJobConfig(ConfigModel):
         d = self.to_dict()
         # How files are cut into units does not change a document (tests/curation/test_ranges.py),
         # so folders made before ranges existed keep their fingerprint; the job guards it instead.
-        d["reader"].pop("split_bytes")
+        for key in ("split_bytes", "units_per_core", "min_split_bytes"):
+            d["reader"].pop(key)
         d.pop("fetch")  # how records are fetched and grouped does not change them either
         d["extract"] = self.extract.fingerprint_dict()
         d["url_filter"]["files_sha256"] = self.url_filter.files_sha256()

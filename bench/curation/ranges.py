@@ -76,21 +76,22 @@ def start_spark(cores: int) -> set[int]:
     return child_pids() - before
 
 
-def run_once(warc: str, split: int | None, cores: int, out: Path, spark_pids: set[int]) -> dict:
+def run_once(warcs: list[str], reader: ReaderConfig, cores: int, out: Path, spark_pids: set[int]) -> dict:
+    """One `extract` run of the files with this reader section, measured (see the module doc)."""
     from core.spark import SparkOptions
     from curation.job import run_extract
 
-    cfg = ExtractJobConfig().replace(reader=ReaderConfig(split_bytes=split))
+    cfg = ExtractJobConfig().replace(reader=reader)
     roots = {os.getpid(), *spark_pids}
     load = os.getloadavg()[0]
     c0, t0 = tree_cpu_seconds(roots), time.time()
-    res = run_extract([warc], str(out), cfg, spark=SparkOptions(f"local[{cores}]", progress=False))
+    res = run_extract(warcs, str(out), cfg, spark=SparkOptions(f"local[{cores}]", progress=False))
     wall, cpu = time.time() - t0, tree_cpu_seconds(roots) - c0
     tasks = our_tasks(out, t0)
     ends = sorted(e for _, e in tasks)
     units = [json.loads(p.read_text()) for p in (out / "stats").glob("*.json")]
     return {
-        "split": split,
+        "split": reader.split_bytes,
         "units": len(tasks),
         "wall": wall,
         "cpu": cpu,
@@ -102,7 +103,7 @@ def run_once(warc: str, split: int | None, cores: int, out: Path, spark_pids: se
         "load": (load + os.getloadavg()[0]) / 2,
         # seconds per byte of each range task (for the 1 GB model)
         "rates": [
-            (u["seconds"], (u["range"][1] - u["range"][0]) if "range" in u else os.path.getsize(warc))
+            (u["seconds"], (u["range"][1] - u["range"][0]) if "range" in u else os.path.getsize(warcs[0]))
             for u in units
         ],
     }
@@ -143,7 +144,9 @@ def main() -> None:
         for rep in range(args.repeat):
             for split in splits:
                 out = tmp / f"out-{rep}-{split}"
-                r = run_once(str(warc), split, args.cores, out, spark_pids)
+                # units_per_core 0: each setting's own range size, not one planned from the cores
+                reader = ReaderConfig(split_bytes=split, units_per_core=0)
+                r = run_once([str(warc)], reader, args.cores, out, spark_pids)
                 print(json.dumps({k: v for k, v in r.items() if k != "rates"}), flush=True)
                 runs.append(r)
                 shutil.rmtree(out, ignore_errors=True)

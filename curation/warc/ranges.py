@@ -15,6 +15,10 @@ It reads one record's member (tens of KB) per target and candidate, never the wh
 [start, end), so a record is never split and every record belongs to exactly one range; offsets
 stay absolute (`warc_offset` and document ids do not depend on the split).
 
+The size: `reader.split_bytes` at most, less when the inputs are too few or too small to keep every
+core busy to the end (`plan_unit_bytes`, `reader.units_per_core`): five 7 MB files on 2 cores were
+five units, the fifth running alone for a fifth of the job.
+
 Not split (one unit, as before): files not larger than split_bytes, uncompressed WARCs, files
 where no boundary verifies (a single gzip stream), and remote inputs (s3://, https://): their
 size and boundaries would cost ranged requests on the driver, and each range would download the
@@ -27,6 +31,7 @@ impossible.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import zlib
@@ -35,7 +40,7 @@ from typing import BinaryIO
 from core.storage import is_remote
 from curation.warc.warcio_reader import GZIP_MAGIC
 
-__all__ = ["parse_range_unit", "plan_ranges", "range_unit", "split_units"]
+__all__ = ["largest_first", "parse_range_unit", "plan_ranges", "plan_unit_bytes", "range_unit", "split_units"]
 
 _RANGE_RE = re.compile(r"(.+)@(\d+)-(\d+)")
 _VERSION_RE = re.compile(rb"WARC/\d+\.\d+\r?\n")
@@ -55,17 +60,62 @@ def parse_range_unit(unit: str) -> tuple[int, int] | None:
     return (int(m.group(2)), int(m.group(3))) if m else None
 
 
+def plan_unit_bytes(
+    uris: list[str], split_bytes: int | None, cores: int | None, units_per_core: int, min_split_bytes: int
+) -> int | None:
+    """The range size for these inputs on `cores` task slots: their local bytes spread over
+    cores x units_per_core units, between min_split_bytes and split_bytes (reader.units_per_core).
+
+    Greedy scheduling ends with cores idle while the last units run; with units of at most
+    1/(cores x k) of the work, that tail is at most about 1/k of the run. Remote inputs stay whole
+    units (split_units), so only local files count. None: no splitting (split_bytes is None)."""
+    if split_bytes is None or not cores or units_per_core <= 0:
+        return split_bytes
+    total = 0
+    for uri in uris:
+        if not is_remote(uri):
+            with contextlib.suppress(OSError):  # unreadable: its task counts it (file_unreadable)
+                total += os.path.getsize(uri)
+    target = -(-total // (cores * units_per_core))
+    return min(split_bytes, max(min_split_bytes, target))
+
+
 def split_units(uri: str, unit: str, split_bytes: int | None) -> list[tuple[str, str]]:
-    """The units (input, unit name) of one input: its ranges, or the whole file."""
+    """The units (input, unit name) of one input: its ranges, or the whole file.
+
+    A file over split_bytes is cut into ceil(size / split_bytes) ranges of equal target size, not
+    into split_bytes-sized ranges and a remainder: a 7.7 MB file at 5.7 MB gives two of 3.9 MB rather
+    than 5.7 and 2.0, so that no one range is the long pole of the job."""
     if split_bytes is None or is_remote(uri):
         return [(uri, unit)]
     try:
-        bounds = plan_ranges(uri, split_bytes)
+        size = os.path.getsize(uri)
+        parts = -(-size // split_bytes)
+        bounds = plan_ranges(uri, -(-size // parts) if parts > 1 else split_bytes)
     except OSError:  # unreadable now: the task counts it (file_unreadable) as for any unit
         return [(uri, unit)]
     if len(bounds) == 1:
         return [(uri, unit)]
     return [(uri, range_unit(unit, s, e)) for s, e in bounds]
+
+
+def largest_first(units: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The units in the order Spark should start them: the most bytes first (a range's length, a
+    local file's size; a remote file, which is never split, first of all), so that the last tasks to
+    start are short and the cores finish together (longest-processing-time-first scheduling)."""
+
+    def size(u: tuple[str, str]) -> float:
+        uri, name = u
+        if (span := parse_range_unit(name)) is not None:
+            return span[1] - span[0]
+        if is_remote(uri):
+            return float("inf")
+        try:
+            return os.path.getsize(uri)
+        except OSError:
+            return 0
+
+    return sorted(units, key=size, reverse=True)  # stable: equal sizes keep the input order
 
 
 def plan_ranges(path: str, split_bytes: int) -> list[tuple[int, int]]:

@@ -4,13 +4,14 @@ session core.spark.get_spark makes writes."""
 from __future__ import annotations
 
 import argparse
+import os
 from datetime import UTC, datetime
 
 import pytest
 
 from core.cli import add_spark_args
 from core.errors import ConfigError
-from core.spark import SparkOptions
+from core.spark import SparkOptions, planned_cores
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -57,3 +58,24 @@ def test_timestamps_spark_writes_survive_a_pyarrow_rewrite(spark, tmp_path):
     spark.read.parquet(str(tmp_path / "filtered.parquet")).write.parquet(str(tmp_path / "job2"))
     out = pq.read_table(tmp_path / "job2").sort_by("id")
     assert out.column("fetch_time").to_pylist() == times
+
+
+@pytest.mark.parametrize(
+    ("master", "conf", "want"),
+    [
+        ("local", {}, 1),
+        ("local[3]", {}, 3),
+        ("local[4,2]", {}, 4),  # N threads, F failures: the slots are N
+        ("local[*]", {}, os.cpu_count()),
+        ("spark://h:7077", {}, None),  # executors unknown before they register
+        ("yarn", {"spark.default.parallelism": "12"}, 12),
+        ("local[3]", {"spark.default.parallelism": "5"}, 5),  # the user's setting wins
+        ("yarn", {"spark.default.parallelism": "many"}, None),
+    ],
+)
+def test_planned_cores_before_the_session_starts(master, conf, want, monkeypatch):
+    """What `extract` plans its units for (curation/warc/ranges.py, plan_unit_bytes), with no session."""
+    from pyspark import SparkContext
+
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    assert planned_cores(SparkOptions(master, conf)) == want

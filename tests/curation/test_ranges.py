@@ -25,7 +25,7 @@ from core.stats import Stats
 from curation.config import ExtractJobConfig, ReaderConfig
 from curation.job import run_extract
 from curation.pipeline import process_file, process_unit
-from curation.warc.ranges import parse_range_unit, plan_ranges, range_unit, split_units
+from curation.warc.ranges import parse_range_unit, plan_ranges, plan_unit_bytes, range_unit, split_units
 from curation.warc.records import iter_records
 
 ENGINES = ("warcio", "fastwarc")
@@ -290,3 +290,69 @@ def test_folder_made_before_ranges_keeps_whole_units(warc_dir, tmp_path):
     result = run_extract(uris, str(out), cfg, spark=SparkOptions(progress=False))
     assert result.processed == 0 and result.skipped == len(uris) and result.ok
     assert not list((out / "docs").glob("*@*"))
+
+
+# --- the range size planned from the inputs and cores (reader.units_per_core) -------------------------
+
+FIVE = [f"pages-trafilatura-eval-part{i}.warc.gz" for i in range(4)] + ["pages-aeb-181.warc.gz"]
+
+
+@pytest.mark.parametrize("cores", [2, 3, 8])
+def test_few_files_under_split_bytes_are_cut_so_every_core_has_several_units(warc_dir, cores):
+    """Five 6-7.7 MB WARCs, each under split_bytes, were five units: on 2 cores the fifth ran alone.
+    Planned for the cores, they give at least cores x units_per_core ranges, none larger than the
+    planned size by more than one record (a range ends at the first record boundary past its target),
+    and each record still in exactly one range."""
+    uris = [str(warc_dir / f) for f in FIVE]
+    reader = ReaderConfig()
+    unit = plan_unit_bytes(uris, reader.split_bytes, cores, reader.units_per_core, reader.min_split_bytes)
+    total = sum(Path(u).stat().st_size for u in uris)
+    assert reader.min_split_bytes <= unit < reader.split_bytes and unit >= total / (
+        cores * reader.units_per_core
+    )
+    units = [x for u in uris for x in split_units(u, unit_name(u), unit)]
+    assert len(units) >= cores * reader.units_per_core
+    biggest_record = max(e - s for u in uris for s, e in plan_ranges(u, 1))  # one range per record
+    for _, name in units:
+        start, end = parse_range_unit(name) or (0, 0)
+        assert end - start <= unit + biggest_record, name
+    fixed = [x for u in uris for x in split_units(u, unit_name(u), reader.split_bytes)]
+    assert len(fixed) == len(uris)  # what split_bytes alone gives: one unit per file
+
+
+def test_planned_size_stays_between_min_split_bytes_and_split_bytes(warc_dir):
+    """A 1 GB-class input keeps split_bytes (its ranges already fill the cores); small inputs are not
+    cut below min_split_bytes; an explicit split_bytes under min_split_bytes is kept as given; unknown
+    cores or units_per_core 0 give split_bytes; remote inputs count for nothing (they stay whole)."""
+    uris = [str(p) for p in sorted(warc_dir.glob("*.warc.gz"))]
+    total = sum(Path(u).stat().st_size for u in uris)
+    mib = 2**20
+    assert plan_unit_bytes(uris, 16 * mib, 2, 3, mib) == -(-total // 6)
+    assert plan_unit_bytes(uris, total // 100, 2, 3, 1) == total // 100  # split_bytes is the ceiling
+    assert plan_unit_bytes(uris[:1], 16 * mib, 64, 3, mib) == mib  # min_split_bytes is the floor
+    assert plan_unit_bytes(uris, 50_000, 2, 3, mib) == 50_000
+    assert plan_unit_bytes(uris, 16 * mib, None, 3, mib) == 16 * mib
+    assert plan_unit_bytes(uris, 16 * mib, 2, 0, mib) == 16 * mib
+    assert plan_unit_bytes(uris, None, 2, 3, mib) is None
+    assert plan_unit_bytes(["s3://bucket/a.warc.gz"], 16 * mib, 2, 3, 1) == 1
+
+
+def test_a_folder_resumes_with_its_recorded_unit_size_on_other_cores(warc_dir, tmp_path):
+    """The size planned for one machine's cores is recorded (`unit_bytes`); a rerun on a machine with
+    other cores takes it, so the done units are still the units (no Spark: all done). Planned anew for
+    7 cores, the ranges would be other units and would run again."""
+    cfg = ExtractJobConfig().replace(reader=ReaderConfig(min_split_bytes=20_000))
+    uris = [str(warc_dir / f) for f in JOB_FILES]
+    unit = plan_unit_bytes(uris, cfg.reader.split_bytes, 2, 3, 20_000)
+    units = [x for u in uris for x in split_units(u, unit_name(u), unit)]
+    out = tmp_path / "out"
+    record = {"inputs": sorted(uris), "split_bytes": cfg.reader.split_bytes, "unit_bytes": unit}
+    OutputDir(out).prepare("extract", cfg.to_dict(), cfg.fingerprint(), record)
+    for u, name in units:
+        process_unit(u, name, cfg, str(out))
+    assert all(OutputDir(out).is_done(name) for _, name in units)
+    seven = plan_unit_bytes(uris, cfg.reader.split_bytes, 7, 3, 20_000)
+    assert {n for _, n in units} != {n for u in uris for _, n in split_units(u, unit_name(u), seven)}
+    spark = SparkOptions(conf={"spark.default.parallelism": "7"}, progress=False)
+    result = run_extract(uris, str(out), cfg, spark=spark)
+    assert result.processed == 0 and result.skipped == len(units) > len(uris) and result.ok
