@@ -196,17 +196,17 @@ class ExtractConfig(ConfigModel):
     max_html_chars: int = 2_000_000
     """Pages with more decoded HTML characters are dropped with reason `extract_oversize`."""
     max_tag_depth: int = MAX_TAG_DEPTH
-    """resiliparse (the cascade's pre-check, the `resiliparse` extractor) reads a page only up to
-    its first element nested deeper than this (counter `html_too_deep`/`prelid_too_deep`): its
-    main-content pass is quadratic in depth and cannot be interrupted. 256 is libxml2's own limit,
+    """The `resiliparse` extractor reads a page only up to its first element nested deeper than
+    this (counter `html_too_deep`): its main-content pass is quadratic in depth and cannot be
+    interrupted. 256 is libxml2's own limit,
     where trafilatura's parser stops; the deepest page of the shared WARCs is 52."""
     min_text_chars: int = 1
     """Extractions shorter than this are dropped with reason `extract_empty`."""
     cascade: bool = CASCADE_DEFAULT
-    """Cheap first (funnel row `prelid`, before `extract`): resiliparse's main-content text of the
-    page goes through lid.176, and a page whose best kept-language probability is below
+    """Cheap first (funnel row `prelid`, before `extract`): the page's text (every text node, as
+    libxml2 parses it) goes through lid.176, and a page whose best kept-language probability is below
     `langid.threshold - cascade_margin` is dropped without running the extractor. Pages with no
-    pre-extracted text, or near the threshold, go the full way (extractor, then `langid`)."""
+    text, or near the threshold, go the full way (extractor, then `langid`)."""
     cascade_margin: float = CASCADE_MARGIN
     """How far under the language threshold the pre-extraction's score must be to drop a page."""
     extractors: tuple[ExtractorEntry, ...] = ("trafilatura",)

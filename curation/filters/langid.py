@@ -140,12 +140,12 @@ class LanguageIdentifier(DocumentStage):
 class PreLanguageFilter(DocumentStage):
     """The cascade's cheap first check (funnel row `prelid`, before `extract`).
 
-    resiliparse's main-content text of the page (19x cheaper than trafilatura) goes through the
-    same lid.176 model; a page whose best kept-language probability is below `threshold - margin`
-    is dropped (`lang_not_kept` when the top language is not kept, else `lang_low_score`) and never
+    The page's text (curation/extract/extractors.py `page_text`: every text node as libxml2 parses
+    it, 1.7 ms per page against trafilatura's 25) goes through the same lid.176 model; a page whose
+    best kept-language probability is below `threshold - margin` is dropped (`lang_not_kept` when the top language is not kept, else `lang_low_score`) and never
     reaches the extractor. Every other page goes the full way: the extractor, then `langid` decides
-    on the extracted text as without the cascade. A page with no pre-extracted text, or one
-    resiliparse cannot parse, is not judged here (counters `prelid_no_text`, `prelid_error`).
+    on the extracted text as without the cascade. A page with no text, or one lxml cannot parse,
+    is not judged here (counters `prelid_no_text`, `prelid_error`).
     WET records are already text and pass (the `langid` stage judges them at no extraction cost).
     Dropped pages keep the pre-check's `lang`/`lang_score`, counted as `lang:<code>` as langid does.
     """

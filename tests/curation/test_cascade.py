@@ -18,7 +18,7 @@ from core.output import OutputDir
 from core.stage import Document, DocumentStage, Drop
 from core.stats import Stats
 from curation.config import ExtractConfig, ExtractJobConfig, LangIdConfig
-from curation.extract.extractors import Extractor, ExtractStep, Resiliparse
+from curation.extract.extractors import Extractor, ExtractStep, Resiliparse, page_text
 from curation.filters.langid import LanguageIdentifier, PreLanguageFilter
 from curation.pipeline import build_stages, process_file, stage_order
 from curation.schema import DOC_SCHEMA
@@ -164,13 +164,24 @@ def test_prelid_passes_english_and_pages_it_cannot_judge(prelid, data_dir):
 
 
 def test_prelid_margin_zero_is_the_langid_threshold(data_dir):
-    """With margin 0 the pre-check drops exactly what langid would drop on resiliparse's text."""
+    """With margin 0 the pre-check drops exactly what langid would drop on the page's text."""
     lid = LanguageIdentifier(LangIdConfig())
     pre = PreLanguageFilter(lid, margin=0.0)
     for lang in ("en", "de", "nl"):
         html = _sentences_page(data_dir, lang, n=3)
-        text = Resiliparse(ExtractConfig())(html).text
-        assert isinstance(pre.process(_page(html)), Drop) == (lid(text).reason is not None), lang
+        assert isinstance(pre.process(_page(html)), Drop) == (lid(page_text(html)).reason is not None), lang
+
+
+def test_page_text_is_every_visible_text_node_and_nothing_else():
+    """What the pre-check reads: text nodes of head and body (a title, a nav, the article), not
+    script, style, noscript, template or comments; an empty page is no text, not an error."""
+    html = (
+        "<html><head><title>Title</title><style>p {}</style><script>var s;</script></head><body>"
+        "<nav>Home</nav>\n<p>One <b>two</b></p>\n<!-- hidden --><noscript>no</noscript>"
+        "<template><p>tpl</p></template><p>three</p></body></html>"
+    )
+    assert page_text(html) == "TitleHome One two three"
+    assert page_text("") == page_text("<!-- only -->") == ""
 
 
 # -- fallback and union -----------------------------------------------------------------------------
