@@ -52,7 +52,7 @@ Rows:
   include_comments=False, include_tables=True, include_formatting=False`` for trafilatura-eval.
 
 * ``resiliparse main_content``: ``curation.extract.extractors.Resiliparse`` (resiliparse's
-  ``extract_plain_text(main_content=True)``), the cascade's pre-extraction and the second extractor.
+  ``extract_plain_text(main_content=True)``), the second extractor and configs/extract-resiliparse.yaml's only one.
 * ``extractors [trafilatura, resiliparse] fallback`` / ``union``: the two `extract.mode`s (see
   ``mode_runner``); their seconds include the langid and filter checks union runs per page.
 

@@ -1,7 +1,7 @@
 """The nesting depth of an HTML page, measured in one linear scan before any parser sees it.
 
-resiliparse's main-content extraction (the cascade's pre-extraction and the `resiliparse`
-extractor) is quadratic in the depth of the tree: a 440 KB page of 40,000 nested <div>s takes
+resiliparse's main-content extraction (the `resiliparse` extractor and the cc-index
+language column) is quadratic in the depth of the tree: a 440 KB page of 40,000 nested <div>s takes
 ~25 s in one C++ call that no signal can interrupt. libxml2 (hence trafilatura) stops parsing at
 depth 256 of its own accord, and Chromium's parser stops nesting at 512; no real page comes near
 (the deepest page of the shared WARCs measures 52 here). `bound_depth` finds the first start tag

@@ -155,7 +155,7 @@ class PreLanguageFilter(DocumentStage):
     def __init__(self, lid: LanguageIdentifier, margin: float, limits: ExtractConfig | None = None) -> None:
         self.lid = lid
         self.floor = lid.cfg.threshold - margin
-        # the extractor's size cap and depth cut bound the pre-extraction too (curation/extract/extractors.py)
+        # the extractor's size cap bounds the pre-extraction too (curation/extract/extractors.py)
         self.limits = limits or ExtractConfig()
 
     def warm_up(self) -> None:

@@ -26,7 +26,7 @@ those anyway). Columns written, and how they are filled:
     content_charset            HTML 200 pages only: the codec our decoder used (curation/extract/charset.py);
                                Common Crawl's comes from its own detector, so the names may differ
     content_languages          HTML 200 pages only: lid.176's top language (ISO 639-3) on resiliparse's
-                               main-content text (the cascade's pre-check text). Common Crawl fills it
+                               main-content text (cut at max_tag_depth). Common Crawl fills it
                                with CLD2 (up to three languages, comma separated): the same codes
                                (`eng`, `deu`, ...), but another model, and one language here
     content_truncated          WARC-Truncated

@@ -61,6 +61,41 @@ def test_shipped_example_config_documents_the_defaults():
     assert ExtractJobConfig.load(REPO_ROOT / "configs" / "extract.yaml") == ExtractJobConfig()
 
 
+def test_resiliparse_preset_extracts_every_page_with_resiliparse_alone(warc_dir, tmp_path):
+    """configs/extract-resiliparse.yaml changes only the extractor: a real WARC through the pipeline
+    keeps documents whose text is resiliparse's main content of their page."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from core.output import OutputDir
+    from curation.extract.extractors import Resiliparse
+    from curation.pipeline import process_file
+    from curation.warc.records import Page, iter_records
+    from testkit.shared_data import REPO_ROOT
+
+    preset = REPO_ROOT / "configs" / "extract-resiliparse.yaml"
+    assert ExtractJobConfig.load(preset).replace(extract=ExtractJobConfig().extract) == ExtractJobConfig()
+    cfg = ExtractJobConfig.load(preset, ["pii.enabled=false"])  # the text as extracted, unscrubbed
+    uri = warc_dir / "crawl-2024-sample-0000.warc.gz"
+    OutputDir(tmp_path).prepare("extract", cfg.to_dict(), cfg.fingerprint())
+    res = process_file(str(uri), cfg, str(tmp_path))
+    docs = pq.read_table(tmp_path / "docs" / f"{res['unit']}.parquet").to_pylist()
+    assert docs and json.loads((tmp_path / "stats" / f"{res['unit']}.json").read_text())[
+        "docs_written"
+    ] == len(docs)
+    from curation.extract.charset import decode_html
+
+    pages = {
+        p.url: decode_html(p.payload, p.content_type)[0]
+        for p in iter_records(str(uri), cfg.reader)
+        if isinstance(p, Page) and p.kind == "html"
+    }
+    ours = Resiliparse(cfg.extract)
+    for d in docs:
+        assert d["text"] == ours(pages[d["url"]]).text, d["url"]
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [

@@ -1,7 +1,7 @@
 """Deeply nested HTML (issue 31, item 11): the depth cut before resiliparse, on hostile pages the
 tests build themselves and on every real shared WARC.
 
-resiliparse's main-content pass (the cascade's pre-extraction, the `resiliparse` extractor) is
+resiliparse's main-content pass (the `resiliparse` extractor; the cascade's pre-check until issue 29) is
 quadratic in tree depth and cannot be interrupted: one 440 KB page of 40,000 nested <div>s took
 23 s, a WARC of three such pages 176 s. These tests check that every variant (one tag, mixed
 tags, unclosed tags, tables, lists, stray end tags, HTML5's re-opened formatting elements) is cut
