@@ -7,6 +7,12 @@ prints one table of ratios against ours (time ×: theirs / ours, > 1 means ours 
 ours, > 1 means ours uses less). Then linear + cross-entropy at V = 128,256, H = 4096 with 8K–32K tokens:
 memory against the unfused reference and speed.
 
+Two timings, two tables. "device": the summed duration of the GPU kernels of one forward + backward
+(torch.profiler, CUDA activity; what the target "each kernel >= torch.compile" is about). "wall": CUDA
+events around one forward + backward, which also counts the GPU waiting for the host to launch work:
+at these shapes RMSNorm, RoPE and SwiGLU run tens of microseconds on an H100, so their wall cells (0.6-1.4
+ms in the first H100 run, 2026-11-26) are mostly the dispatch of the op, not the kernel.
+
 Eager and torch.compile columns run `trainer.kernels.reference`, the same functions the tests compare
 against. The Liger column appears only when `liger_kernel` is importable; a Liger call that fails (API drift)
 prints "err" instead of a number.
@@ -63,8 +69,15 @@ def parse_args(argv=None) -> argparse.Namespace:
 # ---------------------------------------------------------------- measuring
 
 
-def measure(step: Callable[[], None], device, iters: int) -> tuple[float, float | None]:
-    """(median ms of one forward+backward, peak extra MiB during one, None on CPU)."""
+@dataclass
+class Measured:
+    wall_ms: float  # median of one forward + backward between CUDA events (CPU: perf_counter)
+    device_ms: float | None  # GPU kernel time of one forward + backward (None on CPU)
+    peak_mib: float | None  # peak extra memory of one (None on CPU)
+
+
+def measure(step: Callable[[], None], device, iters: int) -> Measured:
+    """One implementation's timings and memory (module doc: "device" and "wall")."""
     import torch
 
     step()  # warm-up: compilation, autotuning, allocator
@@ -83,13 +96,31 @@ def measure(step: Callable[[], None], device, iters: int) -> tuple[float, float 
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end))
-        return statistics.median(times), peak
+        return Measured(statistics.median(times), kernel_ms(step, iters), peak)
     times = []
     for _ in range(iters):
         t0 = time.perf_counter()
         step()
         times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times), None
+    return Measured(statistics.median(times), None, None)
+
+
+def kernel_ms(step: Callable[[], None], iters: int) -> float | None:
+    """GPU time of one step: the durations of the kernels (and device copies/fills) that `iters` steps
+    launch, summed, over iters; None when the profiler records no device activity."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            step()
+        torch.cuda.synchronize()
+    # `self_device_time_total` since torch 2.4; `self_cuda_time_total` before
+    us = sum(
+        getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+        for e in prof.key_averages()
+    )
+    return us / 1e3 / iters if us > 0 else None
 
 
 @dataclass
@@ -230,34 +261,42 @@ def load_liger():
     )
 
 
-def bench_row(kernel, shape, dtype, device, args, liger, columns) -> list[str]:
+def bench_row(kernel, shape, dtype, device, args, liger, columns) -> dict[str, list[str]]:
+    """The shape's row of each table: {"wall": [...], "device": [...]} (device: only on CUDA)."""
     steps = make_steps(kernel, shape, dtype, device, not args.no_compile and not args.interpret, liger)
-    results = {}
+    results: dict[str, Measured | None] = {}
     for name, step in steps.items():
         try:
             results[name] = measure(step, device, args.iters)
         except Exception as exc:  # one failing implementation (OOM, API drift) must not hide the others
             print(f"{kernel}/{shape.name}/{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
             results[name] = None
-    ours_ms, ours_mib = results["ours"] or (float("nan"), None)
-    row = [
-        kernel,
-        shape.name,
-        f"{shape.tokens}",
-        f"{ours_ms:.3f}",
-        "-" if ours_mib is None else f"{ours_mib:.0f}",
-    ]
-    for col in columns:
-        r = results.get(col)
-        if col not in steps:
-            row.append("n/a")
-        elif r is None:
-            row.append("err")
-        else:
-            t_ratio = r[0] / ours_ms
-            m_ratio = "-" if r[1] is None or not ours_mib else f"{r[1] / ours_mib:.2f}"
-            row.append(f"{t_ratio:.2f} / {m_ratio}")
-    return row
+    ours = results["ours"]
+    tables = {"wall": lambda m: m.wall_ms}
+    if device.type == "cuda":
+        tables["device"] = lambda m: m.device_ms
+    out = {}
+    for table, timing in tables.items():
+        ours_ms = (timing(ours) if ours else None) or float("nan")
+        ours_mib = ours.peak_mib if ours else None
+        row = [
+            kernel,
+            shape.name,
+            f"{shape.tokens}",
+            f"{ours_ms:.3f}",
+            "-" if ours_mib is None else f"{ours_mib:.0f}",
+        ]
+        for col in columns:
+            r = results.get(col)
+            if col not in steps:
+                row.append("n/a")
+            elif r is None or timing(r) is None:
+                row.append("err")
+            else:
+                m_ratio = "-" if r.peak_mib is None or not ours_mib else f"{r.peak_mib / ours_mib:.2f}"
+                row.append(f"{timing(r) / ours_ms:.2f} / {m_ratio}")
+        out[table] = row
+    return out
 
 
 def print_table(header: list[str], rows: list[list[str]]) -> None:
@@ -294,13 +333,19 @@ def main(argv=None) -> int:
         for k in ("rms_norm", "rope", "swiglu", "linear_ce")
         for s in shapes
     ]
-    print_table(header, rows)
-
-    print("\nlinear + cross-entropy, H 4096, V 128,256 (8B-class head): 'eager' is the unfused reference")
     ce_shapes = (
         [TINY] if args.interpret else [Shape("8b", n, 4096, 32, 8, 128, 14336, 128256) for n in CE_TOKENS]
     )
-    print_table(header, [bench_row("linear_ce", s, dtype, device, args, liger, columns) for s in ce_shapes])
+    ce_rows = [bench_row("linear_ce", s, dtype, device, args, liger, columns) for s in ce_shapes]
+    for table in rows[0]:
+        what = {
+            "device": "GPU kernel time (profiler)",
+            "wall": "wall time between CUDA events (host included)",
+        }
+        print(f"\n{table}: {what[table] if device.type == 'cuda' else 'wall time (CPU)'}")
+        print_table(header, [r[table] for r in rows])
+        print("linear + cross-entropy, H 4096, V 128,256 (8B-class head): 'eager' is the unfused reference")
+        print_table(header, [r[table] for r in ce_rows])
     return 0
 
 
