@@ -134,9 +134,7 @@ def planned_cores(spark: SparkOptions) -> int | None:
     if active is not None:
         return active.defaultParallelism
     master = spark.master or (None if under_spark_submit() else "local[*]")
-    if master is None or not master.startswith("local") or master.startswith("local-cluster"):
-        return None
-    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master or "")  # not local-cluster, yarn, ...
     if m is None:
         return None
     threads = m.group(1) or "1"

@@ -22,8 +22,8 @@ shared WARCs, against 5.3 ms for resiliparse's main content behind the depth sca
 same pages dropped (bench/curation/cascade_agreement.py).
 
 resiliparse (`Resiliparse`, `main_content`) is the fast alternative extractor, the second one of
-`extract.extractors`. Its main-content pass is one C++ call that no signal interrupts, and it is quadratic in the depth of
-the tree (23 s for one 440 KB page of 40,000 nested <div>s). So before it runs, the page is held to
+`extract.extractors`. Its main-content pass is one C++ call that no signal interrupts, and it is
+quadratic in the depth of the tree (23 s for one 440 KB page of 40,000 nested <div>s). So before it runs, the page is held to
 trafilatura's size cap (`max_html_chars`) and cut before its first element deeper than
 `max_tag_depth` (curation/extract/html_depth.py: a linear scan, no parser); the cut is what libxml2 already
 does to trafilatura's input at depth 256, so both extractors see the same page, and the cost of

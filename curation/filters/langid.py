@@ -142,8 +142,8 @@ class PreLanguageFilter(DocumentStage):
 
     The page's text (curation/extract/extractors.py `page_text`: every text node as libxml2 parses
     it, 1.7 ms per page against trafilatura's 25) goes through the same lid.176 model; a page whose
-    best kept-language probability is below `threshold - margin` is dropped (`lang_not_kept` when the top language is not kept, else `lang_low_score`) and never
-    reaches the extractor. Every other page goes the full way: the extractor, then `langid` decides
+    best kept-language probability is below `threshold - margin` is dropped (`lang_not_kept` when
+    the top language is not kept, else `lang_low_score`) and never reaches the extractor. Every other page goes the full way: the extractor, then `langid` decides
     on the extracted text as without the cascade. A page with no text, or one lxml cannot parse,
     is not judged here (counters `prelid_no_text`, `prelid_error`).
     WET records are already text and pass (the `langid` stage judges them at no extraction cost).
