@@ -276,11 +276,18 @@ class LoggingSection(ConfigModel):
     sample_prompt: str = "The"
     log_sample_indices: bool = False
     """record global sequence indices per step (tests of ramp-up/no-skip)"""
+    profile_start: int = 0
+    """torch.profiler from this step on (0: off; trainer/profiling.py): a Chrome trace and an op table per
+    rank under dir/profile/, the table's top on rank 0's console"""
+    profile_steps: int = 2
+    """steps in the profile window"""
 
     @model_validator(mode="after")
     def _check(self) -> LoggingSection:
         check_at_least("logging.every", self.every, 1)
         check_at_least("logging.sample_tokens", self.sample_tokens, 0)
+        check_at_least("logging.profile_start", self.profile_start, 0)
+        check_at_least("logging.profile_steps", self.profile_steps, 1)
         # checked here, on every rank alike, rather than when rank 0 opens the writer: a rank failing alone
         # after deepspeed.initialize would leave the others waiting in their next collective forever
         if self.tensorboard and importlib.util.find_spec("tensorboard") is None:

@@ -16,7 +16,8 @@ guard's rollback comes first (the others look for `rollback` in the record), the
 metrics line (which reports its seconds), the held-out eval after it; at the end the final eval runs
 before the final save. Hooks that run a collective (save, eval) must decide alike on every rank, from
 all-reduced values only. The built-ins: trainer/spike.py (SpikeRollback), trainer/checkpointing.py
-(CheckpointCadence), MetricsLog below, trainer/evaluation.py (HeldoutEval), trainer/faults.py (FaultHook).
+(CheckpointCadence), MetricsLog below, trainer/evaluation.py (HeldoutEval), trainer/faults.py (FaultHook),
+trainer/profiling.py (StepProfiler).
 """
 
 from __future__ import annotations

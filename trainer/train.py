@@ -70,6 +70,7 @@ from trainer.faults import FaultHook, Faults, faults_from_env
 from trainer.hooks import Hooks, MetricsLog, StepEnd
 from trainer.metrics import MetricsWriter, device_peak, flops_per_token, mfu
 from trainer.model import document_ids_from_eod, model_config
+from trainer.profiling import StepProfiler
 from trainer.schedule import batch_at, lr_at
 from trainer.spike import ACCEPT, SpikeGuard, SpikeRollback
 
@@ -88,6 +89,7 @@ def default_hooks(faults: Faults) -> Hooks:
             MetricsLog(),  # trainer/hooks.py
             HeldoutEval(),  # trainer/evaluation.py
             FaultHook(faults),  # trainer/faults.py: test-only, inert without REFINERY_TRAIN_FAULTS
+            StepProfiler(),  # trainer/profiling.py: inert unless logging.profile_start is set
         ]
     )
 

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Issue 14's GPU checks in one command on the lent GPU machine, with the wheels of bench/gpu/wheels.sh:
 #
-#     device run, carry [".whl"]:  bash bench/gpu/checks.sh [tests|kernels|124m|124m-more|1b|vocab|all]
+#     device run, carry [".whl"]:  bash bench/gpu/checks.sh [PART[,PART...]|all|quick]
+#     e.g. TESTS="tests/trainer/test_model.py" LIMIT=120 bash bench/gpu/checks.sh tests,zero3
 #
 # Installs the carried wheels into /tmp/site (pip --target: the machine's own torch and Triton stay), then
 # runs, each part's output in $OUT/<part>.log (what comes back from the machine):
-#   tests    the trainer tests that need neither ../shared nor Spark (kernels, model, backend, the kernels
-#            bench's smoke test, trainer units, ZeRO planning, checkpoint safety), CUDA cases included;
+#   tests    the tests in $TESTS, by default the trainer tests that need neither ../shared nor Spark (kernels,
+#            model, backend, the kernels bench's smoke test, trainer units, ZeRO planning, checkpoint safety),
+#            CUDA cases included;
 #   kernels  bench/trainer/kernels.py (ours vs eager, torch.compile and Liger at the 124m / 1b / 8b shapes);
 #   124m       bench/trainer/throughput.py --model 124m --data synthetic --steps 40 (0.5M-token steps, about
 #              1 s each on an H100), the rows the targets name: default, z3, z1, z0 and the ceiling;
 #   124m-more  the same with the other rows (z2, reference ops, eager) and the ceiling again;
 #   1b         --model 1b --steps 60 --rows z3,z1,z0,ceiling;
 #   vocab      --model 124m --vocab 50304 --rows default,ceiling;
+#   zero3      --model 124m --rows z3,z1 --steps 16 --profile: each row's torch.profiler op table (by
+#              device time) over two warm-up steps, where ZeRO-3's step loses to ZeRO-1's;
 #   quick      what fits one 10-minute call, each part under a time limit (`timeout`): tests, one line per test
 #              (150 s), kernels (80 s), 124m --rows z3,z1 --steps 20 (170 s), 1b --rows z3,z1 --steps 30
 #              (150 s). A part cut off keeps the tests and rows it printed ("[bench] row ...: {...}") in its
@@ -41,25 +45,27 @@ part() {  # name, command...: runs it, its output in $OUT/name.log and its last 
     echo "==> $name: exit $rc"
     [ $rc -eq 0 ] || failed=$((failed + 1))
 }
-want() { [ "${1:-all}" = all ] || [ "${1:-all}" = "$2" ]; }
+want() { [ "${1:-all}" = all ] || [[ ",$1," == *",$2,"* ]]; }  # the selection is a comma-separated list
 sel=${1:-all}
-want "$sel" tests && part tests python3 -m pytest -q -p no:cacheprovider -rs \
-    tests/trainer/test_kernels.py tests/trainer/test_model.py tests/trainer/test_backend.py \
+TESTS=${TESTS:-tests/trainer/test_kernels.py tests/trainer/test_model.py tests/trainer/test_backend.py \
     tests/trainer/test_bench_kernels.py tests/trainer/test_train_units.py tests/trainer/test_train_zero.py \
-    tests/trainer/test_checkpoint_safety.py
+    tests/trainer/test_checkpoint_safety.py}
+# shellcheck disable=SC2086  # TESTS: several paths or test ids, split on spaces
+want "$sel" tests && part tests python3 -m pytest -v --tb=short -p no:cacheprovider -rs $TESTS
 want "$sel" kernels && part kernels python3 bench/trainer/kernels.py
 want "$sel" 124m && part train-124m python3 bench/trainer/throughput.py --model 124m --data synthetic --steps 40 --warmup 10 \
     --rows default,z3,z1,z0,ceiling
 want "$sel" 124m-more && part train-124m-more python3 bench/trainer/throughput.py --model 124m --data synthetic \
     --steps 40 --warmup 10 --rows z2,z1-ref,z1-eager,z1-ref-eager,ceiling-eager,ceiling
+want "$sel" zero3 && part train-124m-zero3 python3 bench/trainer/throughput.py --model 124m --data synthetic \
+    --steps 16 --warmup 8 --rows z3,z1 --profile
 want "$sel" 1b && part train-1b python3 bench/trainer/throughput.py --model 1b --data synthetic --steps 60 \
     --rows z3,z1,z0,ceiling
 want "$sel" vocab && part train-124m-v50304 python3 bench/trainer/throughput.py --model 124m --data synthetic \
     --vocab 50304 --steps 40 --warmup 10 --rows default,ceiling
 if [ "$sel" = quick ]; then
-    LIMIT=150 part tests python3 -m pytest -v --tb=short -p no:cacheprovider -rs tests/trainer/test_kernels.py \
-        tests/trainer/test_model.py tests/trainer/test_backend.py tests/trainer/test_bench_kernels.py \
-        tests/trainer/test_train_units.py tests/trainer/test_train_zero.py tests/trainer/test_checkpoint_safety.py
+    # shellcheck disable=SC2086
+    LIMIT=150 part tests python3 -m pytest -v --tb=short -p no:cacheprovider -rs $TESTS
     LIMIT=80 part kernels python3 bench/trainer/kernels.py --iters 10
     LIMIT=170 part train-124m python3 bench/trainer/throughput.py --model 124m --data synthetic --steps 20 \
         --warmup 8 --rows z3,z1

@@ -252,7 +252,9 @@ def run_trainer_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Pat
     shutil.rmtree(out, ignore_errors=True)  # a kept folder of an earlier run: metrics.jsonl is appended to
     out.mkdir()
     # the one launch form (trainer/launch.py): works under a pip --target install too (bench/gpu/checks.sh)
-    cmd = launch_command(a.config, [*a.overrides, *common, f"logging.dir={out}", *row.overrides()],
+    # the profiled steps are warm-up steps (after step 1's compile), left out of the medians
+    prof = [f"logging.profile_start={max(2, a.warmup - 1)}", "logging.profile_steps=2"] if a.profile else []
+    cmd = launch_command(a.config, [*a.overrides, *common, f"logging.dir={out}", *prof, *row.overrides()],
                          processes=a.gpus)  # fmt: skip
     path = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
@@ -268,6 +270,11 @@ def run_trainer_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Pat
     text = log.read_text(errors="replace")
     steps = MetricsLog.read(out).steps()
     res: dict[str, Any] = {"wall_s": wall, "steps_done": steps[-1]["step"] if steps else 0}
+    table = out / "profile" / "ops-rank0.txt"
+    if a.profile and table.is_file():
+        lines = table.read_text().splitlines()  # its top ops and the totals at its foot
+        print(f"[bench] row {row.name}: profile\n" + "\n".join([*lines[:34], *lines[-3:]]), file=sys.stderr,
+              flush=True)  # fmt: skip
     if rc != 0:
         res["error"] = (
             f"timed out after {a.row_timeout} s" if rc is None else f"exit {rc}: {error_line(text)}"
@@ -410,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokenizer", type=Path, default=None, help="text: a tokenizer.json (default: demo's)")
     ap.add_argument("--row-timeout", type=int, default=1800, help="seconds before a row is given up")
     ap.add_argument("--keep", type=Path, default=None, help="keep the token source and every row's logs here")
+    ap.add_argument("--profile", action="store_true",
+                    help="trainer rows: torch.profiler over the last two warm-up steps (trainer/profiling.py), "
+                         "the top of rank 0's op table printed after the row")  # fmt: skip
     ap.add_argument("--ceiling-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ceiling-compile", default="true", help=argparse.SUPPRESS)
     ap.add_argument("overrides", nargs="*",

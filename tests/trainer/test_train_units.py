@@ -293,3 +293,40 @@ def test_faults_come_from_the_environment_not_the_config(tmp_path):
         faults_from_env({ENV_VAR: '{"kill_at": 3}'})
     with pytest.raises(ConfigError, match=rf"{ENV_VAR}: kill_at_step must be >= 0"):
         faults_from_env({ENV_VAR: '{"kill_at_step": -1}'})
+
+
+def test_step_profiler_covers_exactly_its_window(tmp_path, capsys):
+    """logging.profile_start=3, profile_steps=2 over a 6-step loop of real matmuls: the profiler opens when
+    step 2 ends and closes when step 4 ends, so the trace holds steps 3 and 4 only (each step's work is
+    named by a record_function marker), and writes the trace, the op table and rank 0's console summary."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from trainer.hooks import StepEnd
+    from trainer.profiling import StepProfiler
+
+    cfg = load_config(None, ["data.recipe=r.yaml", f"logging.dir={tmp_path}", "logging.profile_start=3",
+                             "logging.profile_steps=2"])  # fmt: skip
+    t = SimpleNamespace(cfg=cfg, step=0, rank=0, on_cuda=False)
+    hook = StepProfiler()
+    hook.on_start(t)
+    a = torch.randn(64, 64)
+    for step in range(1, 7):
+        with torch.profiler.record_function(f"marker_step_{step}"):
+            (a @ a).sum()
+        t.step = step
+        hook.on_step_end(t, StepEnd(rec={}, decision="accept"))
+    hook.on_train_end(t)
+    trace = json.loads((tmp_path / "profile" / "trace-rank0.json").read_text())
+    names = {e.get("name", "") for e in trace["traceEvents"]}
+    assert {n for n in names if n.startswith("marker_step_")} == {"marker_step_3", "marker_step_4"}
+    assert "aten::mm" in names
+    table = (tmp_path / "profile" / "ops-rank0.txt").read_text()
+    assert table.startswith("steps 3-4, sorted by self_cpu_time_total") and "aten::mm" in table
+    assert "[trainer] profile of steps 3-4" in capsys.readouterr().out
+
+
+def test_profile_window_is_validated(tmp_path):
+    with pytest.raises(ConfigError, match=r"logging\.profile_steps"):
+        load_config(None, ["data.recipe=r.yaml", "logging.profile_steps=0"])

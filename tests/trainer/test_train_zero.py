@@ -5,7 +5,8 @@ engine._do_optimizer_sanity_check: bf16 parameters with fp32 gradient accumulati
 `deepspeed.initialize` runs on each of the four configs `deepspeed_config` writes for a GPU
 (`on_cuda=True`, precision bf16), in one process on DeepSpeed's CPU accelerator (it computes in bf16 on
 CPU), followed by two optimizer steps of the debug model: the optimizer DeepSpeed builds, the parameter
-dtype and the ZeRO-3 leaf blocks are what deepspeed_setup.deepspeed_config says, and the loss falls. A subprocess,
+dtype and the ZeRO-3 leaf blocks are what deepspeed_setup.deepspeed_config says, the loss falls, and ZeRO-3's
+gradient norm (deepspeed_setup.zero3_grad_norm) is DeepSpeed's per-parameter one. A subprocess,
 so the process group it starts does not outlive the test.
 """
 
@@ -25,7 +26,8 @@ SCRIPT = r"""
 import json, os, sys
 import deepspeed, torch
 from trainer.config import load_config
-from trainer.deepspeed_setup import deepspeed_config, param_groups
+from deepspeed.utils import safe_get_local_grad
+from trainer.deepspeed_setup import deepspeed_config, param_groups, zero3_grad_norm
 from trainer.model import Block, Transformer, model_config
 
 
@@ -40,10 +42,14 @@ for stage in (0, 1, 2, 3):
     opt = torch.optim.AdamW(param_groups(model, 0.1), lr=1e-2)
     engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=ds)
     tok = torch.randint(1, 97, (2, 17), generator=torch.Generator().manual_seed(1))
-    losses = []
+    losses, norms = [], []
     for _ in range(2):
         loss = engine(tok[:, :-1], tok[:, 1:])
         engine.backward(loss, scale_wrt_gas=False)
+        if stage == 3:  # the trainer's one-kernel norm beside DeepSpeed's per-parameter public API
+            ref = sum(float(g.double().pow(2).sum()) for p in engine.module.parameters()
+                      if (g := safe_get_local_grad(p)) is not None) ** 0.5
+            norms.append([zero3_grad_norm(engine, torch.distributed, "cpu"), ref])
         engine.step()
         losses.append(loss.item())
     out[stage] = {
@@ -52,6 +58,7 @@ for stage in (0, 1, 2, 3):
         "leaf_blocks": sum(bool(getattr(m, "_z3_leaf", False)) for m in engine.module.modules()
                            if isinstance(m, Block)),
         "losses": losses,
+        "norms": norms,
     }
 print("RESULT " + json.dumps(out), flush=True)
 """
@@ -82,3 +89,9 @@ def test_every_stage_with_bf16_passes_deepspeed_initialize_and_trains():
     # ln(97) = 4.57 at init; one bf16 ulp of the loss is 2^-6, so 0.02 is about one ulp
     firsts = [v["losses"][0] for v in got.values()]
     assert max(firsts) - min(firsts) < 0.02, firsts
+    # ZeRO-3's pre-clip gradient norm from the flat partition buffer is the per-parameter one: fp32 sums
+    # in another order than float64's, ~1e-7 relative at these 0.1M elements; 1e-5 leaves room, and a
+    # missing or doubled parameter would move it by percents
+    assert len(got[3]["norms"]) == 2
+    for fused, ref in got[3]["norms"]:
+        assert ref > 0 and abs(fused - ref) <= 1e-5 * ref, got[3]["norms"]
