@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _add_train_ensemble(sub)
+    _add_calibrate_buckets(sub)
     _add_evaluate(sub)
     _add_score(sub)
     _add_annotate(sub)
@@ -297,6 +298,37 @@ def _train_ensemble(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_calibrate_buckets(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate-buckets",
+        help="Nemotron-CC's quality buckets: percentile cut points per score column (classifiers/buckets.py)",
+    )
+    p.add_argument("--input", required=True, help="a score job's output (Parquet folder or file, s3:// too)")
+    p.add_argument(
+        "--column",
+        action="append",
+        required=True,
+        metavar="NAME[:lower]",
+        help="a score column, repeatable; :lower where lower is better (perplexity_bpb:lower)",
+    )
+    p.add_argument("--buckets", type=int, default=20, help="equal-count buckets per column (Nemotron-CC: 20)")
+    p.add_argument("--output", required=True, metavar="MODEL_DIR", help="model folder (must not exist)")
+
+
+def _calibrate_buckets(args: argparse.Namespace) -> int:
+    from classifiers.buckets import calibrate_buckets
+
+    meta = calibrate_buckets(args.input, args.column, args.output, args.buckets)
+    counts = ", ".join(f"{k}: {v:,}" for k, v in meta["documents"].items())
+    print(
+        f"buckets: {args.output}  (sha256 {meta['model_sha256'][:12]}, {meta['buckets']} per column; {counts})"
+    )
+    print(
+        f"score with: --scorer quality-buckets={args.output}  (writes quality_bucket, 0-{meta['buckets'] - 1})"
+    )
+    return 0
+
+
 def _train_quality(args: argparse.Namespace) -> int:
     """train-quality's inputs, one way of three: --positive/--negative, the config's sources, --labels."""
     cfg = QualityTrainConfig.load(args.config, args.overrides)
@@ -478,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         "train-quality": _train_quality,
         "train-toxicity": _train_toxicity,
         "train-ensemble": _train_ensemble,
+        "calibrate-buckets": _calibrate_buckets,
         "evaluate": _evaluate,
         "score": _score,
         "annotate": _annotate,

@@ -64,6 +64,7 @@ BUILTIN_DIRECTIONS: dict[str, bool] = {
     "perplexity_bpb": False,
     "toxicity": False,
     "quality_ensemble": True,  # P(high quality) of classifiers/ensemble.py
+    "quality_bucket": True,  # 0-19, Nemotron-CC's (classifiers/buckets.py)
 }
 """Which way is better (True: higher) for the built-in scorers' columns."""
 

@@ -91,7 +91,8 @@ BUILTIN: dict[str, str] = {
     "quality": "classifiers.quality:QualityScorer",
     "perplexity": "classifiers.perplexity:PerplexityScorer",
     "toxicity": "classifiers.toxicity:ToxicityScorer",
-    "quality-ensemble": "classifiers.ensemble:EnsembleScorer",  # last: it may read the columns above
+    "quality-ensemble": "classifiers.ensemble:EnsembleScorer",  # it may read the columns above
+    "quality-buckets": "classifiers.buckets:BucketScorer",  # last: Nemotron-CC's max bucket of any above
 }
 """The built-in kinds, in the order their columns come (the old `--model/--perplexity/--toxicity`)."""
 for _name, _path in BUILTIN.items():
