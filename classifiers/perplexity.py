@@ -43,7 +43,8 @@ than in fp32 (whose projection then matches the logits path to 1.2e-7 relative).
 < 1e-3 relative, almost all of it a common +3.5e-4 bias (bf16 rounding noise raises a
 logsumexp): Spearman 0.999998 with fp32 on 313 English pages of the shared WARCs, none of them
 changes side of the demo recipe's perplexity band (2 of all 1,124 pages do, each within 3.5e-4 of a
-threshold); bench/classifiers/perplexity_precision.py. `compile` (default off) runs the program through
+threshold); bench/classifiers/perplexity_precision.py. `compile` (default "auto": on for jobs of more than
+COMPILE_PAYBACK_DOCS documents per process, see `PerplexityScorer.plan`) runs the program through
 torch.compile: ~15-20% less time in it, after a compile of 25-75 s per process, which pays back after
 ~16,000 documents (warm inductor cache) to ~50,000 (cold); a failed compile is logged and the
 exported program runs instead. `threads` (default 1, what one Spark executor core gets) sets torch's
@@ -63,7 +64,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import model_validator
@@ -85,6 +86,9 @@ HEAD_ROWS = 256  # positions per head chunk ((256, 4,096) fp32 logits, 4 MB): of
 # ~2.5x the text needed: 0.76 CPU-s against 0.47 with 5 to tokenize those 399 pages.
 CHARS_PER_TOKEN = 5
 HEAD_PRECISIONS = ("bf16", "fp32")
+# Documents per process after which compiling pays back its 25-75 s: ~16,000 with inductor's cache warm,
+# ~50,000 cold (bench/classifiers/perplexity_throughput.py, module docstring); "auto" takes the cold case.
+COMPILE_PAYBACK_DOCS = 50_000
 MAX_SEQ_LEN = 1 << 20  # tokens per row; far past any LM here, a bound so a forged number cannot size windows
 MAX_VOCAB = 1 << 24
 
@@ -111,10 +115,13 @@ class PerplexityOptions(ConfigModel):
     fp32 by < 1e-3 relative (see the module docstring: Spearman 0.999998 on 313 English shared-WARC
     pages, none changes side of the demo recipe's band) and the head runs ~1.7-2x faster on a CPU
     with avx512_bf16/AMX (slower without: a warning says so). A format-1 model is fp32 only."""
-    compile: bool = False
+    compile: bool | Literal["auto"] = "auto"
     """torch.compile (inductor, CPU: needs a C++ compiler) the program: ~20% off its forward, after a
     one-off compile of ~25-75 s per process (cached across processes by inductor's FX graph cache).
-    Off by default; if compiling fails the scorer logs why and runs the program as exported."""
+    "auto" (default): the score job turns it on when each executor core will score at least
+    COMPILE_PAYBACK_DOCS documents, where the compile has paid for itself (`PerplexityScorer.plan`),
+    and off for smaller jobs and outside the score job. If compiling fails the scorer logs why and
+    runs the program as exported."""
 
     @model_validator(mode="after")
     def _check(self) -> PerplexityOptions:
@@ -302,6 +309,14 @@ class PerplexityScorer(Scorer):
         }
 
     @classmethod
+    def plan(cls, options: dict[str, Any], docs_per_process: int) -> dict[str, Any]:
+        """compile="auto" (the default) resolved for the job: on where each process scores enough
+        documents for the compile to pay back."""
+        if options.get("compile", "auto") != "auto":
+            return options
+        return {**options, "compile": docs_per_process >= COMPILE_PAYBACK_DOCS}
+
+    @classmethod
     def load(cls, model: str, options: dict[str, Any]) -> PerplexityScorer:
         try:
             import torch
@@ -324,7 +339,7 @@ class PerplexityScorer(Scorer):
             log.warning("perplexity.head_precision=bf16 on a CPU without native bf16 matmuls (avx512_bf16 "
                         "or AMX): same scores, but the head runs slower than in fp32")  # fmt: skip
         scorer = cls(program, tokenizer, meta, opts, head)
-        if opts.compile:
+        if opts.compile is True:  # "auto" left unresolved (evaluate, train-ensemble: small jobs): off
             scorer.program = _compiled(program, model)
         return scorer
 

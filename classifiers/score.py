@@ -42,13 +42,13 @@ import pyarrow.parquet as pq
 from pydantic import model_validator
 
 from classifiers.data import DataError, expand
-from classifiers.scorer import Scorer, ScorerSpec, load_scorer, make_spec, scorer_class
+from classifiers.scorer import Scorer, ScorerSpec, load_scorer, make_spec, plan_spec, scorer_class
 from core.config import ConfigModel
 from core.errors import ConfigError, InputError
-from core.files import doc_parquet_uris, parquet_schema
+from core.files import doc_parquet_uris, open_parquet, parquet_schema
 from core.output import OutputDir, check_disjoint
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
-from core.spark import DEFAULT_SPARK, SparkOptions
+from core.spark import DEFAULT_SPARK, SparkOptions, planned_cores
 from core.stats import Stats
 from core.storage import is_object_store, local_input
 
@@ -354,6 +354,17 @@ def _model_hashes(cfg: ScoreJobConfig, done: list[dict[str, Any]]) -> dict[str, 
     return extra
 
 
+def _docs_per_process(files: list[Path] | list[str], spark: SparkOptions) -> int:
+    """About how many documents each executor process scores: the inputs' rows (Parquet footers) over
+    the job's cores; where those are unknown (a cluster master), over the files, a lower bound when
+    there are more cores than files."""
+    rows = 0
+    for f in files:
+        with open_parquet(f) as pf:
+            rows += pf.metadata.num_rows
+    return rows // max(1, planned_cores(spark) or len(files))
+
+
 def run_score(
     input_dir: str | Path,
     output: str | Path,
@@ -372,6 +383,7 @@ def run_score(
     cfg = ScoreJobConfig.for_model(model_dir, list(scorers), batch_size=batch_size)
     check_disjoint(output, [str(input_dir)])  # before listing: an output inside the input is refused
     root, files = list_inputs(input_dir)
+    cfg = cfg.replace(scorers=[plan_spec(s, _docs_per_process(files, spark)) for s in cfg.scorers])
     check_inputs(cfg.scorers, files)
     out_root = OutputDir(output, SUBDIRS).root
     same = (

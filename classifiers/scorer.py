@@ -59,6 +59,14 @@ class Scorer(ABC):
         `model` is not a usable model folder or an option is wrong. Runs on the driver, before Spark."""
 
     @classmethod
+    def plan(cls, options: dict[str, Any], docs_per_process: int) -> dict[str, Any]:
+        """The options resolved for a job's size, on the driver before `describe` names the scores:
+        `docs_per_process` is about how many documents each executor process will score (a cost
+        paid once per process, such as a compile, may pay back only past some count). As given by
+        default."""
+        return options
+
+    @classmethod
     @abstractmethod
     def load(cls, model: str, options: dict[str, Any]) -> Scorer:
         """Build the scorer from its folder (called once per process through `load_scorer`)."""
@@ -115,6 +123,12 @@ def make_spec(kind: str, model: str, options: dict[str, Any] | None = None) -> S
 @cache
 def _load(kind: str, model: str, options_json: str) -> Scorer:
     return scorer_class(kind).load(model, json.loads(options_json))
+
+
+def plan_spec(spec: ScorerSpec, docs_per_process: int) -> ScorerSpec:
+    """`spec` with its options resolved for the job's size (`Scorer.plan`), described again if they moved."""
+    options = scorer_class(spec.kind).plan(dict(spec.options), docs_per_process)
+    return spec if options == spec.options else make_spec(spec.kind, spec.model, options)
 
 
 def load_scorer(spec: ScorerSpec) -> Scorer:

@@ -97,8 +97,15 @@ class ConfigModel(BaseModel):
             kinds = _scalar_kinds(field.annotation)
             if isinstance(value, bool) and bool not in kinds and kinds & {int, float}:
                 raise _FieldError(name, f"must be a number, got {value!r}")
-            if bool in kinds and not isinstance(value, bool) and not kinds & {str, int, float}:
-                raise _FieldError(name, f"must be true or false, got {value!r}")
+            words = _literals(field.annotation)  # `bool | Literal["auto"]` takes "auto" too, nothing else
+            if (
+                bool in kinds
+                and not isinstance(value, bool)
+                and value not in words
+                and not kinds & {str, int, float}
+            ):
+                also = "".join(f" or {w!r}" for w in words)
+                raise _FieldError(name, f"must be true or false{also}, got {value!r}")
         return data
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,6 +126,16 @@ def _scalar_kinds(annotation: Any) -> set[type]:
             out |= _scalar_kinds(arg)
         return out
     return {annotation} if annotation in (bool, int, float, str) else set()
+
+
+def _literals(annotation: Any) -> tuple[Any, ...]:
+    """The values of the `Literal[...]` members of a field's type (`bool | Literal["auto"]` -> ("auto",))."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return tuple(v for arg in typing.get_args(annotation) for v in _literals(arg))
+    return ()
 
 
 def _key(loc: Iterable[Any]) -> str:

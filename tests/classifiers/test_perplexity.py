@@ -613,3 +613,23 @@ def test_score_job_writes_perplexity_columns(trained_lm, tmp_path, wiki):
     assert np.isnan(got[1:]).all()  # null text, and languages the model does not list
     assert got[0] == pytest.approx(direct["perplexity"][0], rel=1e-5)  # another process, same numbers
     assert res.stats.counters["perplexity_null"] == 3
+    # compile "auto" resolved on the driver for 4 documents over 2 cores: off, and recorded as such
+    made = json.loads((tmp_path / "out" / "_config.json").read_text())["config"]["scorers"]
+    assert [(s["options"]["compile"], s["identity"]["compile"]) for s in made] == [(False, False)]
+
+
+def test_compile_auto_turns_on_where_it_pays_back(random_lm):
+    """The default compile="auto" is on exactly where a process scores COMPILE_PAYBACK_DOCS documents (the
+    cold-cache payback of its 25-75 s compile); an explicit choice is never overridden."""
+    from classifiers.perplexity import COMPILE_PAYBACK_DOCS
+    from classifiers.scorer import make_spec, plan_spec
+
+    spec = make_spec("perplexity", str(random_lm))
+    assert spec.identity["compile"] == "auto"
+    assert plan_spec(spec, COMPILE_PAYBACK_DOCS - 1).identity["compile"] is False
+    assert plan_spec(spec, COMPILE_PAYBACK_DOCS).identity["compile"] is True
+    off = make_spec("perplexity", str(random_lm), {"compile": False})
+    assert plan_spec(off, 10**9) is off
+    # outside the score job (evaluate, train-ensemble) "auto" is left unresolved and means off
+    sc = _scorer(random_lm)
+    assert sc.program is sc.eager_program

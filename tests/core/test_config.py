@@ -4,6 +4,7 @@ key, allowed keys), `apply_overrides`, `load_config`, and core.cli.load_settings
 from __future__ import annotations
 
 import argparse
+from typing import Literal
 
 import pytest
 
@@ -48,6 +49,21 @@ def test_a_list_is_accepted_for_a_tuple_field():
 def test_a_boolean_is_never_a_number(value):
     with pytest.raises(ConfigError, match=f"count must be a number, got {value}"):
         build_config(Job, {"count": value})
+
+
+class Switch(ConfigModel):
+    compile: bool | Literal["auto"] = "auto"
+
+
+@pytest.mark.parametrize("value", [True, False, "auto"])
+def test_a_boolean_or_auto_field_takes_its_words(value):
+    assert build_config(Switch, {"compile": value}).compile == value
+
+
+@pytest.mark.parametrize("value", [1, "yes", "true", "Auto"])
+def test_a_boolean_or_auto_field_refuses_other_words_by_name(value):
+    with pytest.raises(ConfigError, match="compile must be true or false or 'auto'"):
+        build_config(Switch, {"compile": value})
 
 
 @pytest.mark.parametrize("value", [1, "yes", "true"])
