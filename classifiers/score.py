@@ -354,15 +354,24 @@ def _model_hashes(cfg: ScoreJobConfig, done: list[dict[str, Any]]) -> dict[str, 
     return extra
 
 
+ROWS_SAMPLE_FILES = 16  # footers read to estimate a job's documents: an estimate is all Scorer.plan needs
+
+
 def _docs_per_process(files: list[Path] | list[str], spark: SparkOptions) -> int:
-    """About how many documents each executor process scores: the inputs' rows (Parquet footers) over
-    the job's cores; where those are unknown (a cluster master), over the files, a lower bound when
-    there are more cores than files."""
+    """About how many documents each executor process scores: the inputs' rows over the job's cores.
+    Rows from the footers of at most ROWS_SAMPLE_FILES files spread over the list, scaled to all of
+    them (thousands of inputs on an object store: as many requests again, for an estimate); where
+    the cores are unknown (a cluster master), over the files, a lower bound when cores outnumber files."""
+    if not files:
+        return 0
+    step = max(1, len(files) // ROWS_SAMPLE_FILES)
+    sample = files[::step][:ROWS_SAMPLE_FILES]
     rows = 0
-    for f in files:
+    for f in sample:
         with open_parquet(f) as pf:
             rows += pf.metadata.num_rows
-    return rows // max(1, planned_cores(spark) or len(files))
+    total = rows * len(files) // len(sample)
+    return total // max(1, planned_cores(spark) or len(files))
 
 
 def run_score(

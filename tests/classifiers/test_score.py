@@ -201,3 +201,26 @@ def test_per_language_models_fill_one_column_and_overlaps_are_refused(tmp_path, 
         ScoreJobConfig.for_model(None, [*specs, scorer_mod.make_spec("length", "de")])
     with pytest.raises(ConfigError, match="no scorer"):
         ScoreJobConfig.for_model(None, [])
+
+
+def test_documents_per_process_from_a_sample_of_footers(tmp_path, monkeypatch):
+    """Scorer.plan's input: the rows of the inputs over the planned cores; at most ROWS_SAMPLE_FILES
+    footers are read (counted here), scaled to every file."""
+    import classifiers.score as score_mod
+
+    files = []
+    for i in range(40):
+        files.append(tmp_path / f"p{i:02d}.parquet")
+        pq.write_table(pa.table({"text": [f"t{j}" for j in range(30)]}), files[-1])
+    opened = []
+    real = score_mod.open_parquet
+    monkeypatch.setattr(score_mod, "open_parquet", lambda f: opened.append(f) or real(f))
+    # the cores as core.spark.planned_cores says (its own tests cover it; a session already running in
+    # this process would answer for it here)
+    monkeypatch.setattr(score_mod, "planned_cores", lambda spark: 2)
+    assert score_mod._docs_per_process(files, SparkOptions("local[2]")) == 40 * 30 // 2
+    assert len(opened) == score_mod.ROWS_SAMPLE_FILES
+    # a cluster master's cores are unknown until executors register: one file's rows per process
+    monkeypatch.setattr(score_mod, "planned_cores", lambda spark: None)
+    assert score_mod._docs_per_process(files, SparkOptions("spark://nowhere:7077")) == 30
+    assert score_mod._docs_per_process([], SparkOptions("local[2]")) == 0
