@@ -180,11 +180,8 @@ class BucketScorer(Scorer):
     def score(
         self, texts: list[str | None], langs: list[str | None], columns: Mapping[str, Any] | None = None
     ) -> dict[str, np.ndarray]:
-        columns = columns or {}
-        missing = [c for c in self.inputs if c not in columns]
-        if missing:
-            raise DataError(f"the quality buckets need the column(s) {', '.join(missing)}, not given")
-        per = np.stack([bucket_of(columns[n], cuts, hi) for n, hi, cuts in self.model["columns"]])
+        cols = self.input_columns(columns)
+        per = np.stack([bucket_of(cols[n], cuts, hi) for n, hi, cuts in self.model["columns"]])
         best = np.full(len(texts), np.nan, dtype=np.float32)
         some = ~np.all(np.isnan(per), axis=0)
         best[some] = np.nanmax(per[:, some], axis=0)
@@ -193,10 +190,7 @@ class BucketScorer(Scorer):
 
     @classmethod
     def describe(cls, model: str, options: dict[str, Any]) -> dict[str, Any]:
-        if options:
-            raise ConfigError(
-                f"the quality-buckets scorer takes no options, got {', '.join(sorted(options))}"
-            )
+        cls.refuse_options(cls.kind, options)
         m, sha = read_buckets(model)
         return {"model_sha256": sha, "buckets": m["buckets"], "inputs": [n for n, _, _ in m["columns"]]}
 

@@ -47,7 +47,6 @@ from typing import Any
 import numpy as np
 
 from classifiers.config import EnsembleParams
-from classifiers.data import DataError
 from classifiers.evaluate import (
     ALL_STATISTICS,
     Labelled,
@@ -326,11 +325,7 @@ class EnsembleScorer(Scorer):
     def score(
         self, texts: list[str | None], langs: list[str | None], columns: Mapping[str, Any] | None = None
     ) -> dict[str, np.ndarray]:
-        columns = columns or {}
-        missing = [c for c in self.inputs if c not in columns]
-        if missing:
-            raise DataError(f"the quality ensemble needs the column(s) {', '.join(missing)}, not given")
-        cols = {c: np.asarray(columns[c], dtype=np.float64) for c in self.inputs}
+        cols = self.input_columns(columns)
         # a null score column (no perplexity model for the language, no quality model run) makes the
         # ensemble null too, rather than a score from a guessed feature
         idx = [
@@ -348,10 +343,7 @@ class EnsembleScorer(Scorer):
 
     @classmethod
     def describe(cls, model: str, options: dict[str, Any]) -> dict[str, Any]:
-        if options:
-            raise ConfigError(
-                f"the quality-ensemble scorer takes no options, got {', '.join(sorted(options))}"
-            )
+        cls.refuse_options(cls.kind, options)
         m, sha = read_ensemble(model)
         inputs = [f for f in m.features if f not in STATISTICS]
         return {"model_sha256": sha, "features": list(m.features), "inputs": inputs}

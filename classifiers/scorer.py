@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field
 
+from classifiers.data import DataError
 from core.config import ConfigModel
+from core.errors import ConfigError
 from core.stage import register_path, resolve_stage
 
 
@@ -51,6 +53,21 @@ class Scorer(ABC):
         that names some is called as `score(texts, langs, columns={name: values})`, with each from the
         input documents or an earlier scorer of the job (classifiers/ensemble.py reads score columns)."""
         return ()
+
+    def input_columns(self, columns: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+        """Each of `inputs` from the `columns` given to `score`, as float64 (NaN: null); DataError naming
+        the ones not given."""
+        columns = columns or {}
+        missing = [c for c in self.inputs if c not in columns]
+        if missing:
+            raise DataError(f"the {self.kind} scorer needs the column(s) {', '.join(missing)}, not given")
+        return {c: np.asarray(columns[c], dtype=np.float64) for c in self.inputs}
+
+    @staticmethod
+    def refuse_options(kind: str, options: dict[str, Any]) -> None:
+        """For a scorer that takes no options (its `describe`): ConfigError naming any given."""
+        if options:
+            raise ConfigError(f"the {kind} scorer takes no options, got {', '.join(sorted(options))}")
 
     @classmethod
     @abstractmethod
