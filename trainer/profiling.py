@@ -35,6 +35,15 @@ class StepProfiler(Hook):
         elif self.prof is not None and t.step >= start + n - 1:
             self._close(t)
 
+    def on_checkpoint(self, t, event: str) -> None:
+        if event != "resume":
+            return
+        if self.prof is not None:  # opened at start for step 1, but the run resumed past it: not those steps
+            self.prof.__exit__(None, None, None)
+            self.prof = None
+        if t.step > 0 and t.step == t.cfg.logging.profile_start - 1:  # resumed right before the window
+            self._open(t)
+
     def on_train_end(self, t) -> None:  # the data or the schedule ended inside the window
         if self.prof is not None:
             self._close(t)

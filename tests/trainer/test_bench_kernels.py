@@ -25,7 +25,9 @@ def test_interpret_smoke_run_fills_every_cell(capsys):
     assert "err" not in captured.out
     # stderr: one progress line per row as it is measured (kept when a time limit cuts the run), no error
     progress = captured.err.splitlines()
-    assert len(progress) == 5 and all(x.startswith("[bench] ") and x.endswith("]}") for x in progress), progress
+    assert len(progress) == 5 and all(x.startswith("[bench] ") and x.endswith("]}") for x in progress), (
+        progress
+    )
     body = [
         line
         for line in captured.out.splitlines()

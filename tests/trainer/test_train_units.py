@@ -326,6 +326,25 @@ def test_step_profiler_covers_exactly_its_window(tmp_path, capsys):
     assert table.startswith("steps 3-4, sorted by self_cpu_time_total") and "aten::mm" in table
     assert "[trainer] profile of steps 3-4" in capsys.readouterr().out
 
+    # a run resumed from a checkpoint: profile_start=1 opens at start, the resume to step 4 moves past
+    # it (nothing written for steps it never ran); profile_start=5 opens at a resume to step 4
+    for start, wrote in ((1, False), (5, True)):
+        out = tmp_path / f"resumed-{start}"
+        cfg = load_config(None, ["data.recipe=r.yaml", f"logging.dir={out}", f"logging.profile_start={start}",
+                                 "logging.profile_steps=1"])  # fmt: skip
+        t = SimpleNamespace(cfg=cfg, step=0, rank=0, on_cuda=False)
+        hook = StepProfiler()
+        hook.on_start(t)
+        t.step = 4
+        hook.on_checkpoint(t, "resume")
+        (a @ a).sum()
+        t.step = 5
+        hook.on_step_end(t, StepEnd(rec={}, decision="accept"))
+        hook.on_train_end(t)
+        assert (out / "profile" / "ops-rank0.txt").is_file() == wrote, start
+        if wrote:
+            assert (out / "profile" / "ops-rank0.txt").read_text().startswith("steps 5-5")
+
 
 def test_profile_window_is_validated(tmp_path):
     with pytest.raises(ConfigError, match=r"logging\.profile_steps"):
