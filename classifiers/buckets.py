@@ -190,7 +190,7 @@ class BucketScorer(Scorer):
 
     @classmethod
     def describe(cls, model: str, options: dict[str, Any]) -> dict[str, Any]:
-        cls.refuse_options(cls.kind, options)
+        cls.refuse_options(options)
         m, sha = read_buckets(model)
         return {"model_sha256": sha, "buckets": m["buckets"], "inputs": [n for n, _, _ in m["columns"]]}
 

@@ -343,7 +343,7 @@ class EnsembleScorer(Scorer):
 
     @classmethod
     def describe(cls, model: str, options: dict[str, Any]) -> dict[str, Any]:
-        cls.refuse_options(cls.kind, options)
+        cls.refuse_options(options)
         m, sha = read_ensemble(model)
         inputs = [f for f in m.features if f not in STATISTICS]
         return {"model_sha256": sha, "features": list(m.features), "inputs": inputs}

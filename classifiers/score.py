@@ -392,7 +392,8 @@ def run_score(
     cfg = ScoreJobConfig.for_model(model_dir, list(scorers), batch_size=batch_size)
     check_disjoint(output, [str(input_dir)])  # before listing: an output inside the input is refused
     root, files = list_inputs(input_dir)
-    cfg = cfg.replace(scorers=[plan_spec(s, _docs_per_process(files, spark)) for s in cfg.scorers])
+    docs = _docs_per_process(files, spark)  # footers read once for every scorer's plan
+    cfg = cfg.replace(scorers=[plan_spec(s, docs) for s in cfg.scorers])
     check_inputs(cfg.scorers, files)
     out_root = OutputDir(output, SUBDIRS).root
     same = (

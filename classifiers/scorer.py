@@ -63,11 +63,11 @@ class Scorer(ABC):
             raise DataError(f"the {self.kind} scorer needs the column(s) {', '.join(missing)}, not given")
         return {c: np.asarray(columns[c], dtype=np.float64) for c in self.inputs}
 
-    @staticmethod
-    def refuse_options(kind: str, options: dict[str, Any]) -> None:
+    @classmethod
+    def refuse_options(cls, options: dict[str, Any]) -> None:
         """For a scorer that takes no options (its `describe`): ConfigError naming any given."""
         if options:
-            raise ConfigError(f"the {kind} scorer takes no options, got {', '.join(sorted(options))}")
+            raise ConfigError(f"the {cls.kind} scorer takes no options, got {', '.join(sorted(options))}")
 
     @classmethod
     @abstractmethod

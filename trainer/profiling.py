@@ -39,7 +39,7 @@ class StepProfiler(Hook):
         if event != "resume":
             return
         if self.prof is not None:  # opened at start for step 1, but the run resumed past it: not those steps
-            self.prof.__exit__(None, None, None)
+            self.prof.stop()
             self.prof = None
         if t.step > 0 and t.step == t.cfg.logging.profile_start - 1:  # resumed right before the window
             self._open(t)
@@ -56,11 +56,11 @@ class StepProfiler(Hook):
             acts.append(torch.profiler.ProfilerActivity.CUDA)
         self.first = t.step + 1
         self.prof = torch.profiler.profile(activities=acts, record_shapes=False)
-        self.prof.__enter__()
+        self.prof.start()
 
     def _close(self, t) -> None:
         prof, self.prof = self.prof, None
-        prof.__exit__(None, None, None)
+        prof.stop()
         out = Path(t.cfg.logging.dir) / "profile"
         out.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(out / f"trace-rank{t.rank}.json"))
