@@ -33,13 +33,46 @@ SHARED_SETUP_GROUPS = {
     "isolated_cluster": "dedup-isolated",
     "first_run": "dedup-isolated",
 }
+# The units that take longest (seconds of a two-worker run on 2 cores, 2026-11-27), handed out first and
+# in this order, as longest-processing-time-first scheduling does: a long unit started late would leave
+# the other worker idle at the end (the trainer file did, ~100 s). The rest follow in collection order.
+LONGEST_UNITS = (
+    "dedup-isolated",  # 633 s: the dedup job tests, the isolated tier, the S3 chain
+    "demo",  # 340 s
+    "tests/trainer/test_train_deepspeed.py",  # 216 s
+    "tests/curation/test_filters_parity.py",  # 133 s
+    "tests/trainer/test_multinode.py",  # 97 s
+    "tests/dedup/test_node_ids.py",  # 91 s
+    "tests/trainer/test_checkpoint_s3.py",  # 80 s
+)
 TESTS = Path(__file__).resolve().parent
+
+# The suite's Spark jobs last seconds on small inputs: the JVM's optimizing (C2) compiler costs them more
+# CPU than its code wins back, so every JVM the tests start (sessions, spark-submit, cluster daemons)
+# stops at the C1 tier. Measured on 2 cores: tests/curation/test_job.py 71 -> 54 CPU-s, the whole
+# suite ~12% faster. A user's own JDK_JAVA_OPTIONS wins.
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 
 @cache  # asked once per test id
 def _shared_setup_group(test_file: Path) -> str | None:
     text = test_file.read_text(encoding="utf-8") if test_file.is_file() else ""
     return next((g for name, g in SHARED_SETUP_GROUPS.items() if re.search(rf"\b{name}\b", text)), None)
+
+
+def _unit(item: pytest.Item) -> str:
+    path = Path(str(item.path))
+    return _shared_setup_group(path) or path.relative_to(TESTS.parent).as_posix()
+
+
+def pytest_collection_modifyitems(config, items: list[pytest.Item]) -> None:
+    """Under xdist, LONGEST_UNITS' tests first (in its order): the scheduler hands out units in
+    collection order. Every worker sorts alike, so their collections still match; a serial run keeps
+    the files' order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {u: i for i, u in enumerate(LONGEST_UNITS)}
+    items.sort(key=lambda it: rank.get(_unit(it), len(rank)))  # stable: the rest keep their order
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -51,9 +84,8 @@ def pytest_xdist_make_scheduler(config, log):
             path = nodeid.split("::", 1)[0]
             return _shared_setup_group(TESTS.parent / path) or path
 
-    # Units in collection order, not xdist's largest-first: the demo unit (a few dozen tests, ~8 minutes
-    # with its set-up) would otherwise start last and leave the other worker idle at the end; its first
-    # file, tests/classifiers/test_perplexity.py, is among the first collected.
+    # Units in collection order (LONGEST_UNITS first, pytest_collection_modifyitems), not xdist's
+    # most-tests-first, which knows nothing of how long a unit takes.
     config.option.loadscopereorder = False
     return SharedSetupScheduling(config, log)
 

@@ -1,6 +1,6 @@
 """`make demo`: real WARCs → extract → dedup → quality → tokenizer → shards → plan → training → report.
 
-    python -m workflows demo [--out out/demo] [--steps 300] [--quality-model DIR] [--dry-run]
+    python -m workflows demo [--out out/demo] [--steps 300] [--quality-model DIR] [--lm-set KEY=VALUE] [--dry-run]
         [--warcs WARC ... | --index INDEX [--where SQL] [--records N]] [--warc-base URL] [--positives FILE ...]
 
 Its inputs (workflows/demo_inputs.py): any WARCs (paths, globs, s3://, https://, a warc.paths listing, or
@@ -38,6 +38,7 @@ from workflows import demo_inputs
 from workflows.paths import PROJECT_ROOT, project_path
 from workflows.pipeline import Layout, Step, pipeline, plan_step, shell
 from workflows.steps import StepFailed, StepRunner, call, launch
+from workflows.train_lm import LMTrainConfig
 
 DEFAULT_RECIPE = PROJECT_ROOT / "mixtures" / "demo.yaml"
 TRAIN_CONFIG = "configs/train-debug.yaml"
@@ -82,6 +83,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     add_repeated(
         ap, "--train-set", "KEY=VALUE", "trainer config override, e.g. schedule.warmup_steps=5 (repeatable)"
     )
+    add_repeated(
+        ap, "--lm-set", "KEY=VALUE", "reference LM override (train-lm --set), e.g. steps=150 (repeatable)"
+    )
     ap.add_argument("--skip-train", action="store_true", help="stop after the plan (no trainer run)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands it would run, and exit")
 
@@ -107,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     recipe = demo_recipe(out, args.total_tokens)
-    lay = Layout(out=str(out), quality_model=args.quality_model,
+    if args.lm_set:  # a bad key fails now (exit 2), not when train-lm starts after extract and dedup
+        LMTrainConfig.load(None, list(args.lm_set))
+    lay = Layout(out=str(out), quality_model=args.quality_model, lm_overrides=tuple(args.lm_set),
                  tokenizer_config=str(project_path(TOKENIZER_CONFIG)), **inputs)  # fmt: skip
     steps, plan = pipeline(lay, recipe), plan_step(recipe, str(out))
     report = ["report", "--demo-dir", str(out)]

@@ -104,6 +104,8 @@ class Layout:
     """A trained quality model folder; None: train one into <out>/quality-model first."""
     lm_model: str | None = None
     """A reference LM folder (train-lm's DIR/model) for the perplexity column; None: train one into <out>/lm."""
+    lm_overrides: tuple[str, ...] = ()
+    """`key=value` overrides of the reference LM's training (train-lm's `--set`), e.g. `steps=150`."""
     perplexity: bool = True
     """Score perplexity (and train the LM when none is given); False: quality and toxicity only."""
     toxicity: str | None = "profanity-check"
@@ -193,6 +195,7 @@ def curation_steps(lay: Layout) -> list[Step]:
                         lay.path("lm"),
                         "--reference",
                         *lay.positive_files(),
+                        *(a for kv in lay.lm_overrides for a in ("--set", kv)),
                     ),
                     spark=False,  # its tokenize step starts its own local Spark; training is DeepSpeed
                     output=lay.path("lm"),

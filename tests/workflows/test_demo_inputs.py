@@ -188,3 +188,13 @@ def test_help(command, capsys):
     with pytest.raises(SystemExit) as e:
         main([command, "--help"])
     assert e.value.code == 0 and "--records" in capsys.readouterr().out
+
+
+def test_lm_overrides_reach_train_lm_and_a_bad_one_stops_the_demo_first(capsys, tmp_path):
+    lines = dry_run(capsys, tmp_path / "out", "--lm-set", "steps=150", "--lm-set", "global_batch=16")
+    lm = command(lines, "python", "-m", "workflows", "train-lm")
+    assert lm[lm.index("--set") :] == ["--set", "steps=150", "--set", "global_batch=16"]
+    # checked before any step (here: before the dry run prints one), naming the key
+    assert main(["demo", "--out", str(tmp_path / "bad"), "--dry-run", "--lm-set", "stepz=150"]) == 2
+    out, err = capsys.readouterr()
+    assert "stepz" in err and "train-lm" not in out
