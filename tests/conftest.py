@@ -47,11 +47,16 @@ LONGEST_UNITS = (
 )
 TESTS = Path(__file__).resolve().parent
 
-# The suite's Spark jobs last seconds on small inputs: the JVM's optimizing (C2) compiler costs them more
-# CPU than its code wins back, so every JVM the tests start (sessions, spark-submit, cluster daemons)
-# stops at the C1 tier. Measured on 2 cores: tests/curation/test_job.py 71 -> 54 CPU-s, the whole
-# suite ~12% faster. A user's own JDK_JAVA_OPTIONS wins.
-os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+
+def pytest_configure(config) -> None:
+    """JDK options for every JVM the tests start (testkit/jvm.py: the C1 tier and a class archive),
+    set once, before any worker starts: under xdist by the controller, whose environment the workers
+    inherit. A JDK_JAVA_OPTIONS of your own wins."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or "JDK_JAVA_OPTIONS" in os.environ:
+        return
+    from testkit.jvm import jvm_options
+
+    os.environ["JDK_JAVA_OPTIONS"] = jvm_options(TESTS.parent)
 
 
 @cache  # asked once per test id
