@@ -45,7 +45,9 @@ def _archive_path() -> Path:
     import pyspark
 
     jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60).stderr
+    # without the options in force: their "Picked up JDK_JAVA_OPTIONS" note would change the key
+    env = {k: v for k, v in os.environ.items() if k not in ("JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS")}
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60, env=env).stderr
     key = hashlib.sha1("\n".join([java, pyspark.__file__, *jars]).encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / f"refinery-tests-spark-{key}.jsa"
 
