@@ -29,7 +29,7 @@ QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 # What a Spark session of the suite loads: SQL, Parquet written and read, a shuffle, Arrow to pandas.
 _DUMP_JOB = """
-import sys, tempfile
+import tempfile
 from core.spark import get_spark
 s = get_spark("local[2]", "refinery-cds-archive", {"spark.ui.enabled": "false"})
 d = tempfile.mkdtemp()

@@ -65,9 +65,9 @@ def _shared_setup_group(test_file: Path) -> str | None:
     return next((g for name, g in SHARED_SETUP_GROUPS.items() if re.search(rf"\b{name}\b", text)), None)
 
 
-def _unit(item: pytest.Item) -> str:
-    path = Path(str(item.path))
-    return _shared_setup_group(path) or path.relative_to(TESTS.parent).as_posix()
+def _unit(test_file: str) -> str:
+    """A test file's scheduling unit: the group of the shared set-up it uses, or the file itself."""
+    return _shared_setup_group(TESTS.parent / test_file) or test_file
 
 
 def pytest_collection_modifyitems(config, items: list[pytest.Item]) -> None:
@@ -77,7 +77,7 @@ def pytest_collection_modifyitems(config, items: list[pytest.Item]) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
     rank = {u: i for i, u in enumerate(LONGEST_UNITS)}
-    items.sort(key=lambda it: rank.get(_unit(it), len(rank)))  # stable: the rest keep their order
+    items.sort(key=lambda it: rank.get(_unit(it.nodeid.split("::", 1)[0]), len(rank)))  # stable
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -86,8 +86,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class SharedSetupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return _shared_setup_group(TESTS.parent / path) or path
+            return _unit(nodeid.split("::", 1)[0])
 
     # Units in collection order (LONGEST_UNITS first, pytest_collection_modifyitems), not xdist's
     # most-tests-first, which knows nothing of how long a unit takes.
