@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import random
@@ -408,11 +409,23 @@ class Trainer:
         """Close the metrics and leave the process group. barrier=False after a Ctrl-C: the other ranks
         may be gone already, and a barrier would wait for them until the collective timeout."""
         self.metrics.close()
+        self.batches.sampler.close()  # its prefetch thread joined now, not at interpreter exit
         if self.dist.is_initialized():
-            if barrier:
+            if barrier:  # a clean end: after a Ctrl-C, a device sync in engine.destroy() could wait forever
                 self.dist.barrier()
+                self._release_engine()
             # without this, DeepSpeed's CPU accelerator (gloo) aborts at interpreter exit (exit -6)
             self.dist.destroy_process_group()
+            gc.collect()
+
+    def _release_engine(self) -> None:
+        """Free the engine while the interpreter is whole. It and its ZeRO optimizer hold the process
+        groups, their pending work and tensors; left to interpreter finalization, a rank of a two-node run
+        once aborted after its last step ("terminate called without an active exception", exit -6). Hooks
+        off, references dropped and collected before the groups are destroyed."""
+        self.engine.destroy()
+        self.engine = self.optimizer = None
+        gc.collect()
 
 
 def _leave_process_group() -> None:
