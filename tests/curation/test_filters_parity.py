@@ -47,7 +47,10 @@ def _theirs(blocks: dict, text: str) -> dict[str, str | None]:
     from datatrove.data import Document as DtDocument
 
     out = {}
-    for k in KEYS:
+    # C4 first: it splits sentences line by line through datatrove's small lru_cache (5 entries), which
+    # would evict the word split of `text` between the word-based blocks; after it, the other three blocks
+    # and the caller's _reference_words(text) share one split (each block still gets its own Document)
+    for k in sorted(KEYS, key=lambda k: k != "c4_quality"):
         doc = DtDocument(text=text, id="p")
         r = blocks[k].filter(doc)
         out[k] = None if r is True else (r[1] if isinstance(r, tuple) else "dropped")
@@ -98,6 +101,7 @@ def _compare(docs: list[tuple[str, str]]) -> list[tuple[str, dict, str | None, b
     out = []
     for doc_id, text in docs:
         mine, ref = _ours(ours, text), _theirs(theirs, text)
+        words_differ = SPLITTER.words(text) != _reference_words(text)  # before another text's split
         pairs = {k: (mine[k], ref[k]) for k in (*KEYS, "c4_kept_text")}
         if mine["c4_kept_text"] is not None and ref["c4_kept_text"] is not None:
             # FineWeb on C4's edited text, as datatrove's own pipeline runs it
@@ -106,7 +110,7 @@ def _compare(docs: list[tuple[str, str]]) -> list[tuple[str, dict, str | None, b
             pairs["fineweb_after_c4"] = (fw.reason if isinstance(fw, Drop) else None, fw_ref)
         pairs["pipeline"] = (_pipeline(mine), _pipeline(ref))
         cause = _cause(text) if any(a != b for a, b in pairs.values()) else None
-        out.append((doc_id, pairs, cause, SPLITTER.words(text) != _reference_words(text)))
+        out.append((doc_id, pairs, cause, words_differ))
     return out
 
 
