@@ -45,6 +45,8 @@ Rows:
   default (so include_comments=True, deduplicate=False). This is the call behind the reference
   numbers in the data README (aeb F1 ~= 0.953, trafilatura-eval F1 ~= 0.919 with substring
   matching); reproducing them validates the two metric implementations.
+* ``refinery extract.fast=true``: the first row with trafilatura's fast mode (no readability/jusText
+  comparison on each page).
 * ``refinery favor_precision=False``: our extractor with trafilatura's default balance, everything
   else as the first row.
 * ``trafilatura (eval-script call)``: trafilatura.extract as each dataset's own evaluation script
@@ -249,9 +251,9 @@ def load_trafilatura_eval(root: Path, limit: int | None = None) -> list[Page]:
 Runner = Callable[[list[Page], str], tuple[list[str | None], int]]
 
 
-def refinery_runner(favor_precision: bool, group_size: int) -> Runner:
+def refinery_runner(favor_precision: bool, group_size: int, fast: bool = False) -> Runner:
     def run(pages: list[Page], _script_input: str) -> tuple[list[str | None], int]:
-        ex = Extractor(ExtractConfig(favor_precision=favor_precision))
+        ex = Extractor(ExtractConfig(favor_precision=favor_precision, fast=fast))
         outs: list[str | None] = []
         for i, page in enumerate(pages):
             if i % group_size == 0:
@@ -345,6 +347,7 @@ EVAL_SCRIPT_KWARGS = {
 
 ROWS = (
     "refinery",
+    "refinery-fast",
     "trafilatura",
     "refinery-recall",
     "trafilatura-script",
@@ -354,6 +357,7 @@ ROWS = (
 )
 ROW_LABELS = {
     "refinery": "refinery precision (default cfg)",
+    "refinery-fast": "refinery extract.fast=true",
     "resiliparse": "resiliparse main_content",
     "fallback": "extractors [trafilatura, resiliparse] fallback",
     "union": "extractors [trafilatura, resiliparse] union",
@@ -382,6 +386,8 @@ class Result:
 def make_runner(row: str, dataset: str, group_size: int) -> Runner:
     if row == "refinery":
         return refinery_runner(True, group_size)
+    if row == "refinery-fast":
+        return refinery_runner(True, group_size, fast=True)
     if row == "refinery-recall":
         return refinery_runner(False, group_size)
     if row == "trafilatura":

@@ -176,6 +176,7 @@ def datatrove_pipeline(
             timeout=timeout,
             deduplicate=cfg.extract.deduplicate,
             include_tables=cfg.extract.include_tables,  # datatrove hard-codes include_comments=False
+            fast=cfg.extract.fast,  # passed on to trafilatura.extract
         ),
         here.LocalLanguageFilter(
             model_path=cfg.langid.model_path or default_model_path(),
@@ -602,7 +603,7 @@ def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
         f"(machine has {os.cpu_count()}), best wall of {args.repeat} run(s) per side",
         f"settings, both sides: trafilatura favor_precision={cfg.extract.favor_precision} "
         f"deduplicate={cfg.extract.deduplicate} include_comments={cfg.extract.include_comments} "
-        f"include_tables={cfg.extract.include_tables}; extraction timeout {args.timeout:g} s per page",
+        f"include_tables={cfg.extract.include_tables} fast={cfg.extract.fast}; extraction timeout {args.timeout:g} s per page",
         f"  langid: {Path(model).name} ({model}), keep {list(cfg.langid.languages)}, score >= "
         f"{cfg.langid.threshold}",
         f"  filters: {filters}",
@@ -869,6 +870,11 @@ def main(argv: list[str] | None = None) -> int:
         default="parquet",
         help="datatrove's last block: ParquetWriter(zstd) (JsonlWriter needs orjson, not installed) or none",
     )
+    ap.add_argument(
+        "--trafilatura-fast",
+        action="store_true",
+        help="trafilatura's fast mode on both sides (extract.fast=true; datatrove's Trafilatura(fast=True))",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the outputs and logs (path printed)")
     ap.add_argument(
         "--verbose", action="store_true", help="leave stderr (datatrove, Spark logs) on the console"
@@ -878,9 +884,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--cores and --repeat must be >= 1")
 
     files = resolve_files(args.files)
-    cfg = ExtractJobConfig(extract=ExtractConfig(timeout_s=args.timeout))
+    fast = args.trafilatura_fast
+    cfg = ExtractJobConfig(extract=ExtractConfig(timeout_s=args.timeout, fast=fast))
     # The full path (no cascade), for the kept-set agreement of our default against it.
-    cfg_full = ExtractJobConfig(extract=ExtractConfig(timeout_s=args.timeout, cascade=False))
+    cfg_full = ExtractJobConfig(extract=ExtractConfig(timeout_s=args.timeout, cascade=False, fast=fast))
     for f in files:  # warm the page cache: time the work, not the disk
         Path(f).read_bytes()
     work = Path(tempfile.mkdtemp(prefix="refinery-throughput-"))

@@ -164,6 +164,7 @@ class Extractor(HtmlExtractor):
         doc = bare_extraction(
             tree,
             url=url,
+            fast=self.cfg.fast,
             favor_precision=self.cfg.favor_precision,
             include_comments=self.cfg.include_comments,
             include_tables=self.cfg.include_tables,

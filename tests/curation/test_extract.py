@@ -64,3 +64,34 @@ def test_dedup_cache_is_per_file(data_dir):
         [ex(h) for _, h, _ in pages]
     fourth = [ex(h).text for _, h, _ in pages]
     assert fourth != first
+
+
+def test_fast_mode_skips_the_comparison_extractors(data_dir, monkeypatch):
+    """extract.fast reaches trafilatura: in its full mode every page is also run through readability
+    (compared with trafilatura's own result); in fast mode no page is. Both give text on real pages."""
+    import trafilatura.external
+
+    calls = []
+    real = trafilatura.external.try_readability
+
+    def counted(tree):
+        calls.append(1)
+        return real(tree)
+
+    monkeypatch.setattr(trafilatura.external, "try_readability", counted)
+    pages = _aeb(data_dir, 8)
+    for fast, expect_calls in ((False, True), (True, False)):
+        calls.clear()
+        ex = Extractor(ExtractConfig(fast=fast))
+        texts = [ex(html, gold.get("url")).text for _, html, gold in pages]
+        assert bool(calls) is expect_calls, (fast, len(calls))
+        assert sum(bool(t) for t in texts) >= 6, fast  # real articles: (nearly) every page has text
+
+
+def test_fast_mode_names_its_output_and_the_default_keeps_its_name():
+    from curation.config import ExtractJobConfig
+
+    default = ExtractJobConfig.load(None, [])
+    assert ExtractJobConfig.load(None, ["extract.fast=false"]).fingerprint() == default.fingerprint()
+    assert ExtractJobConfig.load(None, ["extract.fast=true"]).fingerprint() != default.fingerprint()
+    assert "fast" not in default.extract.fingerprint_dict()
