@@ -46,7 +46,7 @@ ablate: install
 
 # Two pytest-xdist workers (CI has 2 cores): a test file, or the files sharing an expensive set-up, per
 # worker (tests/conftest.py's scheduler). Much of the suite waits on subprocesses, JVMs and S3, so two
-# overlap: ~22 min of pytest on a quiet 2-core machine (serial: ~33 min). TEST_WORKERS=0 runs it serially.
+# overlap: ~19 min of pytest on a quiet 2-core machine (serial: ~33 min). TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= 2
 test: install
 	$(BIN)/ruff check .
