@@ -1,6 +1,8 @@
 """`python -m mixtures plan RECIPE [--set key=value ...] [--model-params N]`: the token plan and compute cost
 of a recipe, `--set` overriding the recipe's own settings (`--set total_tokens=2e6`) before it is validated.
-(Ablations of recipes, which train models, are a workflow: `python -m workflows ablate`.)
+`python -m mixtures selector-effect RECIPE --tokenizer FILE`: what each selector removes, in documents
+and tokens (mixtures/selector_effect.py). (Ablations of recipes, which train models, are a workflow:
+`python -m workflows ablate`.)
 
 Exit status: 0 the plan has no warnings; 1 it printed warnings (a cap exceeded, a source unknown);
 2 the recipe is invalid (the message names the file and the key), or so are its inputs.
@@ -78,9 +80,21 @@ def main(argv: list[str] | None = None) -> int:
         default=H100_BF16_DENSE_FLOPS,
         help="device peak FLOP/s (default 989e12: H100 SXM dense BF16)",
     )
+    e = sub.add_parser("selector-effect", help="documents and tokens each selector removes, alone and last")
+    e.add_argument("recipe", help="recipe YAML whose sources select")
+    e.add_argument("--tokenizer", required=True, help="tokenizer.json the shards were made with")
     args = parser.parse_args(argv)
 
     def run() -> int:
+        if args.command == "selector-effect":
+            import json
+
+            from mixtures.selector_effect import format_effect, selector_effect
+
+            result = selector_effect(args.recipe, args.tokenizer)
+            print(format_effect(result))
+            print(json.dumps(result, sort_keys=True))
+            return 0
         try:
             plan = make_plan(Recipe.load(args.recipe, args.overrides), args.seq_len)
         except FileNotFoundError as e:  # e.g. a manifest listed by a recipe source vanished meanwhile

@@ -1,4 +1,5 @@
-"""Command line: `python -m workflows demo | train-lm | ablate | ablate-demo | compose | pick-records`.
+"""Command line: `python -m workflows demo | train-lm | ablate | ablate-demo | compose | pick-records |
+compare-runs`.
 
 Each workflow's module adds its own arguments (`add_arguments`) and runs them (`run`), except train-lm, whose
 config keys come through `--config`/`--set` (LMTrainConfig). Bad input is a core `UserError`: `error: ...`,
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.cli import add_config_args, command_parser, guarded, setup_logging
-from workflows import ablate, ablate_demo, compose, demo, pick_records
+from workflows import ablate, ablate_demo, compare_runs, compose, demo, pick_records
 from workflows.steps import StepFailed
 
 
@@ -61,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     pick_records.add_arguments(
         sub.add_parser("pick-records", help="the first N records a condition selects in a cc-index")
     )
+    compare_runs.add_arguments(
+        sub.add_parser("compare-runs", help="do two `make demo` outputs hold the same data? (exit 1: no)")
+    )
     return parser
 
 
@@ -71,6 +75,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ablate-demo": ablate_demo.run,
     "compose": compose.run,
     "pick-records": pick_records.run,
+    "compare-runs": compare_runs.run,
 }
 
 

@@ -70,3 +70,55 @@ def test_rerun_skips_finished_stages(demo, warc_dir, data_dir):
     assert res.returncode == 0, res.stderr[-3000:]
     for stage in [*STAGES[:7], "train"]:
         assert f"==> {stage}: already done, skipped" in res.stdout, stage
+
+
+def test_selector_effect_agrees_with_what_tokenize_kept(demo):
+    """`mixtures selector-effect` resolves the recipe's percentile as tokenize did and counts, with the
+    run's tokenizer, the documents and tokens tokenize wrote for the selecting source (shards hold one
+    EOD per document, the effect counts none)."""
+    from mixtures.selector_effect import selector_effect
+
+    result = selector_effect(str(demo / "recipe.yaml"), str(demo / "tokenizer" / "tokenizer.json"))
+    assert list(result) == ["web_hq"]  # the only source that selects
+    man = json.loads((demo / "tokens" / "shards" / "web_hq" / "manifest.json").read_text())
+    r = result["web_hq"]
+    assert r["kept_docs"] == man["documents"] > 0
+    assert r["kept_tokens"] + r["kept_docs"] == man["tokens"]
+    assert {c: row["resolved"] for c, row in r["columns"].items()} == man["resolved_select"]
+    removed = r["docs"] - r["kept_docs"]
+    assert any("%" in str(row["condition"]) for row in r["columns"].values())  # the demo selects a share
+    for row in r["columns"].values():  # a condition removes no more last than alone, nor alone than all do
+        assert row["docs_last"] <= row["docs_alone"] <= removed
+    # some condition removes documents; a document removed "last" by one condition is kept by every
+    # other, so no document counts as last for two of them
+    assert max(row["docs_alone"] for row in r["columns"].values()) > 0
+    assert sum(row["docs_last"] for row in r["columns"].values()) <= removed
+
+
+def test_compare_runs_finds_a_changed_output(demo, tmp_path, capsys):
+    """`workflows compare-runs`: a demo output against its own copy is the same everywhere (exit 0);
+    with one dedup document gone, the copy differs there (exit 1) and only in what depends on it."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from workflows.cli import main
+
+    copy = tmp_path / "copy"
+    shutil.copytree(demo, copy)
+    assert main(["compare-runs", str(demo), str(copy)]) == 0
+    assert "DIFFERS" not in capsys.readouterr().out
+    part = next(
+        p for p in sorted((copy / "dedup" / "docs").glob("*.parquet")) if pq.read_metadata(p).num_rows
+    )
+    table = pq.read_table(part)
+    pq.write_table(table.slice(1), part)
+    assert main(["compare-runs", str(demo), str(copy)]) == 1
+    differs = [line for line in capsys.readouterr().out.splitlines() if line.startswith("DIFFERS")]
+    assert differs == [f"DIFFERS  dedup/docs rows  ({_rows(demo)} vs {_rows(demo) - 1} rows)"]
+
+
+def _rows(demo: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(p).num_rows for p in (demo / "dedup" / "docs").glob("*.parquet"))

@@ -2,7 +2,7 @@
 
     make demo DEMO_OUT=/tmp/before        # on the old commit
     make demo DEMO_OUT=/tmp/after         # on the new one
-    .venv/bin/python scripts/compare_runs.py /tmp/before /tmp/after
+    .venv/bin/python -m workflows compare-runs /tmp/before /tmp/after
 
 Prints one line per output and exits 1 if any differs. Compared: the rows and values of every
 Parquet dataset (extract docs and rejected sample, dedup docs and decisions, scored docs; sorted,
@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from core.errors import UserError
 
 DATASETS = {  # folder -> sort key (rows are compared in this order)
     "extract/docs": ("id",),
@@ -81,20 +82,16 @@ def compare(a: Path, b: Path) -> list[tuple[str, bool, str]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("before", type=Path)
-    ap.add_argument("after", type=Path)
-    args = ap.parse_args(argv)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("before", type=Path, help="one `make demo` output folder")
+    ap.add_argument("after", type=Path, help="the other")
+
+
+def run(args: argparse.Namespace) -> int:
+    for folder in (args.before, args.after):
+        if not folder.is_dir():
+            raise UserError(f"{folder}: not a folder (give two `make demo` output folders)")
     rows = compare(args.before, args.after)
     for what, same, detail in rows:
         print(f"{'same   ' if same else 'DIFFERS'}  {what}" + (f"  ({detail})" if detail else ""))
     return 0 if all(same for _, same, _ in rows) else 1
-
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the project's core
-    from core.cli import guarded, handle_interrupts
-
-    handle_interrupts()  # Ctrl-C: `interrupted`, exit 130, not a traceback (core/cli.py)
-    sys.exit(guarded(main))
