@@ -31,7 +31,7 @@ def source_effect(name: str, src: Source, encoder) -> dict:
     files = doc_parquet_files(src.docs)
     # percentiles become the plain comparisons tokenize would apply to these documents
     selectors, _ = resolve_percentiles(src.select, [str(f) for f in files], name)
-    spec = selectors_spec(selectors)
+    given, spec = src.select_spec(), selectors_spec(selectors)
     columns = list(dict.fromkeys(s.column for s in selectors))
     table = pa.concat_tables(pq.read_table(f, columns=["text", *columns]) for f in files)
     texts = [t or "" for t in table.column("text").to_pylist()]
@@ -44,7 +44,7 @@ def source_effect(name: str, src: Source, encoder) -> dict:
         others = np.logical_and.reduce([keep[o] for o in columns if o != c] + [np.ones(len(texts), bool)])
         last = others & ~keep[c]
         rows[c] = {
-            "condition": src.select_spec()[c],
+            "condition": given[c],
             "resolved": spec[c],
             "docs_alone": int((~keep[c]).sum()),
             "tokens_alone": int(tokens[~keep[c]].sum()),

@@ -40,7 +40,7 @@ LONGEST_UNITS = (
     "dedup-isolated",  # 633 s: the dedup job tests, the isolated tier, the S3 chain
     "demo",  # 340 s
     "tests/trainer/test_train_deepspeed.py",  # 216 s
-    "tests/curation/test_filters_parity.py",  # 133 s
+    "tests/curation/test_filters_parity.py",  # 106 s (133 s before it shared datatrove's split cache)
     "tests/trainer/test_multinode.py",  # 97 s
     "tests/dedup/test_node_ids.py",  # 91 s
     "tests/trainer/test_checkpoint_s3.py",  # 80 s

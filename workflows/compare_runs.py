@@ -15,7 +15,6 @@ the per-step training loss. What names the run folder is not compared: Spark's p
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.errors import UserError
+from core.files import sha256_file
 
 DATASETS = {  # folder -> sort key (rows are compared in this order)
     "extract/docs": ("id",),
@@ -41,12 +41,8 @@ def _table(folder: Path, sort: tuple[str, ...]) -> pa.Table | None:
     return t.replace_schema_metadata(None).sort_by([(c, "ascending") for c in sort])
 
 
-def _sha(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
-
-
 def _files(folder: Path, pattern: str) -> dict[str, str]:
-    return {p.name: _sha(p) for p in sorted(folder.glob(pattern))}
+    return {p.name: sha256_file(p) for p in sorted(folder.glob(pattern))}
 
 
 def _funnel(path: Path) -> tuple[list, dict]:
@@ -73,7 +69,7 @@ def compare(a: Path, b: Path) -> list[tuple[str, bool, str]]:
         sa, sb = _files(a / "tokens/shards" / src, "part-*"), _files(b / "tokens/shards" / src, "part-*")
         out.append((f"shards {src} (.bin/.idx/.ids bytes)", sa == sb, f"{len(sa)} files"))
     ta, tb = a / "tokenizer/tokenizer.json", b / "tokenizer/tokenizer.json"
-    out.append(("tokenizer.json", _sha(ta) == _sha(tb), ""))
+    out.append(("tokenizer.json", sha256_file(ta) == sha256_file(tb), ""))
     for job in ("extract", "dedup", "scored"):
         same = _funnel(a / job / "stats.json") == _funnel(b / job / "stats.json")
         out.append((f"{job} funnel and counters", same, ""))
