@@ -54,7 +54,9 @@ of the nine default files hold almost all pages), with the page cache warmed bef
         [--input FILES/GLOBS/FOLDERS ...] [--dt-writer parquet|none] [--keep] [--verbose]
 
 The last line printed is JSON: ours_pages_per_s_per_core (the Spark run), datatrove_pages_per_s_per_core,
-ratio, kept_agreement, the kept counts and both sides' seconds per stage. URLFilter runs first on
+ratio, kept_agreement, ratio_ceilings (the best ratio this run's own stage times allow: every page
+dropped after extraction skipped for free, or nothing but the kept pages' extraction; see
+`ceilings`), the kept counts and both sides' seconds per stage. URLFilter runs first on
 both sides (ours: curation/filters/url_filter.py, FineWeb's lists; datatrove's URLFilter with the same lists,
 tldextract on its bundled suffix list), so "pages in" counts pages past the URL filter.
 """
@@ -524,6 +526,30 @@ def kept_agreement(a: Path, b: Path) -> float:
     return same / len(union) if union else 1.0
 
 
+def ceilings(dt: Run, spark: Run) -> dict[str, float]:
+    """What our Spark run's ratio to datatrove could be at best, from its own measured stage times.
+
+    `skip_later_drops`: had every page that was extracted and then dropped (empty text, langid, the
+    filters) been skipped before extraction at no cost, the most a "will this page survive?"
+    predictor could buy, its extraction seconds taken off the run. `kept_extraction_only`: had
+    the run spent nothing but the extractor's time on the pages it keeps, the least any input set
+    asks of us whatever else gets faster (the pre-check, reading, Spark, the filters). Both keep
+    the extractor's per-page seconds as measured: it is the library datatrove runs too."""
+    ex = spark.stages["extract"]
+    per_page = ex.seconds / max(1, ex.docs_in)
+    later_drops = max(0, ex.docs_in - spark.kept)
+    theirs = dt.per_core()
+    cap = spark.cores * spark.wall
+
+    def ratio(core_s: float) -> float:
+        return round(spark.pages_in / max(core_s, 1e-9) / theirs, 3)
+
+    return {
+        "skip_later_drops": ratio(cap - per_page * later_drops),
+        "kept_extraction_only": ratio(per_page * spark.kept),
+    }
+
+
 def summary(dt: Run, pool: Run, spark: Run, ctx: Context) -> dict[str, Any]:
     """The last line: our Spark job (the default config) against datatrove, per core, and where time went."""
     ours, theirs = spark.per_core(), dt.per_core()
@@ -537,6 +563,7 @@ def summary(dt: Run, pool: Run, spark: Run, ctx: Context) -> dict[str, Any]:
         "ours_pool_ratio": round(pool.per_core() / theirs, 3),
         "ours_full_path_ratio": round(ctx.full.per_core() / theirs, 3) if ctx.full else None,
         "kept_agreement": round(ctx.agreement, 5),
+        "ratio_ceilings": ceilings(dt, spark),
         "kept": {
             "ours": spark.kept,
             "datatrove": dt.kept,
@@ -784,6 +811,14 @@ def where_time_goes(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
         f"  - the four filter blocks (ours: curation/filters/text.py by default; datatrove's blocks): ours {filt_o:.1f} s for {n_o:,} docs "
         f"({1000 * filt_o / max(1, n_o):.1f} ms/doc), datatrove {filt_d:.1f} s for {n_d:,} "
         f"({1000 * filt_d / max(1, n_d):.1f} ms/doc); langid {spark.stages['langid'].seconds:.1f} s."
+    )
+    ceil = ceilings(dt, spark)
+    out.append(
+        f"  - ceilings (arithmetic on this run's stage times, extraction at its measured "
+        f"{1000 * ex_o.seconds / max(1, ex_o.docs_in):.1f} ms/page): {max(0, ex_o.docs_in - spark.kept):,} of the "
+        f"{ex_o.docs_in:,} pages extracted were dropped afterwards; skipping all of them at no cost would give "
+        f"{ceil['skip_later_drops']:.2f}x datatrove, and a run that spent nothing but extraction of the "
+        f"{spark.kept:,} pages it keeps {ceil['kept_extraction_only']:.2f}x."
     )
     if ctx.setup:
         imports, build = ctx.setup
