@@ -67,6 +67,9 @@ class PerFileJob:
     on_changed_input: str | None = None
     """An input whose content changed since its units were made: "refuse" (OutputConflict) or
     "restart" (its units are redone); None: $REFINERY_ON_CHANGED_INPUT, else "refuse"."""
+    spark_conf: dict[str, str] | None = None
+    """Spark settings the job asks for when its run starts the session (a session already running
+    keeps its own; the user's `--spark-conf` wins): extract's preloading daemon (core/spark_daemon.py)."""
     inputs_guarded: bool = False
     """The caller has already guarded the units' files (refused overlap with the output and checked
     their content): tokenize, which must before it judges its manifest; or index extraction, whose
@@ -144,7 +147,9 @@ def run_per_file(
     if todo:
         out.set_success(False)
         try:
-            session = get_spark(spark.master, f"refinery-{job.name}", spark.conf)
+            session = get_spark(
+                spark.master, f"refinery-{job.name}", {**(job.spark_conf or {}), **spark.conf}
+            )
         except BaseException:
             if created:
                 out.discard()

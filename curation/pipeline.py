@@ -71,6 +71,7 @@ from curation.filters.langid import LanguageIdentifier, PreLanguageFilter
 from curation.filters.url_filter import UrlFilter
 from curation.pii.scrub import PiiScrubber, PiiStage
 from curation.schema import DOC_SCHEMA, REJECTED_SCHEMA, doc_id
+from curation.spark_daemon import SPARK_CONF
 from curation.warc.ranges import parse_range_unit
 from curation.warc.records import Page, Skip, crawl_from_name, iter_records
 
@@ -345,6 +346,7 @@ def extract_job(cfg: ExtractJobConfig, process, **fields: Any) -> PerFileJob:
         payload=cfg,
         stage_order=tuple(stage_order(cfg)),
         stats_extra=_files_table,
+        spark_conf=SPARK_CONF,
         **fields,
     )
 

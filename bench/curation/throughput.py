@@ -13,7 +13,10 @@ of cores, in one process tree:
                   with no Spark in it.
   (c) ours/spark  the real job, `curation.job.run_extract(files, out, cfg, spark=<local[cores]>)`.
                   The SparkSession is started first, with a trivial job that starts Spark's Python
-                  workers; both are timed and reported apart. The Spark row excludes them (a warm
+                  workers (and, as `extract` starts its session, the daemon they fork from builds
+                  the default stages first: curation/spark_daemon.py; --no-preload: Spark's plain
+                  daemon, each worker builds them in its first task); both are timed and reported
+                  apart. The Spark row excludes them (a warm
                   session, as on a cluster), the "incl. startup" row adds them back (a cold
                   `refinery-curation extract`). With --repeat, later Spark runs reuse the warm
                   Python workers and their cached stages, as a long-lived session would.
@@ -51,7 +54,7 @@ timestamps of its per-task logs. Files run largest first on every side (one WARC
 of the nine default files hold almost all pages), with the page cache warmed beforehand.
 
     .venv/bin/python bench/curation/throughput.py [--cores 2] [--repeat 1] [--timeout 5]
-        [--input FILES/GLOBS/FOLDERS ...] [--dt-writer parquet|none] [--keep] [--verbose]
+        [--input FILES/GLOBS/FOLDERS ...] [--dt-writer parquet|none] [--no-preload] [--keep] [--verbose]
 
 The last line printed is JSON: ours_pages_per_s_per_core (the Spark run), datatrove_pages_per_s_per_core,
 ratio, kept_agreement, ratio_ceilings (the best ratio this run's own stage times allow: every page
@@ -421,13 +424,16 @@ def run_pool(
     return Run(name, wall, cpu, cores, our_stages(merged), our_tasks(out, t0), failed)
 
 
-def start_spark(cores: int) -> tuple[float, float, set[int]]:
-    """Start the SparkSession run_extract reuses: (session s, first-job s, the JVM's pids)."""
+def start_spark(cores: int, preload: bool = True) -> tuple[float, float, set[int]]:
+    """Start the SparkSession run_extract reuses: (session s, first-job s, the JVM's pids). With
+    `preload`, the settings `extract` starts its session with (curation/spark_daemon.py: the
+    daemon builds the default stages once, workers fork from it); without, Spark's plain daemon."""
     from core.spark import get_spark
+    from curation.spark_daemon import SPARK_CONF
 
     before = child_pids()
     t0 = time.time()
-    spark = get_spark(f"local[{cores}]", "refinery-extract")
+    spark = get_spark(f"local[{cores}]", "refinery-extract", SPARK_CONF if preload else None)
     t1 = time.time()
     spark.sparkContext.parallelize(range(cores), cores).map(lambda x: x + 1).collect()  # Python workers
     return t1 - t0, time.time() - t1, child_pids() - before
@@ -910,6 +916,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="trafilatura's fast mode on both sides (extract.fast=true; datatrove's Trafilatura(fast=True))",
     )
+    ap.add_argument(
+        "--no-preload",
+        action="store_true",
+        help="Spark's plain Python daemon: each worker builds the stages itself (before curation/spark_daemon.py)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the outputs and logs (path printed)")
     ap.add_argument(
         "--verbose", action="store_true", help="leave stderr (datatrove, Spark logs) on the console"
@@ -940,7 +951,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with stderr_to(log):
-            jvm, first_job, spark_pids = start_spark(args.cores)
+            jvm, first_job, spark_pids = start_spark(args.cores, preload=not args.no_preload)
             print(f"  Spark started: session {jvm:.1f} s + first job {first_job:.1f} s", flush=True)
             for r in range(args.repeat):  # interleaved, so load from elsewhere hits every side alike
                 keep_best(

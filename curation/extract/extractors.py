@@ -128,6 +128,17 @@ class Extractor(HtmlExtractor):
         logging.getLogger("trafilatura").setLevel(logging.ERROR)
         self.start_file()
 
+    def warm_up(self) -> None:
+        """Import what trafilatura imports lazily (its readability and jusText fallbacks: ~0.15 s)
+        on two small pages, so a worker's first real page does not pay for it; then forget them."""
+        self(
+            "<html><body><article><p>"
+            + "Warm-up text for the extractor. " * 20
+            + "</p></article></body></html>"
+        )
+        self("<html><body><div>" + "Short. " * 3 + "</div><p>" + "A line. " * 30 + "</p></body></html>")
+        self.start_file()
+
     def start_file(self) -> None:
         """Forget the segments seen so far (call once per input file, before its first page)."""
         if self.cfg.deduplicate:

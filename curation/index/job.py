@@ -75,6 +75,7 @@ from curation.index.fetch import RangeFetcher, RecordRange, check_base, record_u
 from curation.index.where import parse_where, spark_where
 from curation.inputs import UnsafeLocation
 from curation.pipeline import UnitRun, extract_job, run_unit_stages
+from curation.spark_daemon import SPARK_CONF
 from curation.warc.warcio_reader import crawl_from_name
 
 log = logging.getLogger(__name__)
@@ -489,7 +490,7 @@ def run_index_extract(
     units: list[tuple[str, str]] = []
     try:
         if on_spark:  # Spark writes the plan files; the driver gets (unit, rows, bytes) per unit
-            session = get_spark(spark.master, "refinery-extract", spark.conf)
+            session = get_spark(spark.master, "refinery-extract", {**SPARK_CONF, **spark.conf})
             planned = spark_plan(
                 session,
                 _spark_uri(index, ident),

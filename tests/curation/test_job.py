@@ -84,7 +84,7 @@ def test_other_config_is_refused(job_out, warc_dir):
 
 
 def _cli(*args, **kw):
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "REFINERY_SPARK_DAEMON_VERBOSE": "1"}
     return subprocess.Popen(
         [sys.executable, "-m", "curation", "extract", *args],
         cwd=REPO,
@@ -119,6 +119,9 @@ def test_resume_after_kill_gives_same_output(job_out, warc_dir, tmp_path):
     log, _ = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, log
     assert f"already done: {done_after_kill}" in log
+    # the CLI starts its session with the preloading daemon (curation/spark_daemon.py), which built
+    # the stages before forking the worker; the output below is the reference's all the same
+    assert "refinery spark daemon (curation.spark_daemon): preloaded in" in log, log
     assert not list(out.rglob(".*.tmp-*")), "temporary files left behind"
     assert _docs(out) == _docs(out_ref)
     assert (out / "_SUCCESS").exists()
