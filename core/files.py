@@ -1,6 +1,7 @@
 """Small file helpers every stage shares: the one rule for "the Parquet files of a documents folder",
-the one streaming sha256 of a file (manifests, model metadata, checkpoints), and the one per-user
-cache folder for derived data that is costly to rebuild in every worker process.
+the one streaming sha256 of a file (manifests, model metadata, checkpoints), the one per-user
+cache folder for derived data that is costly to rebuild in every worker process, and the one
+redirection of a file descriptor for a while (`redirected_fd`).
 
 A job's output is read marker first, on a local folder as on an object store (`finished_docs`, the
 one helper for both): a unit file in `docs/` counts only once its `done/<unit>.json` exists, so a
@@ -161,3 +162,26 @@ def cache_dir() -> Path:
         return Path(os.environ["REFINERY_CACHE_DIR"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "refinery"
+
+
+@contextlib.contextmanager
+def redirected_fd(fd: int, to: int) -> Iterator[None]:
+    """Point file descriptor `fd` at what descriptor `to` points at for the block, then back: what
+    the process and the children it starts meanwhile write there goes to `to`'s file. Python's own
+    buffers of fd 1 and 2 are flushed on both sides, so nothing written before or after crosses."""
+    import sys
+
+    def flush() -> None:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+
+    flush()
+    saved = os.dup(fd)
+    os.dup2(to, fd)
+    try:
+        yield
+    finally:
+        flush()
+        os.dup2(saved, fd)
+        os.close(saved)

@@ -23,12 +23,13 @@ Only Linux lists native threads (/proc/self/task); elsewhere only Python threads
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+
+from core.files import redirected_fd
 
 # Native threads a fork is safe with: jemalloc (pyarrow's allocator) registers fork handlers that
 # reset its background threads in the child.
@@ -62,27 +63,13 @@ def fork_hazards() -> list[str]:
     return hazards
 
 
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """fd 1 is the daemon's channel to the JVM (it reads the port there): nothing else may reach it."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def serve(preload: Callable[[], None], name: str = "") -> None:
     """Run `preload`, then Spark's daemon loop; the plain daemon instead when that is not safe."""
     label = name or getattr(preload, "__module__", "preload")
     t0 = time.perf_counter()
     problem = None
     try:
-        with _stdout_to_stderr():
+        with redirected_fd(1, 2):  # fd 1 is the JVM's channel (it reads the port there): no preload output
             preload()
     except Exception as e:  # a preload is an optimisation: the job must run without it
         problem = f"preload failed: {type(e).__name__}: {e}"

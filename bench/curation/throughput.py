@@ -862,16 +862,10 @@ def stderr_to(path: Path | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(path, "ab") as f:
-        os.dup2(f.fileno(), 2)
-    try:
+    from core.files import redirected_fd
+
+    with open(path, "ab") as f, redirected_fd(2, f.fileno()):
         yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def resolve_files(given: list[str] | None) -> list[str]:
