@@ -7,7 +7,8 @@ kernels ready) and every Python worker forked from it starts with that done, ins
 ~1.7 s each (core/spark_daemon.py says how, and when it falls back to Spark's plain daemon). A job
 with another config still finds the modules, the model and the compiled kernels loaded, and builds
 only its own stage objects. The daemon holds ~250 MB per executor, which its workers share: each
-worker's PSS drops by ~140 MB (docs/extract.md has the measurement). `--spark-conf spark.python.daemon.module=pyspark.daemon` turns it off.
+worker's PSS drops by ~140 MB (docs/extract.md has the measurement).
+`--spark-conf spark.python.daemon.module=pyspark.daemon` turns it off.
 """
 
 from __future__ import annotations
