@@ -30,6 +30,7 @@ from core.output import OutputDir
 from curation.config import ExtractJobConfig
 from curation.pipeline import process_file
 from testkit.shared_data import REPO_ROOT
+from testkit.spark_workers import busy_python_worker
 
 pytestmark = pytest.mark.faults
 
@@ -215,19 +216,12 @@ def test_killed_python_worker_is_retried_and_output_is_complete(tmp_path, warc_d
     killed = None
     deadline = time.time() + 300
     while killed is None and time.time() < deadline and proc.poll() is None:
-        for p in psutil.Process(proc.pid).children(recursive=True):
-            try:
-                # a worker is a fork of pyspark.daemon (same command line) whose parent is the daemon;
-                # one with a second of CPU behind it is past start-up, inside the task's pages
-                worker = "pyspark.daemon" in " ".join(p.cmdline()) and "pyspark.daemon" in " ".join(
-                    p.parent().cmdline()
-                )
-                if worker and p.cpu_times().user > 1.0:
-                    p.kill()
-                    killed = p.pid
-                    break
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
+        # a Python worker with CPU time behind it is inside the task's pages (testkit/spark_workers.py)
+        worker = busy_python_worker(proc.pid)
+        if worker is not None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                worker.kill()
+                killed = worker.pid
         time.sleep(0.1)
     log, _ = proc.communicate(timeout=600)
     assert killed is not None, "no busy Python worker was found to kill\n" + log[-2000:]

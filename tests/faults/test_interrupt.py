@@ -22,6 +22,7 @@ import yaml
 
 from testkit.corpus import build_corpus, build_source
 from testkit.shared_data import REPO_ROOT, shared_data_dir
+from testkit.spark_workers import busy_python_worker
 from tokens.tokenizer import TokenizerConfig, train_tokenizer
 from trainer.launch import free_port
 
@@ -88,22 +89,14 @@ def test_trainer_interrupted_between_steps_exits_130_and_leaves_its_process_grou
 
 @pytest.mark.spark
 def test_spark_command_interrupted_mid_task_exits_130_without_traceback(tmp_path):
-    import psutil
-
     out = tmp_path / "out"
     warc = shared_data_dir() / "warc" / "pages-trafilatura-eval-part0.warc.gz"  # ~250 pages: seconds of work
     cmd = [sys.executable, "-m", "curation", "extract", "--input", str(warc), "--output", str(out),
            "--master", "local[1]", "--no-progress", "--spark-conf", "spark.ui.enabled=false"]  # fmt: skip
 
     def task_running(stdout: str, pid: int) -> bool:
-        # a Python worker of pyspark.daemon with CPU time behind it: a task is inside its pages
-        for p in psutil.Process(pid).children(recursive=True):
-            try:
-                if "pyspark.daemon" in " ".join(p.cmdline()) and p.cpu_times().user > 1.0:
-                    return "pyspark.daemon" in " ".join(p.parent().cmdline())
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-        return False
+        # a Python worker with CPU time behind it: a task is inside its pages (testkit/spark_workers.py)
+        return busy_python_worker(pid) is not None
 
     rc, after, whole = _interrupt_when(
         cmd, {**os.environ, "PYTHONPATH": str(REPO_ROOT)}, tmp_path, task_running
