@@ -112,7 +112,8 @@ def spark():
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # 4 shuffle partitions, not 200: test data is small, and each partition is a task to schedule.
-    # SPARK_CONF: the preloading Python daemon `extract` starts its sessions with (the default path).
+    # SPARK_CONF: the preloading Python daemon `extract` starts its sessions with (the default path;
+    # a job that started this process's session first, dedup's, leaves Spark's plain daemon: both work).
     conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **SPARK_CONF}
     session = get_spark("local[2]", "refinery-tests", conf)
     yield session

@@ -9,6 +9,7 @@ workers are forked from the curation daemon and that it had loaded spaCy, fastTe
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import struct
@@ -89,20 +90,37 @@ def test_a_thread_left_running_leaves_the_plain_daemon(tmp_path):
     assert "-m pyspark.daemon" in cmdline
 
 
+_SESSION = """
+import json, os, sys
+from pathlib import Path
+from core.spark import get_spark
+from curation.spark_daemon import SPARK_CONF
+
+def parent(_):
+    ppid = os.getppid()
+    cmd = Path(f"/proc/{ppid}/cmdline").read_bytes().replace(b"\\0", b" ").decode()
+    maps = Path(f"/proc/{ppid}/maps").read_text()
+    return cmd, {name: name in maps for name in ("spacy/tokenizer", "fasttext_pybind", "llvmlite")}
+
+spark = get_spark("local[2]", "daemon-test", {"spark.ui.enabled": "false", **SPARK_CONF})
+print(json.dumps(spark.sparkContext.parallelize(range(2), 2).map(parent).collect()))
+spark.stop()
+"""
+
+
 @pytest.mark.spark
-def test_extract_sessions_fork_workers_from_the_preloaded_daemon(spark):
-    """The test session is started with the extract job's settings (curation.spark_daemon.SPARK_CONF,
-    as `extract` starts its own): its Python workers' parent is the curation daemon, which has
-    spaCy's tokenizer, fastText and numba's LLVM mapped: loaded before the fork."""
-
-    def parent(_):
-        ppid = os.getppid()
-        cmd = Path(f"/proc/{ppid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        maps = Path(f"/proc/{ppid}/maps").read_text()
-        libs = {name: name in maps for name in ("spacy/tokenizer", "fasttext_pybind", "llvmlite")}
-        return cmd, libs
-
-    results = spark.sparkContext.parallelize(range(2), 2).map(parent).collect()
+def test_extract_sessions_fork_workers_from_the_preloaded_daemon():
+    """A session started with the extract job's settings (curation.spark_daemon.SPARK_CONF, as
+    `extract` starts its own; in a process of its own, since a process has one SparkContext and
+    the suite's may have been started by another job): its Python workers' parent is the curation
+    daemon, which has spaCy's tokenizer, fastText and numba's LLVM mapped: loaded before the fork."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run(
+        [sys.executable, "-c", _SESSION], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(results) == 2
     for cmd, libs in results:
-        assert "curation.spark_daemon" in cmd
+        assert "curation.spark_daemon" in cmd, proc.stderr[-2000:]
         assert all(libs.values()), libs
