@@ -9,9 +9,10 @@ set-up). So "busy" is CPU time past what a fork spends reading its task (~0.1 s)
 
 from __future__ import annotations
 
+from core.spark_daemon import PLAIN_DAEMON
 from curation.spark_daemon import MODULE as CURATION_DAEMON
 
-DAEMONS = ("pyspark.daemon", CURATION_DAEMON)
+DAEMONS = (PLAIN_DAEMON, CURATION_DAEMON)
 
 
 def _is_daemon_fork(proc) -> bool:
