@@ -1,4 +1,4 @@
-"""Fused rotary position embedding on q and k in one launch (Liger's layering: kernel → launchers → torch
+"""Fused rotary position embedding on q and k in one launch (Liger's layering: kernel → launcher → torch
 custom operator with autograd → functional wrapper; why `custom_op` and not `triton_op`: see
 `trainer.kernels.__init__`).
 
@@ -102,16 +102,6 @@ def _launch(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tens
         num_warps=num_warps_for(block_rows * (block_hq + block_hk) * block_half),
     )  # fmt: skip
     return qo, ko
-
-
-def rope_forward(q, k, cos, sin) -> tuple[torch.Tensor, torch.Tensor]:
-    """q: (B, T, Hq, D), k: (B, T, Hk, D), cos/sin: (1 or B, T, D/2) → rotated (q, k)."""
-    return _launch(q, k, cos, sin, 1.0)
-
-
-def rope_backward(dq, dk, cos, sin) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gradients w.r.t. q and k: rotate the incoming gradients by −θ."""
-    return _launch(dq, dk, cos, sin, -1.0)
 
 
 # ---------------------------------------------------------------- custom operator
