@@ -32,13 +32,13 @@ shard cache (tokens/shard_cache.py), which checks each file's sha256 before use.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from core.storage import is_object_store, join, open_store
 from mixtures.recipe import Recipe, RecipeError
+from tokens.manifest import ManifestError, parse_manifest
 
 
 def drawn_sources(recipe: Recipe) -> list[str]:
@@ -88,9 +88,10 @@ def has_manifest(shards: Path | str) -> bool:
 
 
 def read_manifest(shards: Path | str) -> dict[str, Any]:
-    """A shards folder's manifest.json (local or on an object store), parsed."""
+    """A shards folder's manifest.json (local or on an object store), parsed and checked: its file names,
+    hashes and sizes come from data and choose paths (tokens/manifest.py); ManifestError names the field."""
     path = join(shards, "manifest.json")
-    return json.loads(open_store(path).read_bytes(path))
+    return parse_manifest(open_store(path).read_bytes(path), path).model_dump()
 
 
 def _folder_identity(path: Path | str) -> tuple:
@@ -148,18 +149,11 @@ def _check_distinct_shards(where: Any, recipe: Recipe, manifests: dict[str, dict
 def _read_manifest(where: Any, name: str, shards: Path | str) -> dict[str, Any]:
     path = join(shards, "manifest.json")
     try:
-        manifest = read_manifest(shards)
-    except (OSError, ValueError) as e:
-        raise RecipeError(f"{where}: sources.{name}.shards: {path} is not readable JSON ({e})") from None
-    if (
-        not isinstance(manifest, dict)
-        or not isinstance(manifest.get("files"), list)
-        or "tokenizer" not in manifest
-    ):
-        raise RecipeError(
-            f"{where}: sources.{name}.shards: {path} is not a tokenize manifest (files, tokenizer)"
-        )
-    return manifest
+        return read_manifest(shards)
+    except ManifestError as e:  # names the manifest and the field
+        raise RecipeError(f"{where}: sources.{name}.shards: {e}") from None
+    except OSError as e:
+        raise RecipeError(f"{where}: sources.{name}.shards: cannot read {path} ({e})") from None
 
 
 def _check_files(where: Any, name: str, shards: Path | str, manifest: dict[str, Any]) -> None:

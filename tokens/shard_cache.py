@@ -17,6 +17,14 @@ verified sha and a cached file is never re-hashed; a file the manifest no longer
 asked for again. A mismatch is downloaded once more (a torn transfer), then refused with an error
 naming the shard (`ShardIntegrityError`).
 
+Every name in the folder comes from a manifest's sha256, so `Remote` refuses one that is not 64
+lowercase hex digits (tokens/manifest.py checks the whole manifest; this is the cache's own guard for
+any caller): with `"../victim"` a file outside the folder would be found "already verified" and its
+lock file created outside it. Errors say where: a full disk or an unusable folder names the folder and
+`data.shard_cache_dir`/`data.shard_cache_bytes` (`ShardCacheError`, raised at once: a retry fills the
+same disk), and a file the manifest lists but the store does not hold (NoSuchKey) is not retried
+(`ShardMissingError`).
+
 Ranks of one node share it through `flock`s in `.locks/` (local filesystem locks; the folder must be
 node-local, not NFS):
     <sha>.fetch  exclusive while one process downloads the file; the others wait on it, then find
@@ -35,10 +43,12 @@ evicted file keeps reading the same bytes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
 import re
+import shutil
 import tempfile
 import threading
 import uuid
@@ -54,13 +64,16 @@ import numpy as np
 from core.errors import ConfigError
 from core.files import sha256_file
 from core.storage import download, join
+from tokens.manifest import MAX_FILE_BYTES, ManifestError, check_file_name, check_sha256
 from tokens.shards import ShardFormatError, read_index
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
     "CachedShard",
     "ShardCache",
+    "ShardCacheError",
     "ShardIntegrityError",
+    "ShardMissingError",
     "default_cache_dir",
     "open_cached_shards",
 ]
@@ -77,6 +90,18 @@ _INDEX_FETCHERS = 8  # .idx files are small: latency-bound, fetched in parallel 
 
 class ShardIntegrityError(ShardFormatError):
     """A shard's bytes on the store are not the ones its manifest recorded (sha256), twice in a row."""
+
+
+class ShardMissingError(ShardFormatError):
+    """A file the manifest lists is not on the store (NoSuchKey): a permanent answer, not retried."""
+
+
+class ShardCacheError(OSError):
+    """The cache folder cannot hold a file (full disk, not writable, not a folder); the message names the
+    folder and the config keys that move or bound it. Keeps the errno of the failure."""
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def default_cache_dir() -> Path:
@@ -107,6 +132,23 @@ class Remote:
     size: int
     ext: str  # "bin" | "idx"
 
+    def __post_init__(self) -> None:
+        # the cache's files and locks are named after sha256: it must not be able to name a path
+        try:
+            check_sha256(self.sha256)
+        except ValueError as e:
+            raise ManifestError(f"{self.uri}: its {self.ext}_sha256 {e}") from None
+        if self.ext not in ("bin", "idx"):
+            raise ValueError(f"{self.uri}: ext must be bin or idx, got {self.ext!r}")
+        if (
+            isinstance(self.size, bool)
+            or not isinstance(self.size, int)
+            or not 0 <= self.size <= MAX_FILE_BYTES
+        ):
+            raise ManifestError(
+                f"{self.uri}: its size must be an integer in [0, {MAX_FILE_BYTES}], got {self.size!r}"
+            )
+
     @property
     def name(self) -> str:
         return f"{self.sha256}.{self.ext}"
@@ -134,8 +176,43 @@ class ShardCache:
 
     # -- locks ---------------------------------------------------------------------------------
     def _lock_fd(self, name: str) -> int:
-        self.locks.mkdir(parents=True, exist_ok=True)
-        return os.open(self.locks / name, os.O_CREAT | os.O_RDWR, 0o644)
+        with self._local(f"lock file {name}"):
+            self.locks.mkdir(parents=True, exist_ok=True)
+            return os.open(self.locks / name, os.O_CREAT | os.O_RDWR, 0o644)
+
+    @contextlib.contextmanager
+    def _local(self, what: str, size: int = 0) -> Iterator[None]:
+        """Turn a failure of this node's cache folder into a ShardCacheError that says where and what to
+        change: a full disk (whatever file was written), or any error on a path in the folder. An error
+        of the store (a download) passes through unchanged."""
+        try:
+            yield
+        except ShardCacheError:
+            raise
+        except OSError as e:
+            in_folder = e.filename is not None and _under(str(e.filename), self.root)
+            if e.errno not in _DISK_FULL and not in_folder:
+                raise
+            raise self._error(e, what, size) from e
+
+    def _error(self, e: OSError, what: str, size: int) -> ShardCacheError:
+        where = f"shard cache {self.root} (data.shard_cache_dir)"
+        if e.errno in _DISK_FULL:
+            free = "unknown"
+            with contextlib.suppress(OSError):
+                free = f"{shutil.disk_usage(self.root).free:,}"
+            need = f" ({size:,} bytes)" if size else ""
+            return ShardCacheError(
+                e.errno,
+                f"{where}: no space left on its disk for {what}{need}; {free} bytes free there, bound "
+                f"data.shard_cache_bytes = {self.max_bytes:,}: free space, point data.shard_cache_dir at a "
+                "larger node-local disk, or set data.shard_cache_bytes below the disk's free space",
+            )
+        return ShardCacheError(
+            e.errno,
+            f"{where}: cannot use it for {what}: {e.strerror or e}: {e.filename} (set data.shard_cache_dir "
+            "to a writable node-local folder)",
+        )
 
     @contextlib.contextmanager
     def _flock(self, name: str, mode: int) -> Iterator[None]:
@@ -167,10 +244,11 @@ class ShardCache:
             if path.exists():  # another rank (or our prefetcher) fetched it while we waited
                 self.stats.hits += 1
                 return path
-            tmp = self._make_room(remote, unpin=make_room)
-            if tmp is None:
-                return None
-            self._download_verified(remote, path, tmp)
+            with self._local(remote.uri, remote.size):
+                tmp = self._make_room(remote, unpin=make_room)
+                if tmp is None:
+                    return None
+                self._download_verified(remote, path, tmp)
         return path
 
     def _download_verified(self, remote: Remote, path: Path, tmp: Path) -> None:
@@ -178,7 +256,13 @@ class ShardCache:
         mismatch. `tmp` is gone afterwards either way."""
         try:
             for attempt in (1, 2):
-                download(remote.uri, tmp, retries=3)
+                try:  # retried inside only when it may pass: a missing key or a full disk is raised at once
+                    download(remote.uri, tmp, retries=3)
+                except FileNotFoundError as e:
+                    raise ShardMissingError(
+                        f"{remote.uri}: listed in manifest.json but not on the store ({e}); re-upload the "
+                        "shards folder or re-tokenize the source"
+                    ) from None
                 self.stats.downloads += 1
                 self.stats.bytes_downloaded += tmp.stat().st_size
                 got = sha256_file(tmp)
@@ -341,8 +425,21 @@ class CachedShard:
         return self.cache.array(self.remote, self.dtype)[start : start + int(self.lengths[i])]
 
 
+def _under(path: str, root: Path) -> bool:
+    """Whether `path` is `root` or inside it (lexically: the folder need not exist)."""
+    return os.path.commonpath([os.path.abspath(path), os.path.abspath(root)]) == os.path.abspath(root)
+
+
 def open_cached_shards(cache: ShardCache, folder: str, files: list[dict[str, Any]]) -> list[CachedShard]:
-    """The shards a manifest's `files` lists under `folder` (a URI), their indexes fetched in parallel."""
+    """The shards a manifest's `files` lists under `folder` (a URI), their indexes fetched in parallel.
+    `files` is a checked manifest's (tokens/manifest.py); the names are checked again here, as `Remote`
+    checks the hashes, because they choose what is read."""
+    for i, f in enumerate(files):
+        for key, suffix in (("bin", ".bin"), ("idx", ".idx")):
+            try:
+                check_file_name(f.get(key), suffix)
+            except ValueError as e:
+                raise ManifestError(f"{join(folder, 'manifest.json')}: files[{i}].{key} {e}") from None
     bins = [Remote(join(folder, f["bin"]), f["bin_sha256"], int(f["bin_bytes"]), "bin") for f in files]
     # an index is small and not in the manifest's sizes: counted once on disk, not reserved before
     idxs = [Remote(join(folder, f["idx"]), f["idx_sha256"], 0, "idx") for f in files]
