@@ -15,7 +15,7 @@ import numpy as np
 
 from mixtures.recipe import RecipeError
 from mixtures.sampler import MixtureSampler
-from tokens.shard_cache import ShardCache
+from tokens.shard_cache import ShardCache, ShardCacheError
 from tokens.shards import ShardFormatError
 from trainer.config import ConfigError, TrainConfig, load_recipe
 
@@ -79,7 +79,8 @@ def open_rank_data(cfg: TrainConfig, rank: int, world: int) -> RankData:
 
     Runs before the process group starts: every recipe and shard error is a ConfigError naming
     `data.recipe` (exit 2), from the same checks as `mixtures plan` (mixtures/validate.py); a cache
-    bound smaller than a shard, one naming `data.shard_cache_bytes`. Shards on an object store are
+    bound smaller than a shard, one naming `data.shard_cache_bytes`; a cache folder that cannot hold the
+    indexes (full, not writable), one naming it and `data.shard_cache_dir`. Shards on an object store are
     read through the node's cache (`data.shard_cache_dir`), shared by the ranks of the node."""
     try:
         sampler = MixtureSampler(
@@ -93,6 +94,8 @@ def open_rank_data(cfg: TrainConfig, rank: int, world: int) -> RankData:
         )
     except (RecipeError, ShardFormatError) as e:
         raise ConfigError(f"data.recipe: {e}") from None
+    except ShardCacheError as e:  # the indexes are fetched here: a full or unusable cache folder, named
+        raise ConfigError(e.strerror) from None
     heldout = sampler.heldout() if cfg.eval.sequences_per_source else {}
     tok = next(iter(sampler.streams.values())).manifest["tokenizer"]
     return RankData(Batches(sampler), heldout, sorted(sampler.streams), tok)

@@ -8,10 +8,13 @@ sharded weights from all ranks.
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 
 import torch
 
+from core.files import sha256_file
 from trainer.hooks import Hook, StepEnd
 from trainer.model import document_ids_from_eod
 
@@ -82,13 +85,33 @@ class HeldoutEval(Hook):
         t.seconds["eval"] += dt
 
 
+def checked_tokenizer(path: str | None, sha256: str | None) -> str:
+    """`path` if it is the tokenizer the shards were made with, else ValueError saying why.
+
+    The path comes from the shards' manifest (data, CONVENTIONS 14), so it is opened only when it is a
+    regular file (not /dev/zero, a FIFO or a folder, which would hang or fail the read) whose sha256 is
+    the manifest's `tokenizer.sha256`: the check trainer/export_lm.py makes before shipping it."""
+    if not path or not sha256:
+        raise ValueError("the shards' manifest names no tokenizer path and sha256")
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ValueError(f"tokenizer {path}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"tokenizer {path}: not a regular file")
+    got = sha256_file(path)
+    if got != sha256:
+        raise ValueError(f"tokenizer {path}: sha256 {got[:12]}, the shards were made with {sha256[:12]}")
+    return path
+
+
 @torch.no_grad()
 def generate(t, prompt: str, n: int) -> str:
     """Greedy continuation of `prompt` by trainer `t`'s model; every rank runs the same forwards."""
     try:
         from tokenizers import Tokenizer
 
-        tok = Tokenizer.from_file(t.tokenizer_path)
+        tok = Tokenizer.from_file(checked_tokenizer(t.tokenizer_path, t.tokenizer_sha256))
     except Exception as e:  # the sample is a courtesy; a missing tokenizer file must not fail the run
         return f"<no sample: {e}>"
     ids = tok.encode(prompt).ids or [t.eod_id]

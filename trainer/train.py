@@ -173,6 +173,7 @@ class Trainer:
         d = open_rank_data(self.cfg, self.rank, self.world)
         self.batches, self.heldout, self.sources = d.batches, d.heldout, d.sources
         self.eod_id, self.tokenizer_path = int(d.tokenizer["eod_id"]), d.tokenizer.get("path")
+        self.tokenizer_sha256 = d.tokenizer.get("sha256")  # the sample opens the path only if it matches
         return d.tokenizer
 
     def _model_config(self, tok: dict):
