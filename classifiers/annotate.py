@@ -40,6 +40,7 @@ import math
 import os
 import random
 import re
+import sys
 import threading
 import time
 from collections import Counter
@@ -74,13 +75,42 @@ RUNS_FILE = "runs.jsonl"
 SUMMARY_FILE = "summary.json"
 
 
+DAY_S = 86_400.0
+
+CLIENT_BOUNDS: dict[str, tuple[float | None, float]] = {
+    # key: (lowest, highest); lowest None: above 0. Each bound is what its consumer can take, with room:
+    # socket.settimeout, Event.wait and time.sleep raise OverflowError past ~9.2e9 s (issue 44:
+    # timeout_s=1e30), and a wait longer than a day is a mistake, not a setting.
+    "timeout_s": (None, 3600.0),  # one connect or read; an LLM sending nothing for an hour is down
+    "deadline_s": (None, DAY_S),  # one try, connect to last byte
+    "max_reply_bytes": (1024, 64 * 2**20),  # held in memory per worker: x concurrency at most 16 GiB
+    "max_tries": (1, 100),  # backoff is base x 2^(try-1): 2^99 is still a float
+    "backoff_base_s": (None, 3600.0),
+    "backoff_max_s": (None, DAY_S),
+    "max_retry_after_s": (0.0, DAY_S),  # 0: never wait for a Retry-After
+    "concurrency": (1, 256),  # one thread and one connection each
+    "requests_per_minute": (60 / DAY_S, 1e9),  # one request a day at least: the pacer sleeps 60/rpm s
+    "tokens_per_minute": (1.0, 1e12),  # and plan() checks that one try's tokens fit in a minute's
+    "progress_s": (None, DAY_S),
+}
+
+
+def check_range(key: str, value: float, lowest: float | None, highest: float) -> None:
+    """`value` in [lowest, highest] (lowest None: above 0, 0 excluded); the error names `key`."""
+    low_ok = value > 0 if lowest is None else value >= lowest
+    if not (low_ok and value <= highest):
+        low = "> 0" if lowest is None else f">= {lowest:g}"
+        raise ConfigError(f"{key} must be {low} and <= {highest:g}, got {value!r}")
+
+
 class RequestSettings(ConfigModel):
     """What decides each label: fingerprinted in `_config.json` and hashed into every cache key."""
 
     temperature: float = 0.0
     """0 = the model's most likely reply, so a label does not depend on luck."""
     max_tokens: int = 512
-    """Reply length allowed: FineWeb-Edu's prompt asks for a justification of up to 100 words."""
+    """Reply length allowed: FineWeb-Edu's prompt asks for a justification of up to 100 words. At most
+    10M (the largest context windows are a few million tokens); the pacer charges it per try."""
     max_doc_chars: int = 20_000
     """Documents are cut here before they go into the prompt (about 5k tokens: inside an 8k context)."""
     score_pattern: str = r"Educational score:\s*\**\s*(\d+(?:\.\d+)?)"
@@ -91,8 +121,8 @@ class RequestSettings(ConfigModel):
     @model_validator(mode="after")
     def _check(self) -> RequestSettings:
         check_at_least("request.temperature", self.temperature, 0.0)
-        check_positive("request.max_tokens", self.max_tokens)
-        check_positive("request.max_doc_chars", self.max_doc_chars)
+        check_range("request.max_tokens", self.max_tokens, 1, 10_000_000)
+        check_range("request.max_doc_chars", self.max_doc_chars, 1, 100_000_000)
         try:
             groups = re.compile(self.score_pattern).groups
         except re.error as e:
@@ -113,6 +143,14 @@ class ClientSettings(ConfigModel):
     """Name of the environment variable holding the API key (e.g. OPENAI_API_KEY); null: no key (a local
     server). Named, it must be set. The key itself is never read from the command line or written."""
     timeout_s: float = 120.0
+    """Longest wait for one connect or one read of the socket."""
+    deadline_s: float = 600.0
+    """Longest time one try may take, connect to the reply's last byte, however the server trickles it
+    (a timeout bounds one read, and a byte every few seconds keeps each read short). Past it the try
+    counts as a timeout and is retried."""
+    max_reply_bytes: int = 1 << 20
+    """A reply body above this fails the document unread (a chat reply is kilobytes; 1 MiB leaves room
+    for max_tokens in the tens of thousands). Bounds memory at concurrency x this, whatever the server sends."""
     max_tries: int = 6
     backoff_base_s: float = 1.0
     backoff_max_s: float = 60.0
@@ -122,15 +160,14 @@ class ClientSettings(ConfigModel):
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     """Charged per try: the prompt's estimated tokens plus request.max_tokens, as providers count it."""
+    progress_s: float = 10.0
+    """A progress line goes to stderr this often while labelling."""
 
     @model_validator(mode="after")
     def _check(self) -> ClientSettings:
-        for key in ("timeout_s", "max_tries", "backoff_base_s", "backoff_max_s", "concurrency"):
-            check_positive(f"client.{key}", getattr(self, key))
-        check_at_least("client.max_retry_after_s", self.max_retry_after_s, 0.0)
-        for key in ("requests_per_minute", "tokens_per_minute"):
+        for key, (lowest, highest) in CLIENT_BOUNDS.items():
             if getattr(self, key) is not None:
-                check_positive(f"client.{key}", getattr(self, key))
+                check_range(f"client.{key}", getattr(self, key), lowest, highest)
         if self.api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
             raise ConfigError(
                 f"client.api_key_env must be an environment variable name, got {self.api_key_env!r}"
@@ -139,12 +176,14 @@ class ClientSettings(ConfigModel):
 
     def options(self) -> ClientOptions:
         return ClientOptions(
-            self.timeout_s,
-            self.max_tries,
-            self.backoff_base_s,
-            self.backoff_max_s,
-            self.max_retry_after_s,
-            self.concurrency,
+            timeout_s=self.timeout_s,
+            deadline_s=self.deadline_s,
+            max_reply_bytes=self.max_reply_bytes,
+            max_tries=self.max_tries,
+            backoff_base_s=self.backoff_base_s,
+            backoff_max_s=self.backoff_max_s,
+            max_retry_after_s=self.max_retry_after_s,
+            concurrency=self.concurrency,
         )
 
 
@@ -152,7 +191,8 @@ class CostSettings(ConfigModel):
     """The estimate printed before a run starts, and the ceiling it must stay under."""
 
     chars_per_token: float = 4.0
-    """English text runs at about 4 characters per token in GPT/Llama-3 tokenizers; other scripts fewer."""
+    """English text runs at about 4 characters per token in GPT/Llama-3 tokenizers; other scripts fewer.
+    0.01 .. 1000: the estimate divides by it (a tiny one made an infinite count)."""
     reply_tokens: int = 150
     """Expected reply length: a justification of up to 100 words (~130 tokens) and the score line."""
     price_input_per_million: float = 0.0
@@ -162,8 +202,8 @@ class CostSettings(ConfigModel):
 
     @model_validator(mode="after")
     def _check(self) -> CostSettings:
-        check_positive("cost.chars_per_token", self.chars_per_token)
-        check_at_least("cost.reply_tokens", self.reply_tokens, 0)
+        check_range("cost.chars_per_token", self.chars_per_token, 0.01, 1000.0)
+        check_range("cost.reply_tokens", self.reply_tokens, 0, 10_000_000)
         check_at_least("cost.price_input_per_million", self.price_input_per_million, 0.0)
         check_at_least("cost.price_output_per_million", self.price_output_per_million, 0.0)
         if self.max_cost is not None:
@@ -215,6 +255,12 @@ def chat_url(endpoint: str) -> str:
         )
     if parts.query or parts.fragment:
         raise ConfigError(f"--endpoint {endpoint!r}: no query or fragment, only the base URL")
+    try:
+        port = parts.port  # None when the URL names none; ValueError when not a number or above 65535
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        raise ConfigError(f"--endpoint {endpoint!r}: the port must be a number from 1 to 65535")
     base = endpoint.strip().rstrip("/")
     return base if base.endswith("/chat/completions") else base + "/chat/completions"
 
@@ -437,10 +483,25 @@ def plan(
     counts.update(documents=len(docs), duplicate_texts=dropped, sampled=len(jobs))
     cached = read_labels(out / LABELS_FILE)
     todo = [j for j in jobs if j.key not in cached]
+    check_token_rate(todo, prompt, cfg)
     counts["cached"] = len(jobs) - len(todo)
     est = estimate(todo, prompt, cfg.cost)
     sha = hashlib.sha256(prompt.encode()).hexdigest()
     return Plan(url, model, prompt, sha, cfg, out, jobs, todo, counts, est)
+
+
+def check_token_rate(jobs: list[Job], prompt: str, cfg: AnnotateConfig) -> None:
+    """Each try must fit in a minute's tokens_per_minute: a larger one would wait longer than a minute
+    for its slot (tokens x 60/tpm s, past a day for a tiny limit), and a provider refuses it anyway."""
+    tpm = cfg.client.tokens_per_minute
+    if tpm is None or not jobs:
+        return
+    largest = max(prompt_tokens(prompt, j.text, cfg.cost) for j in jobs) + cfg.request.max_tokens
+    if largest > tpm:
+        raise ConfigError(
+            f"client.tokens_per_minute={tpm:g} is below one request's estimated tokens ({largest:,}: the "
+            "longest prompt and request.max_tokens); raise it, or lower request.max_doc_chars"
+        )
 
 
 def check_cost(p: Plan) -> None:
@@ -457,8 +518,9 @@ def folder_config(p: Plan) -> dict[str, Any]:
     return {"model": p.model, "prompt_sha256": p.prompt_sha256, "request": p.cfg.request.to_dict()}
 
 
-def execute(p: Plan, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Label `p.todo`, appending to labels.jsonl; write summary.json and a runs.jsonl line; the summary."""
+def execute(p: Plan, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Label `p.todo`, appending to labels.jsonl; write summary.json and a runs.jsonl line; the summary.
+    `say` takes the progress lines (default: stderr)."""
     record = folder_config(p)
     guard_folder(p.output, JOB, record, fingerprint_of(record))
     client = ChatClient(
@@ -473,7 +535,7 @@ def execute(p: Plan, say: Callable[[str], None] = print) -> dict[str, Any]:
     started = time.time()
     writer = LabelWriter(p.output / LABELS_FILE)
     try:
-        _label_all(p, client, writer, counts, failed, say)
+        _label_all(p, client, writer, counts, failed, say or _to_stderr)
     finally:
         writer.close()
         summary = _summary(p, counts, failed, client.counts, time.time() - started)
@@ -483,11 +545,36 @@ def execute(p: Plan, say: Callable[[str], None] = print) -> dict[str, Any]:
     return summary
 
 
-def _label_all(p: Plan, client: ChatClient, writer: LabelWriter, counts: Counter, failed: list, say) -> None:
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def progress_line(done: int, failed: int, in_flight: int, total: int, seconds: float) -> str:
+    """`annotate: 37/200 done (2 failed), 8 in flight, 1.9/s, ~86 s left` (no rate before the first)."""
+    line = f"annotate: {done}/{total} done ({failed} failed), {in_flight} in flight"
+    if done and seconds > 0:
+        rate = done / seconds
+        line += f", {rate:.3g}/s, ~{(total - done) / rate:.0f} s left"
+    else:
+        line += f", {seconds:.0f} s without a reply"  # a stuck server is seen, not silent
+    return line
+
+
+def _label_all(
+    p: Plan,
+    client: ChatClient,
+    writer: LabelWriter,
+    counts: Counter,
+    failed: list,
+    say: Callable[[str], None],
+) -> None:
     lock = threading.Lock()
+    in_flight = [0]
 
     def one(job: Job) -> None:
         tokens = prompt_tokens(p.prompt, job.text, p.cfg.cost) + p.cfg.request.max_tokens
+        with lock:
+            in_flight[0] += 1
         try:
             reply = client.complete(p.prompt.replace(PLACEHOLDER, job.text), tokens)
         except RequestFailed as e:
@@ -500,25 +587,39 @@ def _label_all(p: Plan, client: ChatClient, writer: LabelWriter, counts: Counter
         except EndpointError:
             client.stop.set()  # at once, from this worker: no other worker starts a try that would fail the same
             raise
+        finally:
+            with lock:
+                in_flight[0] -= 1
         rec = _record(job, reply, p)
         writer.write(rec)
         with lock:
             counts["labelled"] += 1
             counts["unparseable" if rec["score"] is None else "scored"] += 1
-            done = counts["labelled"] + counts["failed"]
-        if done % 100 == 0:
-            say(f"  {done}/{len(p.todo)} done ({counts['failed']} failed)")
 
+    start = time.monotonic()
     pool = ThreadPoolExecutor(p.cfg.client.concurrency, thread_name_prefix="annotate")
     try:
-        futures = [pool.submit(one, job) for job in p.todo]
-        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        for fut in finished:
-            fut.result()  # an EndpointError (or a bug) of any worker stops the run here
+        pending = {pool.submit(one, job) for job in p.todo}
+        while pending:
+            # Wakes every progress_s to print a line, so a run waiting on a slow server says so.
+            finished, pending = wait(pending, timeout=p.cfg.client.progress_s, return_when=FIRST_EXCEPTION)
+            for fut in finished:
+                fut.result()  # an EndpointError (or a bug) of any worker stops the run here
+            if pending:
+                with lock:
+                    done, n_failed, active = (
+                        counts["labelled"] + counts["failed"],
+                        counts["failed"],
+                        in_flight[0],
+                    )
+                say(progress_line(done, n_failed, active, len(p.todo), time.monotonic() - start))
     finally:
-        # Ctrl-C or an error: no new try starts; requests in flight finish, and their paid replies are written.
-        client.stop.set()
+        # Ctrl-C or an error: no new try starts, and the tries in flight end now (their sockets are shut
+        # down), so the workers, hence the process, end in well under a second; a reply cut off this way
+        # has no line, and the next run asks for it again.
+        client.abort()
         pool.shutdown(wait=True, cancel_futures=True)
+        client.close()
 
 
 def _record(job: Job, reply: Reply, p: Plan) -> dict[str, Any]:
