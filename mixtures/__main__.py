@@ -1,5 +1,7 @@
-"""`python -m mixtures plan RECIPE [--set key=value ...] [--model-params N]`: the token plan and compute cost
-of a recipe, `--set` overriding the recipe's own settings (`--set total_tokens=2e6`) before it is validated.
+"""`python -m mixtures plan RECIPE [--set key=value ...] [--seq-len L [--heldout-sequences N]] [--model-params N]`:
+the token plan and compute cost of a recipe, `--set` overriding the recipe's own settings
+(`--set total_tokens=2e6`) before it is validated. With the trainer's data.seq_len and
+eval.sequences_per_source the plan counts exactly what its sampler will draw and refuse.
 `python -m mixtures selector-effect RECIPE --tokenizer FILE`: what each selector removes, in documents
 and tokens (mixtures/selector_effect.py). (Ablations of recipes, which train models, are a workflow:
 `python -m workflows ablate`.)
@@ -46,6 +48,31 @@ def _positive(parse):
     return check
 
 
+def _at_least_zero(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {s!r}")
+    return v
+
+
+# trainer/config.py's EvalSection.sequences_per_source default (mixtures may not import the trainer;
+# tests/mixtures/test_plan.py checks that the two agree)
+TRAINER_HELDOUT_SEQUENCES = 16
+
+
+def sampler_arguments(seq_len: int | None, heldout: int | None) -> tuple[int, int]:
+    """The trainer's data.seq_len and eval.sequences_per_source -> the sampler's row length and split.
+
+    The trainer's sampler cuts rows of seq_len + 1 tokens (inputs and their shifted targets); without a
+    seq_len the plan counts single tokens and holds nothing out unless told to."""
+    if seq_len is None:
+        return 1, heldout or 0
+    return seq_len + 1, TRAINER_HELDOUT_SEQUENCES if heldout is None else heldout
+
+
 def _fraction(s: str) -> float:
     """MFU: a share of the device peak, in (0, 1]."""
     try:
@@ -68,8 +95,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--seq-len",
         type=_positive(int),
-        default=1,
-        help="sequence length the sampler cuts (default 1: tokens)",
+        default=None,
+        help="the trainer's data.seq_len: count rows of seq_len + 1 tokens, as its sampler cuts them "
+        "(default: count tokens)",
+    )
+    p.add_argument(
+        "--heldout-sequences",
+        type=_at_least_zero,
+        default=None,
+        metavar="N",
+        help="the trainer's eval.sequences_per_source: rows of whole documents held out per source, which "
+        f"the source cannot repeat (default {TRAINER_HELDOUT_SEQUENCES} with --seq-len, as the trainer's; "
+        "else 0)",
     )
     p.add_argument(
         "--mfu", type=_fraction, default=0.40, help="model FLOPs utilisation assumed (default 0.40)"
@@ -96,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(result, sort_keys=True))
             return 0
         try:
-            plan = make_plan(Recipe.load(args.recipe, args.overrides), args.seq_len)
+            recipe = Recipe.load(args.recipe, args.overrides)
+            plan = make_plan(recipe, *sampler_arguments(args.seq_len, args.heldout_sequences))
         except FileNotFoundError as e:  # e.g. a manifest listed by a recipe source vanished meanwhile
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -2,9 +2,13 @@
 
 Per source: tokens available (exact from its shards' manifest.json; else estimated from its
 documents' UTF-8 bytes / `bytes_per_token`, after its selectors (percentiles resolved over its
-documents as `tokenize` resolves them), and marked `~`), tokens drawn
-per phase (the sampler's exact largest-remainder split, at `--seq-len` granularity), implied
-epochs (drawn / available) and a warning where that exceeds the source's `max_epochs`.
+documents as `tokenize` resolves them), and marked `~`), tokens drawn per phase, implied epochs and
+a warning where they exceed the source's `max_epochs`. The draws and the cap are mixtures/draw.py's,
+the very function the sampler enforces: with the trainer's row length and held-out split
+(`seq_len` = the trainer's data.seq_len + 1, `heldout_sequences` = its eval.sequences_per_source;
+the CLI's `--seq-len`, `--heldout-sequences`) a plan without warnings never fails in the sampler,
+and epochs count against the training pool (shards less the held-out documents), as it does.
+Without them the plan counts tokens against the whole shards, a looser figure it says it is.
 
 With `--model-params N`: training FLOPs ~= 6 * N * D (D = tokens trained; Kaplan et al. 2020,
 forward 2ND + backward 4ND, attention ignored), the Chinchilla-optimal D ~= 20 * N (Hoffmann et
@@ -14,15 +18,15 @@ al. 2022), and GPU-hours = FLOPs / (MFU * peak FLOP/s) / 3600 at the stated MFU 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from core.errors import ConfigError, InputError
 from core.files import doc_parquet_files, parquet_schema
 from core.selectors import resolve_percentiles, selection_mask
+from mixtures.draw import SourceDraw, cap_problems, fit_total_tokens, source_draws
 from mixtures.recipe import Recipe
-from mixtures.sampler import phase_quotas
-from mixtures.validate import check_sources, has_manifest, read_manifest
+from mixtures.sampler import SourceStream
+from mixtures.validate import check_sources, drawn_sources, has_manifest, read_manifest
 
 CHINCHILLA_TOKENS_PER_PARAM = 20
 H100_BF16_DENSE_FLOPS = 989e12
@@ -30,31 +34,50 @@ H100_BF16_DENSE_FLOPS = 989e12
 
 @dataclass
 class SourcePlan:
-    name: str
+    draw: SourceDraw
+    """Tokens drawn per phase against the training pool (mixtures/draw.py, as the sampler counts)."""
     available: int | None
+    """Tokens in its shards (exact), or estimated from its documents; None: unknown."""
     exact: bool
-    drawn: dict[str, int] = field(default_factory=dict)
-    max_epochs: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.draw.name
+
+    @property
+    def drawn(self) -> dict[str, int]:
+        return self.draw.drawn
+
+    @property
+    def max_epochs(self) -> float:
+        return self.draw.max_epochs
 
     @property
     def total_drawn(self) -> int:
-        return sum(self.drawn.values())
+        return self.draw.tokens
 
     @property
     def epochs(self) -> float | None:
-        return None if not self.available else self.total_drawn / self.available
+        return self.draw.epochs
 
 
 @dataclass
 class Plan:
     recipe: Recipe
     seq_len: int
+    """Tokens per row the sampler cuts (1: counted in tokens)."""
+    heldout_sequences: int
     sources: dict[str, SourcePlan]
     warnings: list[str]
 
     @property
     def tokens_trained(self) -> int:
         return sum(s.total_drawn for s in self.sources.values())
+
+    def fit_total_tokens(self) -> int | None:
+        """The largest budget <= the recipe's that keeps every source within its cap (draw.py)."""
+        pools = {n: s.draw.pool for n, s in self.sources.items()}
+        return fit_total_tokens(self.recipe, self.seq_len, pools)
 
 
 def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
@@ -84,18 +107,44 @@ def available_tokens(recipe: Recipe, name: str) -> tuple[int | None, bool]:
     return round(nbytes / recipe.bytes_per_token), False
 
 
-def make_plan(recipe: Recipe, seq_len: int = 1) -> Plan:
+def training_pool(
+    recipe: Recipe, name: str, available: int | None, exact: bool, heldout_tokens: int
+) -> int | None:
+    """Tokens the source's training stream repeats: its shards less the held-out documents.
+
+    Exact sources with a split open their shards' indexes through the sampler's own `SourceStream`
+    (the held-out documents are whole ones, chosen from the document lengths); without a split the
+    pool is the manifest's count, which the sampler checks the shards against. An estimate loses
+    at least the held-out tokens themselves."""
+    if available is None:
+        return None
+    if not exact:
+        return max(0, available - heldout_tokens)
+    if heldout_tokens == 0:
+        return available
+    src = recipe.sources[name]
+    assert src.shards is not None  # exact: a manifest was read from it
+    return SourceStream(name, src.shards, recipe.seed, heldout_tokens).n_train_tokens
+
+
+def make_plan(recipe: Recipe, seq_len: int = 1, heldout_sequences: int = 0) -> Plan:
+    """The recipe's draws at rows of `seq_len` tokens with `heldout_sequences` rows held out per source
+    (the sampler's arguments: the trainer passes data.seq_len + 1 and eval.sequences_per_source)."""
     if seq_len <= 0:  # phase_quotas divides by it
         raise ConfigError(f"sequence length must be a positive integer, got {seq_len}")
+    if heldout_sequences < 0:
+        raise ConfigError(f"held-out sequences must be 0 or more, got {heldout_sequences}")
     # what the sampler and the trainer refuse, plan refuses too (sources not tokenized yet are estimated)
     check_sources(recipe, require_shards=False)
-    sources: dict[str, SourcePlan] = {}
-    for name, src in recipe.sources.items():
-        avail, exact = available_tokens(recipe, name)
-        sources[name] = SourcePlan(name, avail, exact, max_epochs=src.max_epochs)
-    for ph in recipe.phases:
-        for name, q in phase_quotas(ph, seq_len).items():
-            sources[name].drawn[ph.name] = q * seq_len
+    drawn = set(drawn_sources(recipe))
+    found = {name: available_tokens(recipe, name) for name in recipe.sources}
+    # the sampler holds out only from the sources it draws from
+    pools = {
+        name: training_pool(recipe, name, *found[name], heldout_sequences * seq_len if name in drawn else 0)
+        for name in recipe.sources
+    }
+    draws = source_draws(recipe, seq_len, pools)
+    sources = {name: SourcePlan(draws[name], *found[name]) for name in recipe.sources}
     warnings = []
     for s in sources.values():
         if s.total_drawn and s.available is None:
@@ -104,14 +153,9 @@ def make_plan(recipe: Recipe, seq_len: int = 1) -> Plan:
                 f"{s.name}: tokens available unknown (no manifest.json in {src.shards}, "
                 f"no documents in {src.docs})"
             )
-        elif s.epochs is not None and s.epochs > s.max_epochs:
-            warnings.append(
-                f"{s.name}: {s.epochs:.2f} epochs exceeds max_epochs {s.max_epochs:g} "
-                f"({s.total_drawn:,} drawn of {s.available:,} available)"
-            )
-        elif s.total_drawn and s.available == 0:
-            warnings.append(f"{s.name}: drawn from but has 0 tokens available")
-    return Plan(recipe, seq_len, sources, warnings)
+    shard_tokens = {n: s.available for n, s in sources.items() if s.available is not None}
+    warnings += cap_problems(recipe, seq_len, draws, shard_tokens)
+    return Plan(recipe, seq_len, heldout_sequences, sources, warnings)
 
 
 def compute_budget(
@@ -141,6 +185,16 @@ def _fmt(n: float | None) -> str:
     return f"{n:.0f}"
 
 
+def _granularity(plan: Plan) -> str:
+    """How the plan counted: the sampler's rows and split, or plain tokens (then it says how to match)."""
+    if plan.seq_len == 1 and plan.heldout_sequences == 0:
+        return (
+            "counted in tokens against whole shards (the trainer counts rows of data.seq_len + 1 "
+            "against shards less its held-out documents: give --seq-len and --heldout-sequences)"
+        )
+    return f"rows of {plan.seq_len} tokens, {plan.heldout_sequences} rows held out per source"
+
+
 def format_plan(
     plan: Plan, params: float | None = None, mfu: float = 0.4, peak_flops: float = H100_BF16_DENSE_FLOPS
 ) -> str:
@@ -148,7 +202,7 @@ def format_plan(
     phases = [ph.name for ph in r.phases]
     lines = [
         f"recipe {r.name} ({r.path}): seed {r.seed}, total {r.total_tokens:,} tokens "
-        f"({_fmt(r.total_tokens)}), sequence length {plan.seq_len}",
+        f"({_fmt(r.total_tokens)}), {_granularity(plan)}",
         "phases: "
         + ", ".join(
             f"{ph.name} {ph.tokens:,} tokens"
@@ -160,15 +214,20 @@ def format_plan(
         ),
         "",
     ]
-    headers = ["source", "available", *[f"drawn:{p}" for p in phases], "drawn", "epochs", "cap"]
+    split = plan.heldout_sequences > 0  # then epochs count against the pool, not what is available
+    headers = ["source", "available", *(["pool"] if split else []), *[f"drawn:{p}" for p in phases]]
+    headers += ["drawn", "epochs", "cap"]
     rows = []
     for s in plan.sources.values():
-        avail = "?" if s.available is None else ("" if s.exact else "~") + _fmt(s.available)
+        est = "" if s.exact else "~"
+        avail = "?" if s.available is None else est + _fmt(s.available)
+        pool = "?" if s.draw.pool is None else est + _fmt(s.draw.pool)
         ep = "?" if s.epochs is None else f"{s.epochs:.2f}"
         rows.append(
             [
                 s.name,
                 avail,
+                *([pool] if split else []),
                 *[_fmt(s.drawn.get(p, 0)) for p in phases],
                 _fmt(s.total_drawn),
                 ep,
@@ -185,6 +244,11 @@ def format_plan(
             "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
         )
     lines.append("(~ = estimated from document bytes / bytes_per_token; exact counts come from manifests)")
+    if split:
+        lines.append(
+            f"(pool = available less the documents held out for {plan.heldout_sequences} evaluation rows; "
+            "epochs = drawn / pool)"
+        )
     if plan.tokens_trained != r.total_tokens:
         lines.append(
             f"tokens trained {plan.tokens_trained:,}: {r.total_tokens - plan.tokens_trained:,} budget tokens "
@@ -203,7 +267,3 @@ def format_plan(
             f"GPU-hours at {mfu:.0%} MFU of {peak_flops / 1e12:g} TFLOP/s per GPU = {b['gpu_hours']:,.1f}",
         ]
     return "\n".join(lines)
-
-
-def plan_main(path: str | Path, params: float | None, seq_len: int, mfu: float, peak_flops: float) -> str:
-    return format_plan(make_plan(Recipe.load(path), seq_len), params, mfu, peak_flops)

@@ -34,8 +34,8 @@ selectors are parsed. Token counts may be written with a suffix: `400K`, `2.5B`,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -224,6 +224,13 @@ class Recipe:
     train: dict[str, Any] = field(default_factory=dict)
     """Trainer overrides of an ablation arm (workflows/ablate.py), as written."""
 
+    def with_total_tokens(self, total: int) -> Recipe:
+        """This recipe with another budget, its share phases re-split by the rule of loading it (what
+        `--set total_tokens=N` gives, without the file); RecipeError if its token phases do not fit."""
+        tokens = phase_tokens(total, self.phases)
+        phases = tuple(replace(ph, tokens=t) for ph, t in zip(self.phases, tokens, strict=True))
+        return replace(self, total_tokens=total, phases=phases)
+
     @classmethod
     def load(cls, path: str | Path, overrides: Iterable[str] = ()) -> Recipe:
         """The recipe file, with `key=value` overrides (`--set total_tokens=2e6`, core.config's syntax)
@@ -270,7 +277,7 @@ def resolve(spec: RecipeSpec, base: Path, path: Path | None) -> Recipe:
     }
     phases = tuple(
         Phase(name=ph.name, tokens=tokens, share=ph.share, weights=dict(ph.weights))
-        for ph, tokens in zip(spec.phases, phase_tokens(spec), strict=True)
+        for ph, tokens in zip(spec.phases, phase_tokens(spec.total_tokens, spec.phases), strict=True)
     )
     return Recipe(
         name=spec.name if spec.name is not None else (path.stem if path else "recipe"),
@@ -285,18 +292,20 @@ def resolve(spec: RecipeSpec, base: Path, path: Path | None) -> Recipe:
     )
 
 
-def phase_tokens(spec: RecipeSpec) -> list[int]:
-    """Tokens of each phase: shares are of total_tokens, rounded down, and the last share phase takes the
-    rounding remainder, so the phases add up to the budget exactly; anything else is an error."""
-    total = spec.total_tokens
-    tokens = [ph.tokens if ph.share is None else math.floor(ph.share * total) for ph in spec.phases]
-    share_idx = [i for i, ph in enumerate(spec.phases) if ph.share is not None]
+def phase_tokens(total: int, phases: Sequence[PhaseSpec | Phase]) -> list[int]:
+    """Tokens of each phase: shares are of `total`, rounded down, and the last share phase takes the
+    rounding remainder, so the phases add up to the budget exactly; anything else is an error.
+
+    Takes the phases as written (on load) or resolved (`Recipe.with_total_tokens`): a resolved phase
+    keeps its `share`, so both split a budget by the same rule."""
+    tokens = [ph.tokens if ph.share is None else math.floor(ph.share * total) for ph in phases]
+    share_idx = [i for i, ph in enumerate(phases) if ph.share is not None]
     gap = total - sum(tokens)
     if share_idx and 0 <= gap <= len(share_idx):
         tokens[share_idx[-1]] += gap
         gap = 0
     if gap != 0:
-        detail = ", ".join(f"{ph.name}={t:,}" for ph, t in zip(spec.phases, tokens, strict=True))
+        detail = ", ".join(f"{ph.name}={t:,}" for ph, t in zip(phases, tokens, strict=True))
         raise RecipeError(
             f"phases add up to {total - gap:,} tokens ({detail}) but total_tokens is {total:,}; "
             "shares must sum to 1 (with token-count phases taken out)"

@@ -30,6 +30,10 @@ Quotas and per-source counts are untouched (they count sequences of the stream, 
 cost is that the source's pool shrinks by the held-out documents — n·seq_len tokens plus the tail of
 the last one — which the repetition cap accounts for. n = 0 gives exactly the stream without a split.
 
+The cap. Quotas, the held-out choice and the cap check are mixtures/draw.py's, the functions
+`python -m mixtures plan` prints with, so a plan made with the sampler's seq_len and split without
+warnings never fails here, and the refusal says which knob to turn and to what.
+
 Shards on an object store. A source whose `shards` is an `s3://` URI reads its shards through the node's
 shard cache (tokens/shard_cache.py, `shard_cache=`): every `.idx` at start, each `.bin` when a document of
 it is first needed, checked against the manifest's sha256, while a background thread fetches the `.bin`s
@@ -38,7 +42,6 @@ of the next documents. The stream is the same bytes as from a local copy of the 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,41 +50,17 @@ from typing import Any
 import numpy as np
 
 from core.storage import is_object_store
-from mixtures.recipe import Phase, Recipe, RecipeError
+from mixtures.draw import cap_problems, heldout_documents, name_key, phase_quotas, source_draws
+from mixtures.recipe import Recipe, RecipeError
 from mixtures.validate import check_sources, drawn_sources, has_manifest, read_manifest
 from tokens.shard_cache import Prefetcher, ShardCache, open_cached_shards
 from tokens.shards import IndexedShard
 
 STATE_VERSION = 1
-_HELDOUT_KEY = int.from_bytes(hashlib.sha256(b"heldout").digest()[:8], "little")  # never an epoch number
 # Remote shards: the next PREFETCH_DOCS documents of the stream are looked at, and the first
 # PREFETCH_SHARDS `.bin`s among them not yet on the node are fetched ahead (bench/trainer/shard_fetch.py).
 PREFETCH_DOCS = 64
 PREFETCH_SHARDS = 2
-
-
-def _name_key(name: str) -> int:
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
-
-
-def largest_remainder(total: int, weights: dict[str, float]) -> dict[str, int]:
-    """Split `total` into integers proportional to `weights`, summing to `total` exactly.
-
-    Floors first; the units left go to the largest fractional parts (ties: mapping order).
-    """
-    wsum = sum(weights.values())
-    exact = {k: total * w / wsum for k, w in weights.items()}
-    out = {k: int(v) for k, v in exact.items()}
-    left = total - sum(out.values())
-    order = sorted(weights, key=lambda k: (-(exact[k] - out[k]), list(weights).index(k)))
-    for k in order[:left]:
-        out[k] += 1
-    return out
-
-
-def phase_quotas(phase: Phase, seq_len: int) -> dict[str, int]:
-    """Sequences of `seq_len` tokens each source contributes to `phase` (seq_len=1: tokens)."""
-    return largest_remainder(phase.tokens // seq_len, phase.weights)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +114,7 @@ class SourceStream:
         if self.n_tokens == 0:
             raise RecipeError(f"source {name}: its shards hold no tokens")
         self.seed = seed
-        self.heldout_docs = self._choose_heldout(heldout_tokens)
+        self.heldout_docs = heldout_documents(self.lengths, seed, name, heldout_tokens)
         """Document ids held out, in the order their tokens form the held-out sequences."""
         # training documents ascending: with nothing held out, train_docs[perm] is perm itself, so the
         # stream is bit-identical to a sampler without a split
@@ -148,19 +127,6 @@ class SourceStream:
         self._perm_epoch = -1
         self._perm = np.zeros(0, dtype=np.int64)
 
-    def _choose_heldout(self, tokens: int) -> np.ndarray:
-        """Fewest documents, in a seeded order, whose tokens reach `tokens` (whole documents: none leaks)."""
-        if tokens <= 0:
-            return np.zeros(0, dtype=np.int64)
-        ss = np.random.SeedSequence([self.seed, _name_key(self.name), _HELDOUT_KEY])
-        order = np.random.Generator(np.random.PCG64(ss)).permutation(self.n_docs)
-        k = int(np.searchsorted(np.cumsum(self.lengths[order]), tokens)) + 1  # first prefix with >= tokens
-        if k > self.n_docs:
-            raise RecipeError(
-                f"source {self.name}: holds {self.n_tokens} tokens, fewer than the {tokens} held out"
-            )
-        return order[:k].astype(np.int64)
-
     def heldout_tokens(self, n: int) -> np.ndarray:
         """The first n tokens of the held-out documents, concatenated (each document ends in EOD)."""
         parts = [self.shards[self.shard_of[d]][int(self.local[d])] for d in self.heldout_docs]
@@ -169,7 +135,7 @@ class SourceStream:
     def permutation(self, epoch: int) -> np.ndarray:
         """Training document ids of `epoch`, in their seeded order."""
         if epoch != self._perm_epoch:
-            ss = np.random.SeedSequence([self.seed, _name_key(self.name), epoch])
+            ss = np.random.SeedSequence([self.seed, name_key(self.name), epoch])
             order = np.random.Generator(np.random.PCG64(ss)).permutation(len(self.train_docs))
             self._perm = self.train_docs[order]
             self._perm_epoch = epoch
@@ -249,17 +215,14 @@ class MixtureSampler:
         self.total_sequences = sum(self.phase_sequences)
         self.steps = self.total_sequences // world_size
         """Samples each rank yields (the final incomplete round is dropped)."""
-        tokens = {n: sum(q.get(n, 0) for q in self.quotas) * seq_len for n in self.streams}
-        # epochs over the training pool: held-out documents are not there to repeat
-        pool = {n: st.n_train_tokens for n, st in self.streams.items()}
-        over = [
-            f"{n}: {tokens[n] / pool[n]:.2f} epochs > max_epochs {recipe.sources[n].max_epochs}"
-            for n in self.streams
-            if tokens[n] > recipe.sources[n].max_epochs * pool[n]
-        ]
+        # the cap, counted by the function `mixtures plan` prints (mixtures/draw.py): rows against the
+        # training pool (held-out documents are not there to repeat)
+        pools: dict[str, int | None] = {n: st.n_train_tokens for n, st in self.streams.items()}
+        self.draws = {n: d for n, d in source_draws(recipe, seq_len, pools).items() if n in self.streams}
+        over = cap_problems(recipe, seq_len, self.draws, {n: st.n_tokens for n, st in self.streams.items()})
         if over and not allow_over_cap:
-            raise RecipeError(f"{recipe.path}: repetition cap exceeded: {'; '.join(over)}")
-        self.tokens_drawn = tokens
+            raise RecipeError(f"{recipe.path}: repetition cap exceeded:\n  " + "\n  ".join(over))
+        self.tokens_drawn = {n: d.tokens for n, d in self.draws.items()}
         self._reset()
 
     # -- state ---------------------------------------------------------------------------------
