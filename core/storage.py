@@ -31,6 +31,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -44,6 +45,7 @@ __all__ = [
     "LocalStore",
     "ObjectStore",
     "Store",
+    "check_object_store_uri",
     "file_identities",
     "is_object_store",
     "is_remote",
@@ -62,6 +64,37 @@ READ_ONLY_PREFIXES = ("http://", "https://")
 def is_object_store(uri: str | Path) -> bool:
     """True for an object-store URI this layer writes to and reads from (an output may live there)."""
     return str(uri).startswith(OBJECT_STORE_PREFIXES)
+
+
+# A bucket (container) name as the stores take it: S3's characters (letters, digits, dots and hyphens, a
+# letter or digit at each end) loosened to upper case, underscores and any length up to 255, which GCS,
+# Azure and S3-compatible servers accept; nothing that could be an empty name, a path or a host:port.
+_BUCKET = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+
+
+def check_object_store_uri(uri: str | Path) -> None:
+    """ValueError saying what is wrong with an object-store URI, or nothing: `scheme://bucket[/key/...]`.
+
+    Refused: no bucket (`s3://`, `s3:///x`: the bucket would be "" and the client fails deep inside with
+    an IndexError or a parameter error), a bucket name no store takes, and an empty, `.` or `..` key
+    segment (`s3://b/a//c`, `s3://b/../c`): S3 keeps them literally, so such a prefix is not the folder
+    it looks like (and `..` must never climb out of a configured root). A trailing `/` is allowed.
+    Every `ObjectStore` checks its URI so; configs call it at load to name their key."""
+    text = str(uri)
+    if not is_object_store(text):
+        raise ValueError(f"{text!r} is not an object-store URI ({', '.join(OBJECT_STORE_PREFIXES)})")
+    scheme, rest = text.split("://", 1)
+    bucket, _, key = rest.partition("/")
+    if not bucket:
+        raise ValueError(f"{text!r} names no bucket: expected {scheme}://bucket/prefix")
+    if len(bucket) > 255 or not _BUCKET.match(bucket):
+        raise ValueError(f"{text!r}: {bucket[:80]!r} is not a bucket name (letters, digits, '.', '-', '_')")
+    parts = key.removesuffix("/").split("/") if key.removesuffix("/") else []
+    bad = next((p for p in parts if p in ("", ".", "..")), None)
+    if bad is not None:
+        raise ValueError(
+            f"{text!r}: an {'empty' if not bad else repr(bad)} path segment (no '//', '.', '..')"
+        )
 
 
 def is_remote(uri: str | Path) -> bool:
@@ -222,6 +255,7 @@ class ObjectStore(Store):
     def __init__(self, uri: str) -> None:
         import fsspec
 
+        check_object_store_uri(uri)  # a clear ValueError here, not an IndexError inside the client
         self.protocol = uri.split("://", 1)[0]
         # s3a:// is Hadoop's name for the same objects; s3fs knows them as s3://.
         proto = "s3" if self.protocol == "s3a" else self.protocol
