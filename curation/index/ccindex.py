@@ -219,7 +219,7 @@ class _Languages:
             return None, None
         if not text.strip():
             return None, codec
-        label, _score = self.lid.predict(text)
+        label, _score = self.lid.predict_raw(text)
         return LID_TO_ISO639_3.get(label, label), codec
 
 

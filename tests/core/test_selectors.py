@@ -69,3 +69,24 @@ def test_null_selector_on_an_empty_file():
     empty = pa.table({"drop_reason": pa.array([], pa.string())})
     mask, drops = selection_mask(empty, parse_selectors({"drop_reason": None}))
     assert mask.to_pylist() == [] and drops == {}
+
+
+def test_lang_selector_matches_languages_not_strings():
+    """`lang` holds canonical codes (`eng_Latn`) and, in outputs written before them, lid.176's (`en`):
+    a recipe's `lang: en` keeps both, a macrolanguage keeps its members, a script narrows, `!=` keeps
+    the rest but nulls, and a code that is no language is refused on load."""
+    table = pa.table({"lang": ["eng_Latn", "en", "deu_Latn", None, "cmn_Hani", "srp_Cyrl", "srp_Latn"]})
+
+    def kept(spec):
+        mask, drops = selection_mask(table, parse_selectors(spec))
+        return [v for v, k in zip(table.column("lang").to_pylist(), mask.to_pylist()) if k], drops
+
+    assert kept({"lang": "en"})[0] == ["eng_Latn", "en"]
+    assert kept({"lang": ["de", "zho"]})[0] == ["deu_Latn", "cmn_Hani"]
+    assert kept({"lang": "srp_Latn"})[0] == ["srp_Latn"]
+    assert kept({"lang": "hbs"})[0] == ["srp_Cyrl", "srp_Latn"]
+    others, drops = kept({"lang": "!= en"})
+    assert others == ["deu_Latn", "cmn_Hani", "srp_Cyrl", "srp_Latn"] and drops["null:lang"] == 1
+    assert kept({"lang": ["en", None]})[0] == ["eng_Latn", "en", None]
+    with pytest.raises(SelectorError, match="select.lang: unknown language code 'english'"):
+        parse_selectors({"lang": "english"})

@@ -1,9 +1,18 @@
-"""Language ID with the real lid.176 model: accuracy on Leipzig sentences, keep/drop reasons."""
+"""Language ID with the real lid.176 model: accuracy on Leipzig and Tatoeba sentences in canonical codes,
+keep/drop reasons, per-language thresholds, the `lang_scores` column, and a GlotLID-format model
+(`__label__rus_Cyrl`) trained here on real sentences."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
+from core.errors import ConfigError
+from core.languages import LID176, LanguageSet, split_code
+from core.stage import Document
 from curation.config import LangIdConfig
 from curation.filters.langid import LanguageIdentifier, load_model
 
@@ -32,9 +41,23 @@ def test_accuracy_on_leipzig_sentences(lid, data_dir):
             continue
         lines = [ln for ln in f.read_text(encoding="utf-8").splitlines() if ln.strip()][:50]
         total += len(lines)
-        correct += sum(lid.predict(ln)[0] == f.stem for ln in lines)
+        # the canonical code's language is the file's (ISO 639-1 name -> ISO 639-3 by lid.176's table)
+        correct += sum(split_code(lid.predict(ln)[0])[0] == LID176[f.stem] for ln in lines)
     assert total >= 60 * 50
     assert correct / total >= 0.86, correct / total
+
+
+def test_accuracy_in_iso639_3_on_tatoeba(lid, data_dir):
+    """The Tatoeba file is labelled in ISO 639-3 by its own authors, independently of our tables:
+    a predicted code counts when LanguageSet([gold]) matches it (a macrolanguage gold label matches
+    its members). Measured 0.93 over the 70-odd languages lid.176 knows (long, easy sentences, the
+    file's README says); 0.88 leaves two standard errors (n ~ 400, se ~ 0.013) below that."""
+    rows = [ln.split("\t") for ln in (data_dir / "langid" / "tatoeba_long.tsv").read_text().splitlines()[1:]]
+    known = set(LID176.values()) | {"ara", "fas", "msa", "zho", "nor", "sqi", "est", "lav", "aze", "uzb"}
+    rows = [r for r in rows if len(r) == 4 and r[2] in known]
+    hits = sum(lid.predict(text)[0] in LanguageSet([gold]) for _cld, _iso, gold, text in rows)
+    assert len(rows) >= 300
+    assert hits / len(rows) >= 0.88, hits / len(rows)
 
 
 def test_english_keep_rate(data_dir):
@@ -54,8 +77,93 @@ def test_english_keep_rate(data_dir):
 def test_reasons():
     li = LanguageIdentifier(LangIdConfig(languages=("en",), threshold=0.65))
     r = li("Ceci est une phrase écrite en français, sans aucun doute possible.")
-    assert r.lang == "fr" and r.reason == "lang_not_kept"
+    assert r.lang == "fra_Latn" and r.reason == "lang_not_kept"
     strict = LanguageIdentifier(LangIdConfig(languages=("en",), threshold=1.0))
     r2 = strict("maybe english, ok")
     assert r2.reason in ("lang_low_score", "lang_not_kept")
     assert 0.0 <= r2.score <= 1.0
+
+
+FRENCH = "Ceci est une phrase écrite en français, sans aucun doute possible."
+
+
+def test_per_language_threshold_most_specific_entry_wins():
+    """`langid.thresholds`: language + script over language over macrolanguage over the global one."""
+    li = LanguageIdentifier(
+        LangIdConfig(languages=(), threshold=0.5, thresholds={"srp_Latn": 0.9, "srp": 0.3, "hbs": 0.4, "fr": 1.0})
+    )
+    assert li.threshold("srp_Latn") == 0.9 and li.threshold("srp_Cyrl") == 0.3
+    assert li.threshold("hrv_Latn") == 0.4 and li.threshold("eng_Latn") == 0.5
+    r = li(FRENCH)  # lid.176 gives this sentence < 1.0, so French's own threshold drops it
+    assert r.lang == "fra_Latn" and r.reason == "lang_low_score"
+    doc = li.process(Document(id="x", text=FRENCH, metadata={}))
+    assert doc.reason == "lang_low_score" and doc.detail.startswith("fra_Latn ") and doc.detail.endswith("< 1.00")
+    assert li.min_threshold() == 0.3  # what the cascade's pre-check may not go above
+
+
+def test_thresholds_and_languages_are_validated():
+    for bad in ({"languages": ["english"]}, {"thresholds": {"fr": 1.5}}, {"thresholds": {"xx_Latn": 0.5}}):
+        with pytest.raises(ConfigError):
+            LangIdConfig(**bad)
+
+
+def test_lang_scores_column_keeps_every_label_above_the_floor():
+    li = LanguageIdentifier(LangIdConfig(languages=(), top_scores_min=0.01))
+    assert "lang_scores" in li.columns
+    text = "Der Hund läuft schnell. The dog runs fast in the park."  # lid.176: deu 0.92, eng 0.04
+    doc = li.process(Document(id="x", text=text, metadata={}))
+    scores = dict(doc.metadata["lang_scores"])
+    assert doc.metadata["lang"] in scores and all(p >= 0.01 for p in scores.values())
+    assert {"deu_Latn", "eng_Latn"} <= set(scores)  # both languages of the text are there to choose from
+    assert LanguageIdentifier(LangIdConfig()).columns == {}  # the default writes no new column
+
+
+# A fastText model in GlotLID's label format, trained here on real sentences: 8 languages, 4 scripts.
+_GLOT = {"ru": "rus_Cyrl", "uk": "ukr_Cyrl", "de": "deu_Latn", "fr": "fra_Latn", "ar": "arb_Arab",
+         "fa": "pes_Arab", "hi": "hin_Deva", "mr": "mar_Deva"}  # fmt: skip
+
+
+def _train(tmp_path, data_dir, labels: dict[str, str]) -> tuple[str, dict[str, list[str]]]:
+    d = data_dir / "langid" / "leipzig" / "sentences"
+    train, held = [], {}
+    for stem, label in labels.items():
+        lines = [ln for ln in (d / f"{stem}.txt").read_text(encoding="utf-8").splitlines() if ln.strip()]
+        train += [f"__label__{label} {ln}" for ln in lines[:600]]
+        held[label] = lines[600:700]
+    (tmp_path / "train.txt").write_text("\n".join(train) + "\n", encoding="utf-8")
+    model = tmp_path / "glot.bin"
+    # fastText trains in a process of its own, as classifiers/train.py does (its threads and a test
+    # process's other state do not mix); character n-grams make 600 sentences a language enough.
+    code = textwrap.dedent(f"""
+        import fasttext
+        m = fasttext.train_supervised(input={str(tmp_path / "train.txt")!r}, dim=32, epoch=25, lr=1.0,
+                                      minn=2, maxn=5, bucket=100000, thread=1, seed=1, verbose=0)
+        m.save_model({str(model)!r})
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+    return str(model), held
+
+
+def test_glotlid_format_model_labels_pass_through(tmp_path, data_dir):
+    model, held = _train(tmp_path, data_dir, _GLOT)
+    li = LanguageIdentifier(LangIdConfig(model_path=model, languages=("rus_Cyrl", "fra"), threshold=0.0))
+    assert li.scheme == "iso639_3_script"
+    correct = total = 0
+    for label, lines in held.items():
+        for ln in lines:
+            r = li(ln)
+            total += 1
+            correct += r.lang == label
+            assert (r.reason is None) == (r.lang in ("rus_Cyrl", "fra_Latn"))
+    # 100 held-out sentences a language, with close pairs (rus/ukr, arb/pes, hin/mar); this 32-dim
+    # model on 600 sentences each measured 0.9875 (seeded, one thread): 0.95 fails a broken label path.
+    assert correct / total >= 0.95, correct / total
+
+
+def test_model_with_labels_in_no_known_scheme_is_refused(tmp_path, data_dir):
+    model, _ = _train(tmp_path, data_dir, {"ru": "russian", "de": "german"})
+    li = LanguageIdentifier(LangIdConfig(model_path=model, languages=()))
+    with pytest.raises(ValueError, match="neither lid.176's codes nor GlotLID's"):
+        li.predict("Привет")
+    forced = LanguageIdentifier(LangIdConfig(model_path=model, languages=(), labels="iso639_3_script"))
+    assert forced.scheme == "iso639_3_script"

@@ -52,7 +52,7 @@ def test_cc_sample_end_to_end(tmp_path, warc_dir):
     assert docs, "the 2024 crawl sample has English pages that pass FineWeb's filters"
     assert len({d["id"] for d in docs}) == len(docs)
     for d in docs:
-        assert d["lang"] == "en" and d["lang_score"] >= 0.65 and d["text"].strip()
+        assert d["lang"] == "eng_Latn" and d["lang_score"] >= 0.65 and d["text"].strip()
         assert d["warc_file"] == "crawl-2024-sample-0000.warc.gz"
     # Every drop is sampled with its reason, at most rejected_per_reason per reason.
     rej = pq.read_table(tmp_path / "o" / "rejected" / f"{unit}.parquet").to_pylist()
