@@ -57,28 +57,60 @@ def default_processes() -> int:
         return 2
 
 
-# DeepSpeed's hostfile line, its own pattern (launcher/runner.py `_parse_hostfile`, which also ignores
-# what follows it): a host, then its slot count
-_HOST_LINE = re.compile(r"^(\S+)\s+slots=(\d+)")
+# A hostfile line: a host, its slot count, and nothing after it but a comment. DeepSpeed's own pattern
+# (launcher/runner.py `_parse_hostfile`, `^(\S+)\s+slots=(\d+)`) ignores whatever follows the digits, so
+# `node-1 slots=8x` or `node-1 slots=8 gpus=4` would launch with 8 slots and the rest silently dropped.
+_HOST_LINE = re.compile(r"^(?P<host>[A-Za-z0-9_.:\[\]-]+)\s+slots=(?P<slots>\d+)(?:\s+#.*)?$")
+MAX_SLOTS = 256
+"""ranks per node: no node has more accelerators (DeepSpeed's launcher makes a device list of this length,
+one process each; on its CPU accelerator each rank is a process with its own copy of the model)"""
+MAX_NODES = 65_536
+"""hosts of one hostfile (a world of MAX_NODES × MAX_SLOTS ranks is already far past any cluster)"""
+
+
+def _count(key: str, value: object, lo: int, hi: int) -> int:
+    """`value` as a count in [lo, hi]; a ConfigError naming `key` for anything else (True is not 1)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key}={value!r}: must be an integer in [{lo}, {hi}]")
+    if not lo <= value <= hi:
+        raise ConfigError(f"{key}={value}: must be in [{lo}, {hi}]")
+    return value
+
+
+def check_port(value: object, key: str = "master_port") -> int:
+    """A TCP port number, 1..65535 (0 would let the OS pick one per node: never the same on all)."""
+    return _count(key, value, 1, 65_535)
 
 
 def read_hostfile(path: str | Path) -> dict[str, int]:
     """The hosts of a DeepSpeed hostfile and their slots, in order; ConfigError naming the file and line
-    for what the launcher would refuse (or, for a missing file, silently ignore)."""
+    for what the launcher would refuse (or, for a missing file, silently ignore) and for what it would
+    misread: trailing text after the slot count, slots outside [1, MAX_SLOTS], a host name with `=`."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"hostfile {path}: no such file (the launcher would run on this node alone)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"hostfile {path}: cannot be read: {e}") from None
     hosts: dict[str, int] = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         m = _HOST_LINE.match(line)
-        if not m or int(m.group(2)) < 1:
-            raise ConfigError(f"hostfile {path}:{n}: {line!r} is not `host slots=K` with K >= 1")
-        if m.group(1) in hosts:
-            raise ConfigError(f"hostfile {path}:{n}: host {m.group(1)!r} listed twice")
-        hosts[m.group(1)] = int(m.group(2))
+        if not m:
+            raise ConfigError(
+                f"hostfile {path}:{n}: {line[:200]!r} is not `host slots=K` (an optional `# comment` after it)"
+            )
+        host, slots = m.group("host"), int(m.group("slots"))
+        if not 1 <= slots <= MAX_SLOTS:
+            raise ConfigError(f"hostfile {path}:{n}: slots={slots} for {host!r}: must be in [1, {MAX_SLOTS}]")
+        if host in hosts:
+            raise ConfigError(f"hostfile {path}:{n}: host {host!r} listed twice")
+        hosts[host] = slots
+        if len(hosts) > MAX_NODES:
+            raise ConfigError(f"hostfile {path}: more than {MAX_NODES} hosts")
     if not hosts:
         raise ConfigError(f"hostfile {path}: lists no host")
     return hosts
@@ -95,16 +127,20 @@ def node_args(
     """The launcher's multi-node flags for this node (`--no_ssh`: each node starts its own launcher),
     checked first: the hostfile, the node count and rank, one explicit port, an address that resolves."""
     hosts = read_hostfile(hostfile)
-    nodes = len(hosts) if nodes is None else nodes
-    if not 1 <= nodes <= len(hosts):
+    nodes = len(hosts) if nodes is None else _count("nodes", nodes, 1, MAX_NODES)
+    if nodes > len(hosts):
         raise ConfigError(f"nodes={nodes}: the hostfile {hostfile} lists {len(hosts)} host(s)")
+    if isinstance(node_rank, bool) or not isinstance(node_rank, int):
+        raise ConfigError(f"node_rank={node_rank!r}: must be an integer in [0, {nodes})")
     if not 0 <= node_rank < nodes:
         raise ConfigError(f"node_rank={node_rank}: must be in [0, {nodes}) for {nodes} node(s)")
-    if isinstance(master_port, bool) or not master_port:
+    if master_port is None or master_port is True or master_port is False:
         raise ConfigError("master_port: several nodes need one port number, the same on every node")
     slots = list(hosts.values())[:nodes]
     if processes is not None and processes > min(slots):
         raise ConfigError(f"processes={processes}: more than the hostfile's slots per node ({slots})")
+    if not isinstance(master_addr, str) or not master_addr.strip():
+        raise ConfigError(f"master_addr={master_addr!r}: must be node 0's host name or address")
     try:
         socket.getaddrinfo(master_addr, master_port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as e:
@@ -137,6 +173,12 @@ def launch_command(
     hostfile, node_rank, master_addr, nodes: one node of several (module docstring); all but `nodes`
     (default: every host of the hostfile) are required together, and master_port must be a number.
     """
+    # every number checked before anything starts, so a bad one is a ConfigError naming it, not the
+    # launcher's assert or a rank failing to bind (all of them, on each node, for the same mistake)
+    if processes is not None:
+        _count("processes", processes, 1, MAX_SLOTS)
+    if master_port is not None and master_port is not True and master_port is not False:
+        check_port(master_port)
     cmd = [python, "-m", LAUNCHER_MODULE]
     several = (hostfile, node_rank, master_addr)
     if any(v is not None for v in several) or nodes is not None:
