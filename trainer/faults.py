@@ -104,15 +104,17 @@ class FaultHook(Hook):
         return loss
 
     def on_step_end(self, t, step: StepEnd) -> None:
+        # 0 is "off" in each setting, checked as such: not left to the loop never ending a step 0
         if t.rank != self.faults.fault_rank:
             return
-        if t.step == self.faults.kill_at_step:
+        if self.faults.kill_at_step and t.step == self.faults.kill_at_step:
             _kill_self()
-        if t.step == self.faults.hang_at_step:
+        if self.faults.hang_at_step and t.step == self.faults.hang_at_step:
             os.kill(os.getpid(), signal.SIGSTOP)  # alive but silent: its sockets stay open
 
     def on_upload(self, t, n: int) -> None:
-        if self.faults.kill_in_upload_step == t.step and t.rank == 0 and n == 1:
+        step = self.faults.kill_in_upload_step
+        if step and step == t.step and t.rank == 0 and n == 1:
             _kill_self()
 
     def on_checkpoint(self, t, event: str) -> None:
