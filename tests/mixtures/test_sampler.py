@@ -7,6 +7,7 @@ pipeline, plus the edge rows) and `multi` (Leipzig sentences in eight languages)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -330,3 +331,69 @@ def test_damaged_shard_is_found_from_the_manifest_before_reading(sources, tmp_pa
     for call in (lambda: check_sources(r), lambda: make_plan(r, SEQ), lambda: MixtureSampler(r, SEQ)):
         with pytest.raises(RecipeError, match=r"sources\.web\.shards: .*" + want):
             call()
+
+
+def _consumed(sampler: MixtureSampler, name: str) -> int:
+    """Tokens the sampler's stream of `name` has read, from its cursor alone (not from the quotas):
+    whole epochs of the training pool, the documents before the cursor in this epoch, and the offset."""
+    st = sampler.streams[name]
+    epoch, pos, offset = sampler.cursors[name]
+    return epoch * st.n_train_tokens + int(st.lengths[st.permutation(epoch)[:pos]].sum()) + offset
+
+
+@pytest.mark.parametrize("case", range(24))
+def test_plan_counts_exactly_what_the_sampler_draws(sources, case):
+    """Issue 44 item 6: on 4 small WARCs the plan said 2.33 epochs and passed, the sampler refused 3.65.
+
+    Over seeded random recipes (budget, shares, weights, caps, row length, held-out split), at random
+    budgets and at the edge of the caps (the budget `fit_total_tokens` finds, and one row more): the
+    plan warns exactly when the sampler refuses, with the same lines; where it passes, the tokens the
+    sampler's cursors actually advanced per source equal the plan's drawn tokens, and their ratio to
+    the training pool the plan's epochs, exactly (the same integers divided), within the cap."""
+    import random
+
+    root, srcs = sources
+    rnd = random.Random(case)
+    seq = rnd.choice([8, 33, 64, 65, 257])
+    held = rnd.choice([0, 0, 1, 3, 16])
+    share = rnd.choice([0.9, 0.8, 0.5, 0.25])
+    w = (rnd.choice([1, 2, 3, 0.5]), rnd.choice([1, 1.5, 4]))
+    r = _recipe(root, srcs, total=rnd.randrange(2_000, 200_000), main_share=share, w=w, cap=4)
+    caps = {"web": rnd.choice([0.5, 1, 1.5, 2, 3]), "multi": rnd.choice([0.5, 1, 2, 2.5])}
+    r = dataclasses.replace(
+        r, sources={n: dataclasses.replace(s, max_epochs=caps[n]) for n, s in r.sources.items()}
+    )
+    plan = make_plan(r, seq, held)
+    fit = plan.fit_total_tokens()
+    budgets = [r.total_tokens] + ([fit, fit + seq] if fit and fit < r.total_tokens else [])
+    for total in budgets:
+        rt = r.with_total_tokens(total)
+        p = make_plan(rt, seq, held)
+        try:
+            sampler = MixtureSampler(rt, seq, heldout_sequences=held)
+        except RecipeError as e:
+            assert p.warnings, f"plan passed, sampler refused: {e}"
+            assert str(e).split(":\n  ", 1)[1].split("\n  ") == p.warnings
+            assert total != fit  # the budget fit_total_tokens finds always passes
+            continue
+        assert not p.warnings
+        for _ in sampler:  # the whole stream, tokens not copied (world size 1: every row is ours)
+            pass
+        for name, sp in p.sources.items():
+            assert sp.draw.pool == sampler.streams[name].n_train_tokens
+            assert _consumed(sampler, name) == sp.total_drawn
+            assert _consumed(sampler, name) / sampler.streams[name].n_train_tokens == sp.epochs
+            assert sp.epochs <= caps[name]
+
+
+def test_fit_total_tokens_is_the_budget_the_caps_allow(sources):
+    """The fitted budget passes the sampler; 10% more does not; the refusal names it."""
+    root, srcs = sources
+    r = _recipe(root, srcs, total=2_000_000, cap=2)
+    fit = make_plan(r, SEQ, 3).fit_total_tokens()
+    assert fit is not None and fit < r.total_tokens
+    MixtureSampler(r.with_total_tokens(fit), SEQ, heldout_sequences=3)
+    with pytest.raises(RecipeError, match="repetition cap exceeded"):
+        MixtureSampler(r.with_total_tokens(int(fit * 1.1)), SEQ, heldout_sequences=3)
+    with pytest.raises(RecipeError, match=f"total_tokens to at most {fit:,} "):
+        MixtureSampler(r, SEQ, heldout_sequences=3)
