@@ -5,34 +5,59 @@ tmpfs on /tmp (`unshare -m`, root only), and its work dir (executors run and log
 local dirs (shuffle, spills) are inside that private /tmp. So a file the driver writes in its /tmp (the
 test's tmp_path included) does not exist for the executors, and what an executor writes in its /tmp
 does not exist for the driver or the other worker: a job passes only if it exchanges its data through
-storage every node sees. The project (/work/main and its .venv) is not under /tmp, so the workers run
-the same code. The moto S3 server (testkit/s3.py) on 127.0.0.1 is the one shared store: the workers and
-the driver get its AWS environment. The network and process namespaces stay shared (127.0.0.1, and
-the test can kill a worker by its process group).
+storage every node sees. The moto S3 server (testkit/s3.py) on 127.0.0.1 is the one shared store: the
+workers and the driver get its AWS environment. The network and process namespaces stay shared
+(127.0.0.1, and the test can kill a worker by its process group).
 
-Where `unshare` or the tmpfs mount is refused (no root, a container without CAP_SYS_ADMIN) the tier
-skips with the reason. The fixtures (`isolated_cluster`, `disposable_isolated_cluster`) are in
-tests/conftest.py; tests/isolated and tests/test_object_storage.py run their jobs on it.
+What a machine of a real cluster has installed stays visible: the checkout, its Python environment
+and the shared data folder (`project_paths`). Where one of them lies under /tmp (a clone in /tmp, a
+../shared copied or linked there: issue 47) it is bound back into the private /tmp at the same path,
+and nothing else of the driver's /tmp is. The workers import the checkout's code (PYTHONPATH), so
+they run the code under test whichever checkout the virtual environment was installed from.
+
+Where `unshare` or the mounts are refused (no root, a container without CAP_SYS_ADMIN) the tier skips
+with the reason, and fails under CI=true (testkit/tiers.py). The fixtures (`isolated_cluster`,
+`disposable_isolated_cluster`) are in tests/conftest.py; tests/isolated and tests/test_object_storage.py
+run their jobs on it.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import shutil
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 from testkit.spark_cluster import Cluster, Workers, start_cluster
+from testkit.tiers import refused
 
 ROOT = Path(__file__).resolve().parents[1]  # the project: spark-submit runs from there
 
-# Run as `sh -c PRIVATE_TMP sh spark-class ...` inside `unshare -m`: the tmpfs hides the driver's /tmp
-# from the worker and everything it starts. 2 GB bounds a worker's scratch (tmpfs is memory-backed).
-PRIVATE_TMP = 'mount -t tmpfs -o size=2g tmpfs /tmp && exec "$@"'
+# Run as `sh -c PRIVATE_TMP sh HOLD N KEPT... ARGV...` inside `unshare -m`. The tmpfs is first mounted on
+# HOLD (an empty folder of this process, any will do: the mount exists in the new namespace only), the
+# N kept folders (paths relative to /tmp) are bound into it at their own place, then the whole is moved
+# onto /tmp: the driver's /tmp is hidden from the worker and all it starts, but for those folders. A
+# kept folder's symbolic link (../shared -> elsewhere) is followed by the bind. 2 GB bounds a worker's
+# scratch (tmpfs is memory-backed).
+PRIVATE_TMP = """set -e
+hold=$1; n=$2; shift 2
+mount -t tmpfs -o size=2g tmpfs "$hold"
+while [ "$n" -gt 0 ]; do
+    mkdir -p "$hold/$1"
+    mount --rbind "/tmp/$1" "$hold/$1"
+    shift; n=$((n - 1))
+done
+mount --move "$hold" /tmp
+exec "$@"
+"""
+TMP = Path("/tmp")
 
 # Executors wait for both to register before the first job (else the first tasks may all land on
 # the one that came first, and a barrier stage waits for slots): 60 s bounds a slow JVM start.
@@ -47,8 +72,50 @@ SUBMIT_CONF = {
 }
 
 
-def private_tmp(argv: list[str]) -> list[str]:
-    return ["unshare", "-m", "--propagation", "private", "sh", "-c", PRIVATE_TMP, "sh", *argv]
+def project_paths() -> list[Path]:
+    """What a worker or node needs of the driver's machine, as a real one has it installed: the checkout
+    (its code, the jobs' scripts), the Python environment (the interpreter, pyspark's Spark) and the
+    shared data folder (../shared beside the checkout, or $REFINERY_SHARED_DATA), each as the processes
+    name it and as it resolves (a link, a venv's interpreter)."""
+    from testkit.shared_data import ENV_VAR, REPO_ROOT
+
+    paths = [ROOT, REPO_ROOT.parent / "shared", Path(sys.prefix), Path(sys.base_prefix)]
+    if os.environ.get(ENV_VAR):
+        paths.append(Path(os.environ[ENV_VAR]))
+    absolute = [Path(os.path.abspath(p)) for p in paths if p.exists()]
+    return list(dict.fromkeys([*absolute, *(p.resolve() for p in absolute)]))
+
+
+def _kept_under_tmp(paths: Sequence[Path]) -> list[str]:
+    """Those of `paths` inside /tmp, relative to it, none inside another (an rbind carries its subfolders)."""
+    inside = sorted({p.relative_to(TMP) for p in paths if p.is_relative_to(TMP)}, key=lambda p: p.parts)
+    if Path(".") in inside:
+        raise RuntimeError("the project is /tmp itself: a private /tmp cannot hide anything from it")
+    kept: list[Path] = []
+    for p in inside:  # parents sort before their children
+        if not any(p.is_relative_to(k) for k in kept):
+            kept.append(p)
+    return [str(p) for p in kept]
+
+
+@cache  # one per process; only a private namespace ever mounts on it, so it stays empty here
+def _hold_dir() -> str:
+    hold = tempfile.mkdtemp(prefix="refinery-private-tmp-", dir=TMP)
+
+    def remove() -> None:
+        with contextlib.suppress(OSError):
+            os.rmdir(hold)
+
+    atexit.register(remove)
+    return hold
+
+
+def private_tmp(argv: list[str], keep: Sequence[Path] | None = None) -> list[str]:
+    """`argv` run with a private tmpfs on /tmp, in which only `keep` (default `project_paths()`) of the
+    driver's /tmp are still there."""
+    kept = _kept_under_tmp(project_paths() if keep is None else keep)
+    script = ["sh", "-c", PRIVATE_TMP, "sh", _hold_dir(), str(len(kept)), *kept]
+    return ["unshare", "-m", "--propagation", "private", *script, *argv]
 
 
 @cache  # probed once per session
@@ -60,6 +127,21 @@ def why_no_private_tmp() -> str | None:
     if probe.returncode != 0:
         return f"a private /tmp is refused here (unshare -m + mount tmpfs, exit {probe.returncode}): {probe.stderr.strip()}"
     return None
+
+
+def require_private_tmp() -> None:
+    """Skip the test where a private /tmp cannot be made; fail it there under CI=true (testkit/tiers.py)."""
+    why = why_no_private_tmp()
+    if why:
+        refused(why)
+
+
+def project_pythonpath(current: str | None = None) -> str:
+    """PYTHONPATH with the checkout first (then `current`'s entries): workers, executors and nodes import
+    the code under test, also when the virtual environment's editable install points at another checkout
+    (tests/isolated/test_checkout_under_tmp.py runs a copy with this checkout's environment)."""
+    rest = [p for p in (current or "").split(os.pathsep) if p and p != str(ROOT)]
+    return os.pathsep.join([str(ROOT), *rest])
 
 
 def worker_tmp(cluster: Cluster, i: int) -> Path:
@@ -120,19 +202,23 @@ def spark_submit(
 
 def start_isolated_cluster(tmp_path_factory, add_finalizer, s3_server) -> Cluster:
     """A master and two workers, each worker with a private /tmp; its `env` (for spark-submit) and the
-    workers reach the S3 server. Skips where a private /tmp cannot be made."""
-    why = why_no_private_tmp()
-    if why:
-        pytest.skip(why)
+    workers reach the S3 server and import this checkout. Skips (fails under CI=true) where a private
+    /tmp cannot be made."""
+    require_private_tmp()
     t0 = time.perf_counter()
     workers = Workers(
         count=2,
         work_dir=lambda _logs, i: f"/tmp/spark-worker{i}",
         # TMPDIR too: a TMPDIR pointing outside /tmp would be a folder the workers share.
-        env={**s3_server.env, "SPARK_LOCAL_DIRS": "/tmp/spark-local", "TMPDIR": "/tmp"},
+        env={
+            **s3_server.env,
+            "SPARK_LOCAL_DIRS": "/tmp/spark-local",
+            "TMPDIR": "/tmp",
+            "PYTHONPATH": project_pythonpath(os.environ.get("PYTHONPATH")),
+        },
         wrap=private_tmp,
     )
     cluster = start_cluster(tmp_path_factory.mktemp("isolated-cluster"), add_finalizer, workers)
-    cluster.env.update(s3_server.env)
+    cluster.env.update(s3_server.env, PYTHONPATH=project_pythonpath(cluster.env.get("PYTHONPATH")))
     print(f"isolated cluster up in {time.perf_counter() - t0:.1f} s")
     return cluster

@@ -5,8 +5,9 @@ What tests/trainer/test_multinode.py (two isolated nodes, checkpoints and shards
 chain's last step (tests/test_object_storage.py: the chain's own shards, trained on two nodes) share:
 the launcher's environment, starting a launcher with its output in a log, waiting for several of
 them (killing the others once one fails: a node whose peer died waits in its next collective), and
-the two-node run itself. Everything a node reads must be outside /tmp (its /tmp is private): configs,
-recipes and log folders live under /var/tmp in these tests.
+the two-node run itself. Everything a node reads must be outside /tmp (its /tmp is private), or in
+what a private /tmp keeps (the checkout, its Python environment, ../shared: testkit/isolated.py's
+`project_paths`): configs, recipes and log folders live under /var/tmp in these tests.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from testkit.isolated import ROOT, private_tmp
+from testkit.isolated import ROOT, private_tmp, project_pythonpath
 from trainer.launch import free_port, launch_command
 
 TIMEOUT = 240  # seconds per launch: ~12 s measured on 2 lightly loaded cores, the rest for a loaded CI box
@@ -37,7 +38,7 @@ def node_env(extensions: Path, extra: dict[str, str] | None = None) -> dict[str,
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": project_pythonpath(os.environ.get("PYTHONPATH")),
         "TORCH_EXTENSIONS_DIR": str(extensions),
     }
     return {**env, "TMPDIR": "/tmp", **(extra or {})}

@@ -1,9 +1,10 @@
-"""`spark-submit isolation_probe.py DRIVER_FILE S3_PREFIX OUT_JSON`: what each executor can see.
+"""`spark-submit isolation_probe.py DRIVER_FILES S3_PREFIX OUT_JSON`: what each executor can see.
 
 Two barrier tasks (barrier mode starts them together, so with two 1-core executors they run on
-different workers): each tries to open DRIVER_FILE (a file the driver wrote in its /tmp), writes a file
-in its own /tmp, lists S3_PREFIX and reads the objects there, and reports its mount namespace. The
-driver writes the reports and its own namespace to OUT_JSON. Used by tests/isolated/test_isolation.py.
+different workers): each tries to open each of DRIVER_FILES (files the driver wrote in its temporary
+folders, joined by os.pathsep), writes a file in its own /tmp, lists S3_PREFIX and reads the objects
+there, and reports its mount namespace and where it imported the project's code from. The driver
+writes the reports and its own namespace to OUT_JSON. Used by tests/isolated/test_isolation.py.
 """
 
 from __future__ import annotations
@@ -14,17 +15,25 @@ import sys
 import uuid
 
 
-def probe(driver_file: str, s3_prefix: str, _rows):
+def probe(driver_files: list[str], s3_prefix: str, _rows):
     import fsspec
     from pyspark import BarrierTaskContext
 
+    import core  # the project's bottom package, as every job's executors import it
+
     ctx = BarrierTaskContext.get()
-    report = {"partition": ctx.partitionId(), "mnt_ns": os.readlink("/proc/self/ns/mnt")}
-    try:
-        with open(driver_file) as f:
-            report["driver_file"] = f"read: {f.read()!r}"
-    except OSError as e:
-        report["driver_file"] = f"{type(e).__name__}: {e.strerror}"
+    report = {
+        "partition": ctx.partitionId(),
+        "mnt_ns": os.readlink("/proc/self/ns/mnt"),
+        "code": os.path.dirname(os.path.dirname(core.__file__)),
+        "driver_files": {},
+    }
+    for path in driver_files:
+        try:
+            with open(path) as f:
+                report["driver_files"][path] = f"read: {f.read()!r}"
+        except OSError as e:
+            report["driver_files"][path] = f"{type(e).__name__}: {e.strerror}"
     mine = f"/tmp/written-by-executor-{uuid.uuid4().hex}.txt"
     with open(mine, "w") as f:
         f.write(f"partition {ctx.partitionId()}")
@@ -36,14 +45,15 @@ def probe(driver_file: str, s3_prefix: str, _rows):
     yield json.dumps(report)
 
 
-def main(driver_file: str, s3_prefix: str, out_json: str) -> None:
+def main(driver_files: str, s3_prefix: str, out_json: str) -> None:
     from functools import partial
 
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName("isolation-probe").getOrCreate()
     rdd = spark.sparkContext.parallelize(range(2), 2).barrier()
-    reports = [json.loads(r) for r in rdd.mapPartitions(partial(probe, driver_file, s3_prefix)).collect()]
+    task = partial(probe, driver_files.split(os.pathsep), s3_prefix)
+    reports = [json.loads(r) for r in rdd.mapPartitions(task).collect()]
     spark.stop()
     with open(out_json, "w") as f:
         json.dump({"driver_mnt_ns": os.readlink("/proc/self/ns/mnt"), "executors": reports}, f)

@@ -1,5 +1,8 @@
 """The isolated cluster really isolates: executors cannot see the driver's /tmp, nor it theirs, and
-every worker reaches the S3 server (testkit/isolated.py; the probe job is isolation_probe.py).
+every worker reaches the S3 server (testkit/isolated.py; the probe job is isolation_probe.py). And it
+isolates no more than that: the executors run this checkout's code, also when the checkout is itself
+under /tmp (then a file beside it stays hidden: only the checkout is bound back; issue 47, and
+tests/isolated/test_checkout_under_tmp.py runs this test from such a checkout).
 
 If this fails, a test of the tier that passes proves nothing about running on several machines.
 """
@@ -14,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.isolated import executor_logs, spark_submit, worker_tmp
+from testkit.isolated import ROOT, TMP, executor_logs, spark_submit, worker_tmp
 
 pytestmark = [pytest.mark.isolated, pytest.mark.slow]
 
@@ -25,19 +28,27 @@ def test_workers_cannot_see_the_drivers_tmp(isolated_cluster, s3_bucket, tmp_pat
     import s3fs
 
     token = uuid.uuid4().hex
-    # In /tmp itself (tmp_path is under it too, but a TMPDIR elsewhere would move that one).
-    driver_file = Path("/tmp") / f"refinery-driver-{token}.txt"
-    driver_file.write_text(token)
+    # In /tmp itself (tmp_path is under it too, but a TMPDIR elsewhere would move that one), and beside
+    # the checkout when that is under /tmp: the workers get the checkout back, not the folder around it.
+    driver_files = [TMP / f"refinery-driver-{token}.txt"]
+    if ROOT.is_relative_to(TMP) and ROOT.parent != TMP:
+        driver_files.append(ROOT.parent / f"refinery-driver-{token}.txt")
+    for f in driver_files:
+        f.write_text(token)
     prefix = f"{s3_bucket}/isolation"
     s3fs.S3FileSystem().pipe(f"{prefix.removeprefix('s3://')}/hello.txt", token.encode())
     out = tmp_path / "probe.json"
     t0 = time.perf_counter()
     try:
         run = spark_submit(
-            isolated_cluster, str(PROBE), [str(driver_file), prefix, str(out)], tmp_path / "probe.log"
+            isolated_cluster,
+            str(PROBE),
+            [os.pathsep.join(map(str, driver_files)), prefix, str(out)],
+            tmp_path / "probe.log",
         )
     finally:
-        driver_file.unlink()
+        for f in driver_files:
+            f.unlink()
     print(f"probe job: {time.perf_counter() - t0:.1f} s")
     assert run.returncode == 0, (tmp_path / "probe.log").read_text()[-4000:] + executor_logs(isolated_cluster)
     found = json.loads(out.read_text())
@@ -52,8 +63,11 @@ def test_workers_cannot_see_the_drivers_tmp(isolated_cluster, s3_bucket, tmp_pat
 
     holders = []
     for r in reports:
-        # The driver's file is not there for the executors...
-        assert r["driver_file"].startswith("FileNotFoundError"), r
+        # The driver's files are not there for the executors...
+        assert sorted(r["driver_files"]) == sorted(map(str, driver_files)), r
+        assert all(v.startswith("FileNotFoundError") for v in r["driver_files"].values()), r
+        # ...while this checkout is, and its code is what they run (PYTHONPATH: testkit/isolated.py)...
+        assert r["code"] == str(ROOT), r
         # ...what an executor wrote is not there for the driver, but is in its worker's private /tmp
         # (read through the worker's /proc root: the write did happen, on that worker only).
         assert not Path(r["wrote"]).exists()
