@@ -363,6 +363,7 @@ class ChatClient:
         deadline = time.monotonic() + self.options.deadline_s
         conn: http.client.HTTPConnection | None = None
         watch: _Watch | None = None
+        resp: http.client.HTTPResponse | None = None
         keep = False
         try:
             conn, fresh = self._connection(deadline)
@@ -390,6 +391,10 @@ class ChatClient:
         finally:
             self._watchdog.forget(watch)
             if not keep:
+                # The response owns the socket when the server said it would close: closed here, not left
+                # to the garbage collector (a traceback that holds this frame would keep it open).
+                if resp is not None:
+                    resp.close()
                 self._discard(conn)
 
     def _connection(self, deadline: float) -> tuple[http.client.HTTPConnection, bool]:
@@ -532,6 +537,10 @@ class ChatClient:
         if not isinstance(content, str):
             raise RequestFailed(f"choices[0].message.content is {type(content).__name__}, not a string")
         clean = redact(content, self._secrets)
+        if redact(printable(clean), self._secrets) != printable(clean):
+            # The key broken up by escape sequences: whole on a terminal that shows the reply. The reply
+            # is hostile; what is kept is its printable form, without the key.
+            clean = redact(printable(clean), self._secrets)
         if clean != content:  # visible in summary.json: a reply that quoted our key back is not normal
             self._count("key_redacted")
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
