@@ -7,7 +7,8 @@ compatible chat endpoint (classifiers/chat_client.py); `train-quality --labels O
 is the second (a binary fastText model at `score_threshold`, 3 as FineWeb-Edu's).
 
 A run:
-1. checks everything before any request: the URL (http/https with a host), the model name, the prompt
+1. checks everything before any request: the URL (http/https with a host, a port in 1-65535), every
+   numeric setting against what its consumer can take (`CLIENT_BOUNDS`), the model name, the prompt
    file (UTF-8, holding the `{text}` placeholder), the sample size, the API key's environment variable
    (named in the config, `client.api_key_env`; never a flag, never written anywhere), the output folder;
 2. reads the documents (`text` of JSONL records or of Parquet files/folders; `id` kept when there is
@@ -15,10 +16,12 @@ A run:
 3. estimates what is left to pay for (prompt + document characters / `cost.chars_per_token`, plus
    `cost.reply_tokens` per document, at the config's prices per million tokens), prints it, and refuses
    to start above `cost.max_cost` (`--max-cost`, exit 2). `--dry-run` stops here and writes nothing;
-4. labels the rest with `client.concurrency` workers under the rate limits, appending each result to
+4. labels the rest with `client.concurrency` workers under the rate limits (each try bounded in bytes
+   and in time, the server being untrusted: classifiers/chat_client.py), appending each result to
    OUTPUT/labels.jsonl the moment it comes back (flushed), keyed by a hash of (model, prompt, request
    settings, document text). A rerun, or a run resumed after a crash or Ctrl-C, reads the file and sends
-   only the documents without a line: a reply is never paid for twice. A line cut by a crash is dropped;
+   only the documents without a line: a reply that came back is never paid for twice (Ctrl-C ends the
+   requests in flight at once, and those are asked again). A line cut by a crash is dropped;
 5. parses the score from the reply (`request.score_pattern`, its last match, within `request.min_score`
    .. `max_score`). An unparseable reply is kept, with `score: null` and the raw reply, and counted; a
    document whose request failed (tries used up) gets no line, is counted and listed, and is retried by
