@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -404,6 +405,8 @@ def download(uri: str, local: str | Path, retries: int = 1) -> None:
 
     Every attempt starts a clean copy (a failed one may have written part of the file). The last
     failure is raised as an OSError naming the URI and the attempts, the one type callers catch.
+    A permanent failure is raised at once, its type kept (`_permanent`): trying again would give the
+    same answer after the backoff.
     """
     for attempt in range(1, retries + 1):
         try:
@@ -416,10 +419,58 @@ def download(uri: str, local: str | Path, retries: int = 1) -> None:
                     shutil.copyfileobj(src, dst, length=4 * 2**20)
             return
         except Exception as e:
+            if (why := _permanent(e)) is not None:
+                raise _same_kind(e, f"download of {uri} failed ({why}, not retried): {e}") from e
             if attempt == retries:
                 raise OSError(f"download of {uri} failed after {retries} attempts: {e}") from e
             log.warning("download of %s failed (attempt %d/%d): %s", uri, attempt, retries, e)
             time.sleep(min(2**attempt, 30))
+
+
+_LOCAL_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+
+
+def _permanent(e: BaseException) -> str | None:
+    """Why `e` would fail again on a retry, or None for a failure that may pass (a connection, a 5xx).
+
+    A missing object (S3's NoSuchKey/NoSuchBucket, HTTP 404: FileNotFoundError through s3fs/fsspec), a
+    refusal (AccessDenied, 403: PermissionError) and a full or read-only local disk are answers, not
+    accidents of the network. fsspec's HTTP filesystem reports every failure of its first request as
+    FileNotFoundError, a refused connection or a 503 too: there its cause decides (aiohttp's response
+    error carries the status; a connection error or timeout is an OSError)."""
+    if isinstance(e, FileNotFoundError):
+        cause = e.__cause__
+        status = getattr(cause, "status", None)
+        if status is not None:
+            return "no such object" if status in (404, 410) else None
+        if isinstance(cause, OSError) and not isinstance(cause, FileNotFoundError):
+            return None
+        return "no such object"
+    if isinstance(e, PermissionError):
+        return "access denied"
+    if isinstance(e, (IsADirectoryError, NotADirectoryError)):
+        return "not a file"
+    if isinstance(e, OSError) and e.errno in _LOCAL_FULL:
+        return os.strerror(e.errno).lower()
+    return None
+
+
+def _same_kind(e: BaseException, message: str) -> OSError:
+    """An OSError of `e`'s kind (FileNotFoundError stays one, ENOSPC keeps its errno) saying `message`."""
+    for kind in (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError):
+        if isinstance(e, kind):
+            err = kind(message)
+            err.errno = getattr(e, "errno", None) or _ERRNO[kind]
+            return err
+    return OSError(getattr(e, "errno", None), message)
+
+
+_ERRNO = {
+    FileNotFoundError: errno.ENOENT,
+    PermissionError: errno.EACCES,
+    IsADirectoryError: errno.EISDIR,
+    NotADirectoryError: errno.ENOTDIR,
+}
 
 
 # -- what a file is, cheaply ------------------------------------------------------------------------

@@ -29,7 +29,6 @@ from mixtures.recipe import Recipe, RecipeError
 from mixtures.sampler import MixtureSampler
 from testkit.corpus import build_two_sources
 from testkit.s3 import upload_tree
-from tests.mixtures.test_sampler import _recipe_dict
 from tokens.manifest import ManifestError, parse_manifest
 from tokens.shard_cache import Remote, ShardCache, open_cached_shards
 
@@ -69,6 +68,20 @@ CASES = (
     + [(f, v) for f in ("bin_bytes", "documents", "tokens") for v in HOSTILE_COUNTS]
     + [("bin_bytes", 10**15), ("bin_bytes", "+2")]  # past S3's largest object; 2 bytes off its token count
 )
+
+
+def _recipe_dict(root, srcs: dict) -> dict:
+    """tests/mixtures/test_sampler.py's two-phase recipe over the `web` and `multi` folders (paths or URIs)."""
+    return {
+        "name": "t",
+        "seed": 11,
+        "total_tokens": 12_800,
+        "sources": {k: {"shards": str(v)} for k, v in srcs.items()},
+        "phases": [
+            {"name": "main", "share": 0.75, "weights": {"web": 3, "multi": 1}},
+            {"name": "anneal", "share": 0.25, "weights": {"multi": 1}},
+        ],
+    }
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,23 @@ import yaml
 
 from testkit.corpus import build_two_sources
 from testkit.s3 import upload_tree
-from tests.mixtures.test_sampler import _recipe_dict
 from tests.trainer.test_train_startup import _config, no_process_group  # noqa: F401 (a fixture)
 from trainer import train
 from trainer.evaluation import checked_tokenizer
+
+
+def _recipe_dict(root, srcs: dict) -> dict:
+    """tests/mixtures/test_sampler.py's two-phase recipe over the `web` and `multi` folders (paths or URIs)."""
+    return {
+        "name": "t",
+        "seed": 11,
+        "total_tokens": 12_800,
+        "sources": {k: {"shards": str(v)} for k, v in srcs.items()},
+        "phases": [
+            {"name": "main", "share": 0.75, "weights": {"web": 3, "multi": 1}},
+            {"name": "anneal", "share": 0.25, "weights": {"multi": 1}},
+        ],
+    }
 
 
 @pytest.fixture(scope="module")
