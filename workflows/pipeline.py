@@ -245,10 +245,17 @@ def tokenize_steps(lay: Layout, recipe_path: str | Path) -> list[Step]:
     return steps
 
 
-def plan_step(recipe_path: str | Path, out: str) -> Step:
-    return Step(
-        "plan", "mixtures", ("plan", str(recipe_path), "--model-params", "3M"), spark=False, output=out
-    )
+def plan_step(
+    recipe_path: str | Path, out: str, seq_len: int | None = None, heldout: int | None = None
+) -> Step:
+    """`mixtures plan` of the recipe; with the trainer's data.seq_len and eval.sequences_per_source it counts
+    exactly what the trainer's sampler will draw and refuse (mixtures/draw.py)."""
+    args = ["plan", str(recipe_path), "--model-params", "3M"]
+    if seq_len is not None:
+        args += ["--seq-len", str(seq_len)]
+    if heldout is not None:
+        args += ["--heldout-sequences", str(heldout)]
+    return Step("plan", "mixtures", tuple(args), spark=False, output=out)
 
 
 def pipeline(lay: Layout, recipe_path: str | Path) -> list[Step]:
