@@ -31,8 +31,8 @@ Failures, by kind:
   half, so workers that failed together do not retry together) or the server's `Retry-After` if it asks
   for longer (seconds or an HTTP date). A server asking for more than `max_retry_after_s` is not waited
   for: the document fails.
-- 401, 403, 404, and any redirect: the key, the model or the URL is wrong, and every other request
-  would fail the same way: `EndpointError` (a UserError) stops the run.
+- 401, 403, 404, any redirect, a certificate that does not verify: the key, the model or the URL is
+  wrong, and every other request would fail the same way: `EndpointError` (a UserError) stops the run.
 - any other 4xx, a malformed body, a reply over `max_reply_bytes`, or the tries used up:
   `RequestFailed`; the caller counts the document as failed and a rerun retries it.
 
@@ -382,6 +382,11 @@ class ChatClient:
         except (OSError, http.client.HTTPException) as e:  # refused, reset, dropped, timed out, shut down
             if self.stop.is_set():
                 raise Stopped from None
+            if isinstance(e, ssl.SSLCertVerificationError):  # every try would fail the same way
+                why = printable(
+                    e.verify_message or str(e)
+                )  # names from the certificate are the server's text
+                raise EndpointError(f"{self.url}: the server's certificate is not trusted ({why})") from None
             if (watch is not None and watch.fired) or time.monotonic() >= deadline:
                 why = f"deadline: no complete reply within client.deadline_s={self.options.deadline_s:g}"
                 return why, None, None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -30,6 +31,7 @@ import pytest
 from classifiers.annotate import CLIENT_BOUNDS, DAY_S, ClientSettings, chat_url
 from classifiers.chat_client import (
     ChatClient,
+    EndpointError,
     Pacer,
     RequestFailed,
     Stopped,
@@ -56,7 +58,12 @@ class Hostile:
     It records each request's headers and, per request, the bytes `respond` managed to send and whether
     the client went away first (`closed`)."""
 
-    def __init__(self, respond: Callable[[BaseHTTPRequestHandler], int], keep_alive: bool = False) -> None:
+    def __init__(
+        self,
+        respond: Callable[[BaseHTTPRequestHandler], int],
+        keep_alive: bool = False,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.stop = threading.Event()
         self.requests: list[dict[str, str]] = []
         self.sent: list[int] = []
@@ -86,8 +93,10 @@ class Hostile:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}/v1"
         threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
 
     def close(self) -> None:
@@ -690,3 +699,69 @@ def test_connections_are_kept_alive_across_tries(servers):
         assert c.complete("x", 1).content == "Educational score: 3"
     c.close()
     assert len(conns) == 5 and len(set(conns)) == 1
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (in its subjectAltName) signed by its own key: (cert.pem, key.pem)."""
+    pytest.importorskip("cryptography")
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "\x1b[31mlocal test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return folder / "cert.pem", folder / "key.pem"
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_https_verifies_the_certificate_and_keeps_the_connection(servers, tmp_path, monkeypatch, trusted):
+    """The handshake runs under the watchdog on the client's own socket: with the certificate trusted,
+    replies come over one kept-alive TLS connection; untrusted, the run stops (no retry can fix it)."""
+    cert, key = self_signed(tmp_path)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    conns: list = []
+
+    def keep(h: BaseHTTPRequestHandler) -> int:
+        conns.append(h.client_address)
+        return answer(h)
+
+    server = servers(Hostile, keep, True, tls)
+    if trusted:  # the client's default context, trusting this one certificate as well
+        default = ssl.create_default_context
+        monkeypatch.setattr(ssl, "create_default_context", lambda: default(cafile=str(cert)))
+    c = client(server.url)
+    if not trusted:
+        with pytest.raises(EndpointError, match="the server's certificate is not trusted") as e:
+            c.complete("x", 1)
+        assert not has_control(str(e.value)) and conns == []
+        return
+    for _ in range(3):
+        assert c.complete("x", 1).content == "Educational score: 3"
+    c.close()
+    assert len(conns) == 3 and len(set(conns)) == 1
