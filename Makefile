@@ -26,7 +26,8 @@ $(STAMP): pyproject.toml
 # the shared data folder's): WARCS='paths/globs, s3:// or https:// URLs, a warc.paths listing' or
 # INDEX=cc-index [WHERE='SQL'] [RECORDS=N], WARC_BASE=URL, POSITIVES='good text, JSONL with `text`'.
 # Other options go in DEMO_ARGS, e.g. DEMO_ARGS='--quality-model out/my-model --steps 100 --dry-run'
-# (see `.venv/bin/python -m workflows demo --help`).
+# (see `.venv/bin/python -m workflows demo --help`). The token budget is the recipe's, or on fewer WARCs the
+# largest that repeats no source past its max_epochs (said in a `budget:` line); --total-tokens N fixes it.
 DEMO_ARGS ?=
 # Each word single-quoted: globs reach the job as given (it expands them, s3:// ones included).
 quoted = $(foreach w,$(1),'$(w)')

@@ -174,7 +174,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     demo_inputs.add_arguments(ap)
     ap.add_argument("--quality-model", default=None, help="a train-quality model folder (default: train one)")
     ap.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
-    ap.add_argument("--total-tokens", default=None, help="override the recipe's token budget (e.g. 100K)")
+    ap.add_argument(
+        "--total-tokens",
+        default=None,
+        help="the token budget, e.g. 100K (default: the recipe's, or the largest its sources' max_epochs "
+        "allow on the data the inputs gave)",
+    )
     add_repeated(
         ap, "--train-set", "KEY=VALUE", "trainer config override, e.g. schedule.warmup_steps=5 (repeatable)"
     )

@@ -122,3 +122,28 @@ def _rows(demo: Path) -> int:
     import pyarrow.parquet as pq
 
     return sum(pq.read_metadata(p).num_rows for p in (demo / "dedup" / "docs").glob("*.parquet"))
+
+
+def test_budget_sized_to_the_reduced_demos_data(demo, tmp_path):
+    """Issue 44 item 6 on the demo's own shards (3 real WARCs, the percentile-selected web_hq): the demo
+    recipe's 600K tokens are refused by the trainer's sampler; the budget the demo sizes them to is
+    accepted, and it is no smaller than the 40K this run trained on (which fit), so it is the data's
+    size, not a guess."""
+    from mixtures.recipe import Recipe, RecipeError
+    from mixtures.sampler import MixtureSampler
+    from trainer.config import load_config
+    from workflows.demo import TRAIN_CONFIG, size_budget
+    from workflows.paths import project_path
+
+    cfg = load_config(project_path(TRAIN_CONFIG))
+    rows, held = cfg.data.seq_len + 1, cfg.eval.sequences_per_source
+    full = tmp_path / "full.yaml"  # this run's recipe (absolute paths to its shards) at the demo's budget
+    text = (demo / "recipe.yaml").read_text()
+    assert "total_tokens: 40K" in text
+    full.write_text(text.replace("total_tokens: 40K", "total_tokens: 600K"))
+    with pytest.raises(RecipeError, match="repetition cap exceeded"):
+        MixtureSampler(Recipe.load(full), rows, heldout_sequences=held)
+    sized = size_budget(full, tmp_path, cfg)
+    budget = Recipe.load(sized).total_tokens
+    assert 40_000 <= budget < 600_000
+    MixtureSampler(Recipe.load(sized), rows, heldout_sequences=held)  # accepted
