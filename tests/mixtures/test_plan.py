@@ -145,3 +145,18 @@ def test_plan_set_completes_a_recipe_and_is_validated_with_it(tmp_path, capsys):
     assert f"{path} (with overrides): total_tokens: must be an integer" in capsys.readouterr().err
     assert main(["plan", str(path), "--set", "total_tokens"]) == 2
     assert "override 'total_tokens': expected section.key=value" in capsys.readouterr().err
+
+
+def test_plan_says_how_it_counted(tmp_path, capsys):
+    """It used to print "sequence length 1" (its default); now it says it counted tokens and how to count
+    as the trainer does, or the trainer's rows (data.seq_len + 1) and split it was given."""
+    path = _one_source_recipe(tmp_path)
+    assert main(["plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "sequence length 1" not in out
+    assert "counted in tokens against whole shards" in out and "--seq-len and --heldout-sequences" in out
+    assert main(["plan", str(path), "--seq-len", "9", "--heldout-sequences", "0"]) == 0
+    assert "rows of 10 tokens, 0 rows held out per source" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["plan", str(path), "--heldout-sequences=-1"])
+    assert e.value.code == 2 and "must be 0 or more" in capsys.readouterr().err

@@ -103,3 +103,15 @@ def test_shipped_recipes_load(name):
         )
         # The anneal phase upsamples the high-quality web source relative to the main phase.
         assert r.phases[1].fractions()["web_hq"] > main["web_hq"]
+
+
+@pytest.mark.parametrize("total", [1, 7, 999, 1001, 123_457])
+def test_with_total_tokens_is_the_file_with_that_budget(tmp_path, total):
+    """What the demo sizes a budget with: the same phases as loading the file with `--set total_tokens=N`."""
+    p = tmp_path / "r.yaml"
+    p.write_text(BASE)
+    assert Recipe.load(p).with_total_tokens(total) == Recipe.load(p, [f"total_tokens={total}"])
+    fixed = BASE.replace("share: 0.3", "tokens: 300").replace("share: 0.7", "tokens: 700")
+    p.write_text(fixed)
+    with pytest.raises(RecipeError, match="phases add up to 1,000 tokens"):  # token phases do not scale
+        Recipe.load(p).with_total_tokens(total)
