@@ -50,7 +50,7 @@ from classifiers.metrics import (
     stratified_folds,
     text_table,
 )
-from classifiers.model import METADATA_FILE, MODEL_FILE, QualityModel, load_model
+from classifiers.model import METADATA_FILE, MODEL_FILE, ModelError, QualityModel, load_model, read_model_json
 from classifiers.scorer import load_scorer, make_spec
 from classifiers.signals import STATISTICS, statistic_columns
 from classifiers.train import FORMAT, QUALITY, fit_fasttext
@@ -223,8 +223,8 @@ def _trained_on(model: str, sha256: str) -> bool:
         return isinstance(x, list) and any(walk(v) for v in x)
 
     try:
-        return walk(json.loads(meta.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return walk(read_model_json(meta))  # the checked reader: depth bounded, so `walk` cannot recurse far
+    except ModelError:
         return False  # the scorer's own checks have accepted the folder; its metadata is not ours to judge
 
 

@@ -69,7 +69,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import model_validator
 
-from classifiers.model import ModelError, read_folder_json
+from classifiers.model import ModelError, read_folder_json, read_model_json
 from classifiers.scorer import Scorer
 from core.config import ConfigError, ConfigModel, build_config, check_choice
 from core.files import sha256_file
@@ -91,6 +91,7 @@ HEAD_PRECISIONS = ("bf16", "fp32")
 COMPILE_PAYBACK_DOCS = 50_000
 MAX_SEQ_LEN = 1 << 20  # tokens per row; far past any LM here, a bound so a forged number cannot size windows
 MAX_VOCAB = 1 << 24
+MAX_TOKENIZER_BYTES = 256 << 20  # a 50K-vocabulary BPE's tokenizer.json is a few MB
 
 
 class PerplexityOptions(ConfigModel):
@@ -296,6 +297,9 @@ class PerplexityScorer(Scorer):
         for name in (PROGRAM, TOKENIZER):
             if sha256_file(Path(model) / name) != files.get(name):
                 raise ModelError(f"{model}/{name} does not match the sha256 of its metadata.json")
+        # tokenizer.json through the checked reader before the tokenizers library parses it: its hash
+        # only proves it is the file metadata.json names, and a deep or non-finite one is refused by name
+        read_model_json(Path(model) / TOKENIZER, MAX_TOKENIZER_BYTES)
         # the archive's static check here, on the driver: a hostile lm.pt2 is refused before Spark
         # starts or an output folder exists (load_program checks it again where it loads)
         from classifiers.lm_archive import check_archive

@@ -219,8 +219,8 @@ class MixtureSampler:
         # training pool (held-out documents are not there to repeat)
         pools: dict[str, int | None] = {n: st.n_train_tokens for n, st in self.streams.items()}
         self.draws = {n: d for n, d in source_draws(recipe, seq_len, pools).items() if n in self.streams}
-        over = cap_problems(recipe, seq_len, self.draws, {n: st.n_tokens for n, st in self.streams.items()})
-        if over and not allow_over_cap:
+        shard_tokens = {n: st.n_tokens for n, st in self.streams.items()}
+        if not allow_over_cap and (over := cap_problems(recipe, seq_len, self.draws, shard_tokens)):
             raise RecipeError(f"{recipe.path}: repetition cap exceeded:\n  " + "\n  ".join(over))
         self.tokens_drawn = {n: d.tokens for n, d in self.draws.items()}
         self._reset()
