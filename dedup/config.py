@@ -131,10 +131,30 @@ class EvalSetConfig(ConfigModel):
         out: list[str] = []
         for i, p in enumerate(self.paths):
             found = _expand(p)
+            if not found and _folders(p):  # "no such file" would send the user looking for a typo
+                raise ConfigError(
+                    f"{self.name}: paths[{i}]: {p!r} is a folder (or matches only folders), not a file: name "
+                    f"its files or a glob of them ({p.rstrip('/')}/*.jsonl)"
+                )
             if not found:
                 raise ConfigError(f"{self.name}: paths[{i}]: no such file {p!r}")
             out += [f for f in found if f not in out]
         return out
+
+
+def _folders(path: str) -> bool:
+    """Whether `path` (or its glob) names folders: asked only once it named no file."""
+    pattern = any(ch in path for ch in "*?[")
+    if is_object_store(path):
+        fs, key = ObjectStore(path).fs, path.split("://", 1)[1]
+        try:
+            return any(fs.isdir(k) for k in (fs.glob(key) if pattern else [key]))
+        except Exception:  # listing failed: "no such file" (and _expand's own error) say enough
+            return False
+    local = Path(path).expanduser()
+    if pattern:
+        return any(Path(m).is_dir() for m in glob.glob(str(local), recursive=True))
+    return local.is_dir()
 
 
 def _expand(path: str) -> list[str]:

@@ -21,7 +21,10 @@ Rules, each counted in the set's report:
   matches any other table, and `a b c d ...` any alphabetical index (what the shared Wikipedia
   and WikiText sets hit in the shared WARC pages without it);
 - a record without the text field, or with an empty or non-string one, is skipped
-  (`records_without_text`); a set with no n-gram at all is an error naming it.
+  (`records_without_text`); a set with no n-gram at all is an error naming it;
+- a `text` or `jsonl` file must be UTF-8 text: a NUL byte (a binary file: Parquet, a model, an archive
+  read as text) or bytes that are not UTF-8 are an error naming the file and line, not replaced with
+  U+FFFD: a replaced byte splits a word, and the set's n-grams would silently miss what they should find.
 """
 
 from __future__ import annotations
@@ -115,10 +118,21 @@ def _format_of(uri: str) -> str:
     return "parquet" if name.endswith(".parquet") else "text"
 
 
-def _open_text(path: Path) -> io.TextIOBase:
-    if path.name.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
+def _open_text(path: Path, uri: str, fmt: str) -> io.TextIOBase:
+    raw = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+    # git's test for a binary file: a NUL in the first 8000 bytes. Asked first, so a Parquet file or an
+    # archive is called binary, not "not valid JSON" at line 1; a NUL further on is found line by line.
+    if b"\x00" in raw.peek(8000)[:8000]:
+        raw.close()
+        raise _not_text(uri, fmt, "", "a NUL byte in its first 8000 bytes, so a binary file")
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="strict")  # strict: see the module docstring
+
+
+def _not_text(uri: str, fmt: str, where: str, why: str) -> InputError:
+    return InputError(
+        f"{uri}{where}: {why}: an evaluation set of format {fmt} is UTF-8 text (convert it, e.g. "
+        "`iconv -f cp1252 -t utf-8`; a Parquet file needs format: parquet or a .parquet name)"
+    )
 
 
 def _file_passages(path: Path, uri: str, fmt: str, key: str, report: SetReport) -> Iterator[str]:
@@ -143,8 +157,20 @@ def _file_passages(path: Path, uri: str, fmt: str, key: str, report: SetReport) 
             for value in batch.column(0).to_pylist():
                 yield from take(value)
         return
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
+    with _open_text(path, uri, fmt) as f:
+        lineno = 0
+        lines = iter(f)
+        while True:
+            try:
+                line = next(lines, None)
+            except UnicodeDecodeError as e:  # decoded by blocks: the line is the first one not yet read
+                why = f"byte 0x{e.object[e.start]:02x} is not UTF-8"
+                raise _not_text(uri, fmt, f" (after line {lineno})", why) from None
+            if line is None:
+                break
+            lineno += 1
+            if "\x00" in line:
+                raise _not_text(uri, fmt, f":{lineno}", "a NUL byte, so a binary file")
             if not line.strip():
                 continue
             if fmt == "text":  # a passage per non-empty line (WikiText: a paragraph per line)
