@@ -217,9 +217,6 @@ class OutputDir:
             folder.mkdir(parents=True, exist_ok=True)
         return folder / f".{unit}{ext}.tmp-{uuid.uuid4().hex[:8]}"
 
-    def final_path(self, sub: str, unit: str, ext: str) -> Path | str:
-        return self.path(sub, f"{unit}{ext}") if self.remote else self.root / sub / f"{unit}{ext}"
-
     def read_marker(self, unit: str) -> dict[str, Any] | None:
         return self.read_json(f"done/{unit}.json")
 

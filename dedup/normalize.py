@@ -5,7 +5,9 @@ single spaces. Characters of scripts written without spaces between words (Han, 
 Khmer, Myanmar) become tokens of their own (a letter with the combining marks that follow it), so
 such text still yields word-like shingles. The same
 function feeds the exact-text hash, the MinHash shingles and the line hashes, so "duplicate" means
-the same thing in every stage. `normalize_bytes` is the fast form (byte tables for ASCII, and a
+the same thing in every stage. The exact-dedup key is `hash64(normalize_bytes(text))`, null for a
+text with no word (dedup/stages/exact.py, from the batch's shared norms); there is no second key
+function here, so none can disagree with it. `normalize_bytes` is the fast form (byte tables for ASCII, and a
 per-character cache for the few non-ASCII characters of most web text; see its docstring);
 `normalize_text_reference` is the plain one it must equal.
 
@@ -267,11 +269,6 @@ def hash64(data: str | bytes) -> int:
         data = data.encode("utf-8", "surrogatepass")
     v = xxhash.xxh64_intdigest(data)
     return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def text_hash(text: str) -> int:
-    """Hash of the normalized text: the exact-dedup key."""
-    return hash64(normalize_text(text))
 
 
 _TRACKING_PREFIXES = ("utm_",)

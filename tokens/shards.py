@@ -170,7 +170,7 @@ def read_index(idx_path: Path) -> tuple[np.dtype, np.ndarray, np.ndarray, np.nda
 class IndexedShard:
     """Read-only view of one shard through numpy memmaps; nothing is loaded until indexed.
 
-    `shard[i]` is document i with its EOD; `shard.document(i)` without it. `lengths` and
+    `shard[i]` is document i with its EOD (`shard[i][:-1]` without it). `lengths` and
     `pointers` are memmapped views of the .idx arrays (lengths include the EOD).
     """
 
@@ -202,21 +202,9 @@ class IndexedShard:
     def num_tokens(self) -> int:
         return len(self._bin)
 
-    def token_offsets(self) -> np.ndarray:
-        """Start of each document in tokens (pointers / itemsize), int64."""
-        return np.asarray(self.pointers) // self.dtype.itemsize
-
     def __getitem__(self, i: int) -> np.ndarray:
         start = int(self.pointers[i]) // self.dtype.itemsize
         return self._bin[start : start + int(self.lengths[i])]
-
-    def document(self, i: int) -> np.ndarray:
-        """Document i without its trailing EOD token."""
-        return self[i][:-1]
-
-    def tokens(self, start: int, stop: int) -> np.ndarray:
-        """Tokens [start, stop) of the whole shard (documents and EODs back to back)."""
-        return self._bin[start:stop]
 
 
 # -- manifest ------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ def test_round_trip_every_document_without_spark(tmp_path, corpus, tok_path):
         shard = IndexedShard(tmp_path / res["bin"])
         assert len(shard) == len(kept) == res["documents"]
         for j, text in enumerate(kept):
-            doc = shard.document(j)
+            doc = shard[j][:-1]  # without its EOD
             assert tok.eod_id not in doc  # the only EOD of a document is its last token
             assert tok.tokenizer.decode(doc.tolist(), skip_special_tokens=False) == text
         ids = pq.read_table(tmp_path / res["ids"]).to_pylist()
@@ -79,7 +79,7 @@ def test_selectors_and_missing_column(tmp_path, corpus, tok_path):
     want = [r["text"] for r in rows if r["quality"] >= 0.6 and r["lang"] in ("zh", "ja")]
     assert res["documents"] == len(want) == 6  # 3 of 5 quality levels x 2 languages
     shard = IndexedShard(tmp_path / res["bin"])
-    assert [tok.tokenizer.decode(shard.document(i).tolist()) for i in range(len(shard))] == want
+    assert [tok.tokenizer.decode(shard[i][:-1].tolist()) for i in range(len(shard))] == want
     web = next(p for p in (corpus / "docs").glob("crawl-*.parquet"))
     n_web = pq.read_metadata(web).num_rows
     res = tokenize_file(1, str(web), _task(tmp_path, tok, {"no_such_score": ">= 0.6"}))
