@@ -107,11 +107,19 @@ def test_compiled_kernels_equal_numpy_reference(data_dir, docs, ngram, num_perm,
 
 
 def test_identical_and_disjoint(docs):
-    h = MinHasher(MinHashConfig())
-    a, b = normalize_text(docs[0]), normalize_text(docs[1])
-    assert estimate_jaccard(h.text_signature(a), h.text_signature(a)) == 1.0
-    assert estimate_jaccard(h.text_signature(a), h.text_signature(b)) < 0.05
-    assert np.array_equal(h.band_keys(h.text_signature(a)), h.band_keys(h.text_signature(a)))
+    """A page and a copy that differs only in spacing agree on every minimum and every band key, even
+    signed by another MinHasher of the same config (its permutations come from the seed alone, so
+    executors agree); another seed gives other minima; an unrelated page shares no band."""
+    cfg = MinHashConfig()
+    h, other_instance = MinHasher(cfg), MinHasher(cfg)
+    respaced = "  " + docs[0].replace(" ", " \t ").replace("\n", " \n\n ") + "\n"
+    a, a_copy, b = normalize_text(docs[0]), normalize_text(respaced), normalize_text(docs[1])
+    sig_a, sig_copy, sig_b = h.text_signature(a), other_instance.text_signature(a_copy), h.text_signature(b)
+    assert estimate_jaccard(sig_a, sig_copy) == 1.0
+    assert np.array_equal(h.band_keys(sig_a), other_instance.band_keys(sig_copy))
+    assert estimate_jaccard(sig_a, MinHasher(MinHashConfig(seed=cfg.seed + 1)).text_signature(a)) < 0.05
+    assert estimate_jaccard(sig_a, sig_b) < 0.05
+    assert not set(h.band_keys(sig_a).tolist()) & set(h.band_keys(sig_b).tolist())
 
 
 def test_band_keys_depend_on_band_position():
