@@ -112,7 +112,7 @@ def training_pool(
 ) -> int | None:
     """Tokens the source's training stream repeats: its shards less the held-out documents.
 
-    Exact sources with a split open their shards' indexes through the sampler's own `SourceStream`
+    Exact sources with a split read their shards' indexes through the sampler's own `SourceStream`
     (the held-out documents are whole ones, chosen from the document lengths); without a split the
     pool is the manifest's count, which the sampler checks the shards against. An estimate loses
     at least the held-out tokens themselves."""
@@ -124,7 +124,10 @@ def training_pool(
         return available
     src = recipe.sources[name]
     assert src.shards is not None  # exact: a manifest was read from it
-    return SourceStream(name, src.shards, recipe.seed, heldout_tokens).n_train_tokens
+    stream = SourceStream(name, src.shards, recipe.seed, heldout_tokens)  # s3://: fetches the .idx files
+    if stream.prefetcher is not None:  # nothing will be read ahead of
+        stream.prefetcher.close()
+    return stream.n_train_tokens
 
 
 def make_plan(recipe: Recipe, seq_len: int = 1, heldout_sequences: int = 0) -> Plan:

@@ -146,6 +146,11 @@ def test_plan_and_recipe_check_read_manifests_on_s3(local_sources, s3_sources):
     for name in local_sources:
         assert plan.sources[name].available == want.sources[name].available
         assert plan.sources[name].exact and plan.sources[name].drawn == want.sources[name].drawn
+    # with a held-out split the plan reads the shards' indexes (through the shard cache) for the pool
+    plan, want = make_plan(_recipe(s3_sources), SEQ, HELDOUT), make_plan(_recipe(local_sources), SEQ, HELDOUT)
+    for name in local_sources:
+        assert plan.sources[name].draw == want.sources[name].draw
+        assert plan.sources[name].draw.pool < plan.sources[name].available
 
     import s3fs
 
