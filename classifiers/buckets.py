@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from classifiers.data import DataError
-from classifiers.model import ModelError, read_folder_json
+from classifiers.model import ModelError, parse_model_json, read_folder_json, read_model_bytes
 from classifiers.scorer import Scorer
 from classifiers.train import check_new_folder, new_folder
 from core.errors import ConfigError
@@ -45,6 +46,9 @@ METADATA_FILE = "metadata.json"
 COLUMN = "quality_bucket"
 TRAINER = "python -m classifiers calibrate-buckets"
 MAX_BUCKETS = 1000  # a bucket holds >= 0.1% of the corpus: finer ranks are what percentile selectors are for
+MAX_COLUMNS = 64  # score columns combined; Nemotron-CC combines 3
+# buckets.json at its largest: MAX_COLUMNS x (MAX_BUCKETS - 1) cut points of ~25 characters, with room
+MAX_MODEL_BYTES = 4 << 20
 
 
 def parse_column(spec: str) -> tuple[str, bool]:
@@ -105,6 +109,8 @@ def calibrate_buckets(
     names = [n for n, _ in parsed]
     if not names or len(set(names)) != len(names):
         raise ConfigError(f"--column: give each score column once, got {list(columns)}")
+    if len(names) > MAX_COLUMNS:
+        raise ConfigError(f"--column: at most {MAX_COLUMNS} score columns, got {len(names)}")
     out = check_new_folder(output)
     t0 = time.perf_counter()
     _, files = list_inputs(input_dir)
@@ -144,21 +150,54 @@ def read_buckets(model_dir: str | Path) -> tuple[dict[str, Any], str]:
         or not isinstance(meta.get("model_sha256"), str)
     ):
         raise ModelError(f"{d / METADATA_FILE}: not the metadata of a buckets folder ({TRAINER})")
-    raw = (d / BUCKETS_FILE).read_bytes()
+    path = d / BUCKETS_FILE
+    raw = read_model_bytes(path, MAX_MODEL_BYTES)
     if hashlib.sha256(raw).hexdigest() != meta["model_sha256"]:
-        raise ModelError(f"{d / BUCKETS_FILE} does not match the model_sha256 of its metadata.json")
-    try:
-        obj = json.loads(raw)
-        n = int(obj["buckets"])
-        cols = [
-            (str(c["name"]), bool(c["higher_is_better"]), [float(x) for x in c["cuts"]])
-            for c in obj["columns"]
-        ]
-    except (ValueError, KeyError, TypeError) as e:
-        raise ModelError(f"{d / BUCKETS_FILE}: not a buckets file: {e!r}") from None
-    if not cols or any(len(cuts) != n - 1 or cuts != sorted(cuts) for _, _, cuts in cols):
-        raise ModelError(f"{d / BUCKETS_FILE}: every column needs {n - 1} ascending cut points")
-    return {"buckets": n, "columns": cols}, meta["model_sha256"]
+        raise ModelError(f"{path} does not match the model_sha256 of its metadata.json")
+    return check_buckets(parse_model_json(raw, path, MAX_MODEL_BYTES), str(path)), meta["model_sha256"]
+
+
+def check_buckets(obj: Any, where: str) -> dict[str, Any]:
+    """The model of a parsed buckets.json (`buckets`, `columns` as (name, higher_is_better, cuts));
+    ModelError naming `where` and the key unless every field is what calibrate_buckets writes.
+
+    Its hash only proves the file is the one its metadata.json names, not that calibrate wrote it:
+    a NaN cut point compares false with every score (every document fell in bucket 0), a bucket
+    count outside [2, MAX_BUCKETS] is one calibrate refuses, so both are refused here too. The
+    numbers are finite and bounded already (core/safe_json.py, through parse_model_json)."""
+
+    def bad(key: str, msg: str) -> ModelError:
+        return ModelError(f"{where}: {key}: {msg} (not written by {TRAINER}?)")
+
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise bad("format", f"is not {FORMAT}")
+    n = obj.get("buckets")
+    if type(n) is not int or not 2 <= n <= MAX_BUCKETS:
+        raise bad("buckets", f"must be an integer in [2, {MAX_BUCKETS}], got {repr(n)[:40]}")
+    columns = obj.get("columns")
+    if not isinstance(columns, list) or not 0 < len(columns) <= MAX_COLUMNS:
+        raise bad("columns", f"must be a list of 1 to {MAX_COLUMNS} columns")
+    cols: list[tuple[str, bool, list[float]]] = []
+    for i, c in enumerate(columns):
+        key = f"columns[{i}]"
+        if not isinstance(c, dict):
+            raise bad(key, "must be an object with name, higher_is_better and cuts")
+        name, higher, cuts = c.get("name"), c.get("higher_is_better"), c.get("cuts")
+        if not isinstance(name, str) or not name or name in {seen for seen, _, _ in cols}:
+            raise bad(f"{key}.name", "must be a non-empty column name, each column once")
+        if not isinstance(higher, bool):  # bool("false") is True: a string would flip the direction
+            raise bad(f"{key}.higher_is_better", f"must be true or false, got {repr(higher)[:40]}")
+        if not isinstance(cuts, list) or len(cuts) != n - 1:
+            raise bad(f"{key}.cuts", f"must be a list of {n - 1} cut points (buckets - 1)")
+        for j, x in enumerate(cuts):
+            if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+                raise bad(f"{key}.cuts[{j}]", f"must be a finite number, got {repr(x)[:40]}")
+            # ascending, not strictly: tied scores (a discrete column) give equal quantiles, and the
+            # buckets between equal cuts are simply empty (bucket_of counts cuts strictly below)
+            if j and x < cuts[j - 1]:
+                raise bad(f"{key}.cuts[{j}]", f"{x!r} is below the cut point before it ({cuts[j - 1]!r})")
+        cols.append((name, higher, [float(x) for x in cuts]))
+    return {"buckets": n, "columns": cols}
 
 
 class BucketScorer(Scorer):

@@ -60,7 +60,7 @@ from classifiers.evaluate import (
     text_folds,
 )
 from classifiers.metrics import cross_validated_scores, roc_auc, stratified_folds
-from classifiers.model import METADATA_FILE, ModelError, read_folder_json
+from classifiers.model import METADATA_FILE, ModelError, parse_model_json, read_folder_json, read_model_bytes
 from classifiers.scorer import Scorer, score_selected
 from classifiers.signals import STATISTICS, statistic_columns
 from classifiers.train import check_new_folder, new_folder
@@ -73,6 +73,12 @@ COLUMN = "quality_ensemble"
 TRAINER = "train-ensemble"
 MAX_MODEL_BYTES = 1 << 20  # 1 MiB: a few thousand features; a larger file is refused unread
 MAX_FEATURES = 1000
+# Bounds of what fit_linear can write, so that no model file makes predict overflow into NaN:
+# signed_log1p of any float64 is within +-710 (median, mean; a scale is a deviation of such values),
+# and an L2-regularised coefficient or intercept on standardized features is far below 1e6.
+MAX_LOG_VALUE = 1e3
+MIN_SCALE = 1e-12  # a deviation below it is a constant feature in rounding noise: fit_linear sets 1
+MAX_WEIGHT = 1e6
 
 
 def _signed_log1p(x: np.ndarray) -> np.ndarray:
@@ -124,20 +130,39 @@ class LinearEnsemble:
         if not all(isinstance(f, str) and f for f in feats) or len(set(feats)) != len(feats):
             raise bad("'features' must be distinct non-empty strings")
         arrays = {}
-        for key in ("median", "mean", "scale", "coef"):
+        for key, lo, hi in (
+            ("median", -MAX_LOG_VALUE, MAX_LOG_VALUE),
+            ("mean", -MAX_LOG_VALUE, MAX_LOG_VALUE),
+            ("scale", MIN_SCALE, MAX_LOG_VALUE),
+            ("coef", -MAX_WEIGHT, MAX_WEIGHT),
+        ):
             v = obj.get(key)
-            if not isinstance(v, list) or len(v) != len(feats) or not all(_finite(x) for x in v):
-                raise bad(f"'{key}' must be {len(feats)} finite numbers, one per feature")
+            if not isinstance(v, list) or len(v) != len(feats):
+                raise bad(f"'{key}' must be {len(feats)} numbers, one per feature")
+            for i, x in enumerate(v):
+                if not _within(x, lo, hi):
+                    raise bad(
+                        f"'{key}'[{i}] ({feats[i]}) must be a number in [{lo:g}, {hi:g}], got {str(x)[:40]}"
+                    )
             arrays[key] = np.asarray(v, dtype=np.float64)
-        if not (arrays["scale"] > 0).all():
-            raise bad("'scale' must be positive")
-        if not _finite(obj.get("intercept")) or not _finite(obj.get("C")):
-            raise bad("'intercept' and 'C' must be finite numbers")
+        if not _within(obj.get("intercept"), -MAX_WEIGHT, MAX_WEIGHT):
+            raise bad(
+                f"'intercept' must be a number in [{-MAX_WEIGHT:g}, {MAX_WEIGHT:g}], got {str(obj.get('intercept'))[:40]}"
+            )
+        # C is recorded, not used to score: any positive number ensemble.C allows (classifiers/config.py)
+        if not _within(obj.get("C"), 0.0, math.inf) or not obj["C"] > 0:
+            raise bad(f"'C' must be a positive number, got {str(obj.get('C'))[:40]}")
         return cls(tuple(feats), **arrays, intercept=float(obj["intercept"]), C=float(obj["C"]))
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+def _within(x: Any, lo: float, hi: float) -> bool:
+    """A number (not a bool) in [lo, hi]; never raises, so a Python int of any size is refused, not an
+    OverflowError (math.isfinite(10**400) raises one)."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return False
+    if isinstance(x, int):
+        return lo <= x <= hi  # exact comparison of int with float: no conversion, no overflow
+    return math.isfinite(x) and lo <= x <= hi
 
 
 def fit_linear(X: np.ndarray, y: np.ndarray, C: float, features: tuple[str, ...] = ()) -> LinearEnsemble:
@@ -150,7 +175,7 @@ def fit_linear(X: np.ndarray, y: np.ndarray, C: float, features: tuple[str, ...]
     median = np.array([np.median(Z[has[:, j], j]) if has[:, j].any() else 0.0 for j in range(Z.shape[1])])
     Z = np.where(has, Z, median)
     mean, scale = Z.mean(axis=0), Z.std(axis=0)
-    scale[scale == 0] = 1.0  # a constant feature: coefficient 0 whatever its scale
+    scale[scale < MIN_SCALE] = 1.0  # a constant feature: coefficient 0 whatever its scale
     lr = LogisticRegression(C=C, max_iter=2000).fit((Z - mean) / scale, np.asarray(y).astype(int))
     feats = features or tuple(f"x{j}" for j in range(Z.shape[1]))
     return LinearEnsemble(feats, median, mean, scale, lr.coef_[0].copy(), float(lr.intercept_[0]), C)
@@ -294,15 +319,10 @@ def read_ensemble(model_dir: str | Path) -> tuple[LinearEnsemble, str]:
             f"{d / METADATA_FILE}: not the metadata of a quality ensemble (train one with {TRAINER})"
         )
     path = d / ENSEMBLE_FILE
-    if path.stat().st_size > MAX_MODEL_BYTES:
-        raise ModelError(f"{path}: {path.stat().st_size} bytes, over the {MAX_MODEL_BYTES} an ensemble needs")
-    raw = path.read_bytes()
+    raw = read_model_bytes(path, MAX_MODEL_BYTES)
     if hashlib.sha256(raw).hexdigest() != meta["model_sha256"]:
         raise ModelError(f"{path} does not match the model_sha256 of its metadata.json")
-    try:
-        obj = json.loads(raw.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        raise ModelError(f"{path}: not valid JSON: {e}") from None
+    obj = parse_model_json(raw, path, MAX_MODEL_BYTES)  # finite numbers, int64 integers, bounded depth
     return LinearEnsemble.from_json(obj, str(path)), meta["model_sha256"]
 
 

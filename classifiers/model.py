@@ -18,11 +18,15 @@ once, however many files it scores. Prediction goes through fastText's `predict(
 the C++ `multilinePredict` once per batch; with numpy 2 that path is safe in `fasttext-numpy2`
 (its single-line `predict` wraps results with `np.asarray`, the upstream 0.9 wheels' `copy=False`
 fails), and we only read the returned float32 arrays.
+
+Every JSON file of every model folder (this metadata.json, the ensemble's and the buckets' model
+files, the LM's metadata) is read by `read_model_json` / `parse_model_json`: core/safe_json.py's
+checked reader (bounded size and depth, finite numbers, int64 integers, no duplicate keys), with its
+errors as ModelError; each reader then checks the fields of its own format.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -33,6 +37,7 @@ from classifiers.text import LABEL_HIGH, fasttext_line
 from core.errors import InputError
 from core.fasttext_header import FastTextFileError, check_fasttext_file
 from core.files import sha256_file
+from core.safe_json import MAX_BYTES, JSONFileError, loads_checked
 
 MODEL_FILE = "model.bin"
 METADATA_FILE = "metadata.json"
@@ -68,10 +73,32 @@ def read_folder_json(
     for file in files:
         if not (d / file).is_file():
             raise ModelError(f"{d} is not {folder}: {file} is missing ({hint})")
+    return d, read_model_json(d / name)
+
+
+def read_model_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
+    """A model file's bytes, refused unread (ModelError) when larger than `max_bytes`."""
     try:
-        return d, json.loads((d / name).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelError(f"{d / name}: not valid JSON: {e}") from None
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise ModelError(f"{path}: {size:,} bytes, over the {max_bytes:,} such a file may have")
+        return path.read_bytes()
+    except OSError as e:
+        raise ModelError(f"{path}: cannot be read ({e.strerror or e})") from None
+
+
+def parse_model_json(raw: bytes, where: str | Path, max_bytes: int = MAX_BYTES) -> Any:
+    """The JSON of a model file, through the one checked reader (core/safe_json.py); ModelError naming
+    the file, and the key of a bad value, otherwise. The fields are the caller's to check."""
+    try:
+        return loads_checked(raw, str(where), max_bytes=max_bytes)
+    except JSONFileError as e:
+        raise ModelError(str(e)) from None
+
+
+def read_model_json(path: Path, max_bytes: int = MAX_BYTES) -> Any:
+    """`read_model_bytes` then `parse_model_json`."""
+    return parse_model_json(read_model_bytes(path, max_bytes), path, max_bytes)
 
 
 def check_model_file(model_dir: str | Path, sha256: str | None) -> None:

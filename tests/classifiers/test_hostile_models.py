@@ -25,6 +25,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -202,7 +203,7 @@ def test_a_hostile_archive_is_refused_before_torch_reads_it(tiny_lm, tmp_path, c
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("seq_len", 10**30), ("seq_len", 0), ("seq_len", "16"), ("vocab_size", -1)]
+    ("key", "value"), [("seq_len", 1 << 40), ("seq_len", 0), ("seq_len", "16"), ("vocab_size", -1)]
 )
 def test_out_of_range_numbers_in_the_lm_metadata_are_refused(tiny_lm, tmp_path, key, value):
     folder = shutil.copytree(tiny_lm, tmp_path / "m")
@@ -431,3 +432,319 @@ def test_score_refuses_a_non_string_lang_column_and_a_hostile_model_before_makin
     with pytest.raises(ModelError, match=r"bucket 0"):
         run_score(tmp_path / "ok.parquet", out, bad, spark=SparkOptions(progress=False))
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ the JSON files of every model folder
+# Every JSON file a model folder holds goes through one checked reader (core/safe_json.py, through
+# classifiers/model.py's read_model_json / parse_model_json) and then its format's own checks. Each
+# hostile file below is planted in a real folder of every kind, with its hash in metadata.json updated
+# where there is one (as someone with write access would), and must be refused on the driver by name:
+# the file and the key. Before: all-NaN cut points bucketed every document 0 with exit status 0, a
+# deep buckets.json raised RecursionError, an ensemble coefficient of 10**400 an OverflowError.
+
+
+@pytest.fixture(scope="module")
+def toxicity_model(tmp_path_factory) -> Path:
+    """A real train-toxicity folder (small fastText) on the test kit's written toxic and clean texts."""
+    from classifiers.cli import main
+    from testkit.toxicity_texts import training_texts
+
+    tmp = tmp_path_factory.mktemp("tox")
+    toxic, clean = training_texts()
+    (tmp / "toxic.txt").write_text("\n".join(toxic) + "\n", encoding="utf-8")
+    (tmp / "clean.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in clean), encoding="utf-8")
+    argv = ["train-toxicity", "--positive", str(tmp / "toxic.txt"), "--negative", str(tmp / "clean.jsonl")]
+    small = ["--set", "fasttext.dim=16", "--set", "fasttext.bucket=20000", "--set", "languages=[en]"]
+    assert main([*argv, "--output", str(tmp / "model"), *small]) == 0
+    return tmp / "model"
+
+
+@pytest.fixture(scope="module")
+def ensemble_model(tmp_path_factory, labelled) -> Path:
+    """A real train-ensemble folder: the text statistics of the shared DCLM labels, one C."""
+    from classifiers.cli import main
+
+    out = tmp_path_factory.mktemp("ens") / "model"
+    argv = ["train-ensemble", "--labels", str(labelled), "--output", str(out), "--set", "ensemble.C=[1.0]"]
+    assert main(argv) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def buckets_model(tmp_path_factory, labelled) -> Path:
+    """A real calibrate-buckets folder: two text statistics of the shared DCLM labels, 20 buckets."""
+    from classifiers.cli import main
+    from classifiers.evaluate import read_labelled
+    from classifiers.signals import statistic_columns
+
+    texts = read_labelled(labelled).texts
+    cols = statistic_columns(texts, ["length_chars", "gopher_dup_line_frac"])
+    src = tmp_path_factory.mktemp("scored")
+    pq.write_table(pa.table({"text": texts, **cols}), src / "part.parquet")
+    out = tmp_path_factory.mktemp("bkt") / "model"
+    argv = ["calibrate-buckets", "--input", str(src), "--column", "length_chars"]
+    assert main([*argv, "--column", "gopher_dup_line_frac:lower", "--output", str(out)]) == 0
+    return out
+
+
+def _describe(kind: str):
+    from classifiers.buckets import BucketScorer
+    from classifiers.ensemble import EnsembleScorer
+    from classifiers.toxicity import ToxicityScorer
+
+    return {
+        "quality": QualityScorer,
+        "toxicity": ToxicityScorer,
+        "lm": PerplexityScorer,
+        "ensemble": EnsembleScorer,
+        "buckets": BucketScorer,
+    }[kind].describe
+
+
+# kind -> (fixture, {JSON file of the folder: a key its reader reads, where a hostile value is planted})
+MODEL_JSON = {
+    "quality": ("quality_model", {"metadata.json": "model_sha256"}),
+    "toxicity": ("toxicity_model", {"metadata.json": "format"}),
+    "lm": ("tiny_lm", {"metadata.json": "seq_len", "tokenizer.json": "version"}),
+    "ensemble": ("ensemble_model", {"metadata.json": "model_sha256", "ensemble.json": "intercept"}),
+    "buckets": ("buckets_model", {"metadata.json": "model_sha256", "buckets.json": "buckets"}),
+}
+HOSTILE_VALUES = {  # JSON text of the value -> what the refusal says after "FILE: KEY: "
+    "NaN": r"NaN is not a finite number",
+    "Infinity": r"Infinity is not a finite number",
+    "-Infinity": r"-Infinity is not a finite number",
+    "1e400": r"1e400 overflows a float",
+    "1" + "0" * 400: r"the integer \d+\.\.\. \(401 digits\) is beyond int64",  # 10**400: the ensemble's OverflowError
+    "9" * 5000: r"the integer 9+\.\.\. \(5000 digits\) is beyond int64",  # past Python's 4,300-digit int parsing limit
+    "-9223372036854775809": r"the integer -9223372036854775809\.\.\. \(19 digits\) is beyond int64",
+}
+HOSTILE_TEXTS = {  # name -> (edit of the whole file's text, what the refusal says after "FILE: ")
+    "nested 100,000 deep": (lambda t: t.rstrip()[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}", r"nests deeper than the 64"),
+    "a key given twice": (lambda t: t.rstrip()[:-1] + ', "x": 1, "x": 2}', r"x: the key 'x' is given twice"),
+    "truncated": (lambda t: t[: len(t) // 2], r"not valid JSON: "),
+    "not UTF-8": (lambda t: "\udcff" + t, r"not UTF-8 \(byte 0\)"),
+}  # fmt: skip
+CASES = [(k, f) for k, (_, files) in MODEL_JSON.items() for f in files]
+
+
+def _plant_json(src: Path, dst: Path, file: str, text: str) -> Path:
+    """A copy of the model folder with `file` replaced by `text` (lone surrogates as raw bytes), and
+    the hash metadata.json keeps of it (model_sha256, or files[...] of an LM folder) updated."""
+    shutil.copytree(src, dst)
+    (dst / file).write_bytes(text.encode("utf-8", "surrogateescape"))
+    if file != "metadata.json":
+        meta = json.loads((dst / "metadata.json").read_text())
+        if "files" in meta:
+            meta["files"][file] = sha256_file(dst / file)
+        else:
+            meta["model_sha256"] = sha256_file(dst / file)
+        (dst / "metadata.json").write_text(json.dumps(meta))
+    return dst
+
+
+def _with_value(text: str, key: str, value: str) -> str:
+    obj = json.loads(text)
+    obj[key] = "__HOSTILE__"
+    return json.dumps(obj, indent=1).replace('"__HOSTILE__"', value)
+
+
+@pytest.mark.parametrize(("kind", "file"), CASES)
+def test_every_model_folder_kind_is_accepted_as_trained(request, kind, file):
+    folder = request.getfixturevalue(MODEL_JSON[kind][0])
+    _describe(kind)(str(folder), {})
+
+
+@pytest.mark.parametrize("value", list(HOSTILE_VALUES), ids=lambda v: v[:12])
+@pytest.mark.parametrize(("kind", "file"), CASES)
+def test_a_non_finite_or_huge_number_in_any_model_json_is_refused_naming_file_and_key(
+    request, tmp_path, kind, file, value
+):
+    fixture, files = MODEL_JSON[kind]
+    src = request.getfixturevalue(fixture)
+    key = files[file]
+    folder = _plant_json(src, tmp_path / "m", file, _with_value((src / file).read_text(), key, value))
+    with pytest.raises(ModelError, match=rf"{re.escape(str(folder / file))}: {key}: {HOSTILE_VALUES[value]}"):
+        _describe(kind)(str(folder), {})
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_TEXTS))
+@pytest.mark.parametrize(("kind", "file"), CASES)
+def test_a_deep_duplicate_truncated_or_binary_model_json_is_refused_naming_the_file(
+    request, tmp_path, kind, file, case
+):
+    src = request.getfixturevalue(MODEL_JSON[kind][0])
+    edit, refusal = HOSTILE_TEXTS[case]
+    folder = _plant_json(src, tmp_path / "m", file, edit((src / file).read_text()))
+    t0 = time.monotonic()
+    with pytest.raises(ModelError, match=rf"{re.escape(str(folder / file))}: {refusal}"):
+        _describe(kind)(str(folder), {})
+    assert time.monotonic() - t0 < FAST
+
+
+@pytest.mark.parametrize(("kind", "file"), CASES)
+def test_an_oversized_model_json_is_refused_unread(request, tmp_path, kind, file):
+    src = request.getfixturevalue(MODEL_JSON[kind][0])
+    text = (src / file).read_text()
+    folder = _plant_json(
+        src, tmp_path / "m", file, text + " " * (256 << 20 if file == "tokenizer.json" else 16 << 20)
+    )
+    with pytest.raises(ModelError, match=rf"{re.escape(str(folder / file))}: [\d,]+ bytes, over the"):
+        _describe(kind)(str(folder), {})
+
+
+def _edit_buckets(edit):
+    def run(text: str) -> str:
+        obj = json.loads(text)
+        edit(obj)
+        return json.dumps(obj)
+
+    return run
+
+
+def _set(path: str, value):
+    """An edit setting `a.b[0].c`-style `path` of the parsed file to `value`."""
+
+    def edit(obj):
+        keys = [int(k) if k.isdigit() else k for k in re.findall(r"[^.\[\]]+", path)]
+        for k in keys[:-1]:
+            obj = obj[k]
+        obj[keys[-1]] = value
+
+    return edit
+
+
+HOSTILE_BUCKETS = {  # name -> (edit of buckets.json, refusal after "buckets.json: ")
+    "bucket count 1": (_set("buckets", 1), r"buckets: must be an integer in \[2, 1000\], got 1"),
+    "bucket count 1001": (_set("buckets", 1001), r"buckets: must be an integer in \[2, 1000\], got 1001"),
+    "bucket count as a string": (_set("buckets", "20"), r"buckets: must be an integer"),
+    "bucket count as a float": (_set("buckets", 20.0), r"buckets: must be an integer"),
+    "bucket count true": (_set("buckets", True), r"buckets: must be an integer"),
+    "cut points descending": (_set("columns[0].cuts[3]", -1.0), r"columns\[0\]\.cuts\[3\]: -1\.0 is below"),
+    "too few cut points": (_set("columns[1].cuts", [0.1, 0.2]), r"columns\[1\]\.cuts: must be a list of 19"),
+    "a cut point as a string": (_set("columns[0].cuts[0]", "0"), r"columns\[0\]\.cuts\[0\]: must be a finite"),
+    "direction as a string": (_set("columns[1].higher_is_better", "false"), r"columns\[1\]\.higher_is_better: must be true or false, got .false."),
+    "a column named twice": (_set("columns[1].name", "length_chars"), r"columns\[1\]\.name: must be a non-empty"),
+    "no columns": (_set("columns", []), r"columns: must be a list of 1 to 64"),
+    "65 columns": (lambda o: o.update(columns=[{**o["columns"][0], "name": f"c{i}"} for i in range(65)]), r"columns: must be a list of 1 to 64"),
+    "another format": (_set("format", "x"), r"format: is not refinery-quality-buckets-1"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_BUCKETS))
+def test_buckets_outside_what_calibrate_writes_are_refused_naming_the_key(buckets_model, tmp_path, case):
+    from classifiers.buckets import BucketScorer
+
+    edit, refusal = HOSTILE_BUCKETS[case]
+    text = _edit_buckets(edit)((buckets_model / "buckets.json").read_text())
+    folder = _plant_json(buckets_model, tmp_path / "m", "buckets.json", text)
+    for check in (BucketScorer.describe, BucketScorer.load):  # the driver, and every executor's load
+        with pytest.raises(ModelError, match=rf"buckets\.json: {refusal}"):
+            check(str(folder), {})
+
+
+def test_all_nan_cut_points_are_refused_not_bucketed_0(buckets_model, tmp_path):
+    """The issue's case: every cut point NaN made every document bucket 0, exit status 0."""
+    obj = json.loads((buckets_model / "buckets.json").read_text())
+    for c in obj["columns"]:
+        c["cuts"] = [float("nan")] * len(c["cuts"])
+    folder = _plant_json(buckets_model, tmp_path / "m", "buckets.json", json.dumps(obj))
+    from classifiers.buckets import BucketScorer
+
+    with pytest.raises(
+        ModelError, match=r"buckets\.json: columns\[0\]\.cuts\[0\]: NaN is not a finite number"
+    ):
+        BucketScorer.describe(str(folder), {})
+
+
+def test_tied_cut_points_that_calibrate_writes_are_read(buckets_model, tmp_path):
+    """Equal cut points (a discrete score's quantiles) are what calibrate writes for ties: accepted."""
+    from classifiers.buckets import BucketScorer
+
+    obj = json.loads((buckets_model / "buckets.json").read_text())
+    obj["columns"][0]["cuts"] = [1.0] * 10 + [2.0] * 9
+    folder = _plant_json(buckets_model, tmp_path / "m", "buckets.json", json.dumps(obj))
+    scorer = BucketScorer.load(str(folder), {})
+    got = scorer.score(["a"] * 3, [None] * 3, columns={"length_chars": np.array([0.5, 1.0, 1.5]),
+                                                       "gopher_dup_line_frac": np.full(3, np.nan)})  # fmt: skip
+    assert got["quality_bucket"].tolist() == [0.0, 0.0, 10.0]
+
+
+HOSTILE_ENSEMBLE = {  # name -> (edit of ensemble.json, refusal after "ensemble.json: ")
+    "a zero scale": (_set("scale[0]", 0.0), r"'scale'\[0\] \(length_chars\) must be a number in \[1e-12, 1000\]"),
+    "a coefficient of 1e7": (_set("coef[2]", 1e7), r"'coef'\[2\] .* must be a number in \[-1e\+06, 1e\+06\]"),
+    "a mean of 1e4": (_set("mean[1]", 1e4), r"'mean'\[1\] .* must be a number in \[-1000, 1000\]"),
+    "a coefficient as a string": (_set("coef[0]", "1"), r"'coef'\[0\] .* must be a number"),
+    "a coefficient true": (_set("coef[0]", True), r"'coef'\[0\] .* must be a number"),
+    "one coefficient short": (lambda o: o["coef"].pop(), r"'coef' must be 28 numbers"),
+    "a feature twice": (_set("features[1]", "length_chars"), r"'features' must be distinct"),
+    "C of 0": (_set("C", 0), r"'C' must be a positive number"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_ENSEMBLE))
+def test_ensemble_numbers_outside_what_training_writes_are_refused(ensemble_model, tmp_path, case):
+    from classifiers.ensemble import EnsembleScorer
+
+    edit, refusal = HOSTILE_ENSEMBLE[case]
+    text = _edit_buckets(edit)((ensemble_model / "ensemble.json").read_text())
+    folder = _plant_json(ensemble_model, tmp_path / "m", "ensemble.json", text)
+    for check in (EnsembleScorer.describe, EnsembleScorer.load):
+        with pytest.raises(ModelError, match=rf"ensemble\.json: {refusal}"):
+            check(str(folder), {})
+
+
+def test_linear_ensemble_from_json_never_overflows():
+    """from_json on a parsed object (not through the reader): a 10**400 int is refused, not an OverflowError."""
+    from classifiers.ensemble import FORMAT, LinearEnsemble
+
+    obj = {"format": FORMAT, "features": ["a"], "median": [0.0], "mean": [0.0], "scale": [1.0],
+           "coef": [10**400], "intercept": 0.0, "C": 1.0}  # fmt: skip
+    with pytest.raises(ModelError, match=r"'coef'\[0\] \(a\) must be a number"):
+        LinearEnsemble.from_json(obj, "x.json")
+
+
+@pytest.mark.parametrize(
+    ("kind", "file", "message"),
+    [("buckets", "buckets.json", "cuts[0]: NaN"), ("ensemble", "ensemble.json", "intercept: the integer")],
+)
+def test_evaluate_with_a_hostile_model_json_exits_2_without_a_traceback(
+    request, tmp_path, labelled, kind, file, message
+):
+    """Through the command line: `error: FILE: KEY: ...`, exit 2, before any document is scored."""
+    src = request.getfixturevalue(MODEL_JSON[kind][0])
+    if kind == "buckets":
+        obj = json.loads((src / file).read_text())
+        obj["columns"][0]["cuts"] = [float("nan")] * len(obj["columns"][0]["cuts"])
+        text = json.dumps(obj)
+    else:
+        text = _with_value((src / file).read_text(), "intercept", "1" + "0" * 400)
+    folder = _plant_json(src, tmp_path / "m", file, text)
+    kinds = {"buckets": "quality-buckets", "ensemble": "quality-ensemble"}
+    res = subprocess.run(
+        [sys.executable, "-m", "classifiers", "evaluate", "--labelled", str(labelled),
+         "--signal", f"{kinds[kind]}={folder}"],
+        capture_output=True, text=True, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert res.stderr.startswith("error: ") and file in res.stderr and message in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_every_json_reader_of_classifiers_is_the_checked_one_or_says_why_not():
+    """A new model-file reader that calls json.loads itself would skip every check above: the json.load(s)
+    calls of classifiers/ are these, each reading something that is not a model folder's file."""
+    allowed = {
+        "annotate.py": 1,  # the annotator's own JSONL output, line by line
+        "chat_client.py": 1,  # an HTTP response body
+        "data.py": 1,  # labelled JSONL data (DataError per line)
+        "lm_archive.py": 3,  # members of lm.pt2: its own bounded checker (size, depth, int64, allow-list)
+        "perplexity.py": 1,  # tokenizer.to_str(): the tokenizers library's output, after the checked read
+        "scorer.py": 1,  # the scorer options this package serialized itself
+        "train.py": 1,  # the argument of the training subprocess this package starts
+    }
+    found = {}
+    for f in sorted((REPO / "classifiers").glob("*.py")):
+        n = len(re.findall(r"\bjson\.loads?\(", f.read_text(encoding="utf-8")))
+        if n:
+            found[f.name] = n
+    assert found == allowed
