@@ -1,0 +1,517 @@
+"""Word segmentation per language: the words our filters count and dedup shingles, for any language.
+
+What: a `Segmenter` turns a text into its words (`words(text) -> list[str]`): no whitespace tokens,
+punctuation split off as separate tokens as spaCy does. Segmenters are registered by name
+(`get_segmenter(name)`), and `segmenter_for(code)` picks one for a language code (canonical
+`cmn_Hani`, or any form core.languages.split_code reads: `cmn`, `zh`, `eng`):
+
+| name               | languages                       | library (data shipped in the wheel/sdist)        |
+|--------------------|---------------------------------|--------------------------------------------------|
+| `spacy:<code>`     | the 70-odd with a spaCy class   | spaCy's rule-based tokenizer, `spacy.blank(code)` |
+| `jieba`            | Chinese (cmn, yue, wuu, zho; Hani) | jieba, HMM on, its packaged dictionary        |
+| `sudachi`          | Japanese (jpn; Jpan)            | SudachiPy + SudachiDict-core, split mode A        |
+| `kiwi`             | Korean (kor; Hang)              | kiwipiepy + kiwipiepy-model                       |
+| `pythainlp`        | Thai (tha; Thai)                | PyThaiNLP `newmm-safe`, packaged Thai word list   |
+| `pyvi`             | Vietnamese (vie)                | pyvi through spaCy's `vi` tokenizer               |
+| `clusters`         | Khmer, Lao, Myanmar, Tibetan    | none: orthographic clusters / syllables (below)   |
+| `whitespace`       | everything else                 | spaCy's multi-language `xx` rules                 |
+
+Why: Gopher's and FineWeb's rules count words, average word length, stop words and repeated word
+n-grams; with whitespace-split "words" a Chinese or Thai page is a handful of giant words and every
+rule misfires. FineWeb-2 (Penedo et al. 2025) assigns a tokenizer per language in datatrove
+(datatrove/utils/word_tokenizers.py, assets/tokenizer_assignment.csv); we follow its choices where
+the library and its data install offline from PyPI (docs/research: /work/shared/research/
+multilingual-2026.md 1.4, 3.3): spaCy blank classes, jieba (datatrove: spaCy `zh` with jieba),
+SudachiPy mode A (spaCy `ja`, chunked at 40,000 UTF-8 bytes as datatrove does: Sudachi refuses
+inputs over ~49 KB), kiwipiepy, PyThaiNLP `newmm-safe` (datatrove's ThaiTokenizer), pyvi (spaCy
+`vi`). Stanza, botok, khmer-nltk/laonlp and pyidaungsu are not used: Stanza and botok download
+models at run time, and the other two add a dependency each for a small share of the web.
+
+Scripts written without spaces that have no segmenter here (Khmer, Lao, Myanmar, Tibetan) get
+`clusters`: Tibetan splits into syllables at the tsheg (the script's own syllable mark, which
+botok's tokens also start from); Khmer, Lao and Myanmar into orthographic clusters (a base letter
+with its marks and any consonant stacked under it by a coeng/virama; a Myanmar consonant killed by
+asat joins the syllable before it, a Lao leading vowel the consonant after it). A cluster is about
+a syllable, and words in these languages run one to three syllables: counts are then a few times
+the word count, not a few hundredths of it as with one "word" per whitespace run, and per-language
+thresholds (FineWeb-2 derives them per language anyway) absorb the constant.
+
+Text preservation: every segmenter returns substrings of the text in order, so the words joined
+equal the text with its whitespace removed; a pyvi compound keeps the text between its syllables
+("Hà Nội", as spaCy's `vi` gives it), never the `_` pyvi's own `tokenize` joins them with.
+
+Nothing is downloaded at run time: dictionaries come from the installed packages (PyThaiNLP is put
+in read-only, offline mode before its import; jieba builds its prefix dictionary in memory instead
+of writing its cache file to the temp folder). Segmenters load lazily and are cached per process;
+a missing package fails at `get_segmenter` with the exact `pip install` line (CONVENTIONS 9).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import unicodedata
+from abc import ABC, abstractmethod
+from functools import cache
+from typing import Any
+
+from core.languages import LID176, MACROLANGUAGE, split_code
+from curation.filters.words import SPLITTER, _import_spacy_without_torch
+
+# What `make install` pins (pyproject.toml); the hint a missing package fails with.
+PIP = {
+    "spacy": "spacy==3.8.18",
+    "jieba": "jieba==0.42.1",
+    "sudachipy": "sudachipy==0.7.0 sudachidict-core==20261015",
+    "sudachidict_core": "sudachidict-core==20261015",
+    "kiwipiepy": "kiwipiepy==0.24.1 kiwipiepy-model==0.24.0",
+    "kiwipiepy_model": "kiwipiepy-model==0.24.0",
+    "pythainlp": "pythainlp==5.4.0",
+    "pyvi": "pyvi==0.1.1",
+}
+
+SUDACHI_CHUNK_BYTES = 40_000
+"""datatrove's chunk size for Japanese: Sudachi raises on an input over 49,149 bytes."""
+
+
+def _require(segmenter: str, *modules: str) -> None:
+    """Fail now, without importing anything heavy, when a module a segmenter needs is missing."""
+    for m in modules:
+        if importlib.util.find_spec(m) is None:
+            raise ImportError(f"word segmenter {segmenter!r} needs {m}: pip install {PIP[m]}")
+
+
+def _strip_tokens(tokens) -> list[str]:
+    """datatrove's strip_strings: tokens stripped of whitespace, whitespace-only tokens dropped."""
+    out = []
+    for t in tokens:
+        t = t.strip()
+        if t:
+            out.append(t)
+    return out
+
+
+class Segmenter(ABC):
+    """Splits a text into words; `load` (heavy imports, dictionaries) runs once, on first use."""
+
+    name: str
+    requires: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        _require(self.name, *self.requires)
+        self._lock = threading.Lock()
+        self._loaded = False
+
+    def _ensure(self) -> None:
+        if not self._loaded:
+            with self._lock:  # a Python UDF may call from threads; load the dictionary once
+                if not self._loaded:
+                    self.load()
+                    self._loaded = True
+
+    def load(self) -> None:  # noqa: B027 (optional hook: not every segmenter has state to load)
+        """Import the library and load its dictionary."""
+
+    def words(self, text: str) -> list[str]:
+        """The words of `text`: no whitespace, punctuation as separate tokens."""
+        self._ensure()
+        return self._words(text) if text else []
+
+    @abstractmethod
+    def _words(self, text: str) -> list[str]: ...
+
+    def __repr__(self) -> str:
+        return f"<Segmenter {self.name}>"
+
+
+class SpacySegmenter(Segmenter):
+    """spaCy's rule-based tokenizer of one language (`spacy.blank(code)`; no model, no download)."""
+
+    requires = ("spacy",)
+
+    def __init__(self, code: str) -> None:
+        if code not in spacy_codes():
+            raise KeyError(f"spaCy has no language class {code!r}; it has {sorted(spacy_codes())}")
+        self.code = code
+        self.name = f"spacy:{code}"
+        super().__init__()
+        self._nlp: Any = None
+
+    def load(self) -> None:
+        spacy = _import_spacy_without_torch()
+        self._nlp = spacy.blank(self.code)
+
+    def _words(self, text: str) -> list[str]:
+        # memory_zone frees the strings this text added to the vocabulary: without it a long-running
+        # worker's StringStore grows with every new token (datatrove does the same)
+        with self._nlp.memory_zone():
+            return [t.text for t in self._nlp.tokenizer(text) if not t.is_space]
+
+
+class EnglishSegmenter(Segmenter):
+    """spaCy's blank English, through the filters' chunk-cached splitter (words.SPLITTER): the
+    same words as spacy.blank("en") (tests/curation/test_filters_parity.py), several times faster."""
+
+    name = "spacy:en"
+    requires = ("spacy",)
+
+    def _words(self, text: str) -> list[str]:
+        return SPLITTER.words(text)
+
+
+class WhitespaceSegmenter(SpacySegmenter):
+    """The fallback: whitespace runs, with punctuation split off by spaCy's multi-language `xx` rules
+    (datatrove's WhitespaceTokenizer uses the same)."""
+
+    def __init__(self) -> None:
+        super().__init__("xx")
+        self.name = "whitespace"
+
+
+class JiebaSegmenter(Segmenter):
+    """Chinese: jieba's precise mode with its HMM for words outside the dictionary (jieba.lcut's
+    defaults, and spaCy `zh`'s jieba segmenter that datatrove uses)."""
+
+    name = "jieba"
+    requires = ("jieba",)
+
+    def load(self) -> None:
+        import logging
+
+        import jieba
+
+        jieba.setLogLevel(logging.WARNING)  # its "Building prefix dict" lines on every worker
+        tok = jieba.Tokenizer()
+        # jieba.initialize() caches the parsed dictionary as a file in the temp folder, shared by every
+        # process of the machine; building it in memory (~1 s) writes nothing and races with no one
+        with tok.lock:
+            tok.FREQ, tok.total = tok.gen_pfdict(tok.get_dict_file())
+            tok.initialized = True
+        self._tok = tok
+
+    def _words(self, text: str) -> list[str]:
+        return _strip_tokens(self._tok.cut(text, cut_all=False, HMM=True))
+
+
+def byte_chunks(text: str, max_bytes: int) -> list[str]:
+    """`text` in consecutive pieces of at most `max_bytes` UTF-8 bytes (as datatrove's
+    chunk_text_on_bytes), each cut after the last line break or space of its second half when it
+    has one, so that a word is cut only in a text with no break for 20,000 bytes."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return [text]
+    out, start = [], 0
+    while len(data) - start > max_bytes:
+        end = start + max_bytes
+        while data[end] & 0xC0 == 0x80:  # never inside a character: back up to its first byte
+            end -= 1
+        cut = max(
+            data.rfind(b"\n", start + max_bytes // 2, end), data.rfind(b" ", start + max_bytes // 2, end)
+        )
+        end = cut + 1 if cut != -1 else end
+        out.append(data[start:end].decode("utf-8"))
+        start = end
+    out.append(data[start:].decode("utf-8"))
+    return out
+
+
+class SudachiSegmenter(Segmenter):
+    """Japanese: SudachiPy with SudachiDict-core in split mode A (the shortest units; spaCy `ja`'s
+    default, which datatrove uses), texts cut into 40,000-byte chunks."""
+
+    name = "sudachi"
+    requires = ("sudachipy", "sudachidict_core")
+
+    def load(self) -> None:
+        from sudachipy import Dictionary, SplitMode
+
+        self._tok = Dictionary(dict="core").create(mode=SplitMode.A)
+
+    def _words(self, text: str) -> list[str]:
+        out: list[str] = []
+        for chunk in byte_chunks(text, SUDACHI_CHUNK_BYTES):
+            out.extend(_strip_tokens(m.surface() for m in self._tok.tokenize(chunk)))
+        return out
+
+
+class KiwiSegmenter(Segmenter):
+    """Korean: kiwipiepy's morphemes, as datatrove's KiwiTokenizer takes them (the text's span of
+    each token, so contracted morphemes keep their written form)."""
+
+    name = "kiwi"
+    requires = ("kiwipiepy", "kiwipiepy_model")
+
+    def load(self) -> None:
+        import re
+
+        from kiwipiepy import Kiwi
+
+        self._kiwi = Kiwi()
+        # datatrove drops runs of 20+ digits and commas before Kiwi, which "seems to have issue with
+        # very large numbers"; we keep that, and slice the text Kiwi saw (datatrove slices the original)
+        self._long_numbers = re.compile("[0-9,]{20,}")
+
+    def _words(self, text: str) -> list[str]:
+        text = self._long_numbers.sub("", text)
+        out, end = [], 0
+        for t in self._kiwi.tokenize(text):
+            # a token inside the previous one's span (a contraction split in two morphemes) would
+            # repeat characters: the written form counts once
+            if t.start >= end:
+                out.append(text[t.start : t.start + t.len])
+                end = t.start + t.len
+            elif t.start + t.len > end:
+                out.append(text[end : t.start + t.len])
+                end = t.start + t.len
+        return _strip_tokens(out)
+
+
+class ThaiSegmenter(Segmenter):
+    """Thai: PyThaiNLP's `newmm-safe` (maximal matching on its packaged word list, bounded on
+    long unbreakable input; datatrove's ThaiTokenizer)."""
+
+    name = "pythainlp"
+    requires = ("pythainlp",)
+
+    def load(self) -> None:
+        # PyThaiNLP creates ~/pythainlp-data and may fetch corpora on demand; newmm needs only the
+        # word list inside the wheel, so it runs read-only and offline (set before its import)
+        os.environ.setdefault("PYTHAINLP_READ_ONLY", "1")
+        os.environ.setdefault("PYTHAINLP_OFFLINE", "1")
+        from pythainlp.tokenize import word_tokenize
+
+        self._tokenize = word_tokenize
+
+    def _words(self, text: str) -> list[str]:
+        return _strip_tokens(self._tokenize(text, engine="newmm-safe", keep_whitespace=False))
+
+
+class VietnameseSegmenter(SpacySegmenter):
+    """Vietnamese: spaCy's `vi` tokenizer, which runs pyvi's CRF to join syllables into words
+    (datatrove's choice); a compound is its syllables with the space between them, not pyvi's `_`."""
+
+    requires = ("spacy", "pyvi")
+
+    def __init__(self) -> None:
+        super().__init__("vi")
+        self.name = "pyvi"
+
+    def load(self) -> None:
+        os.environ.setdefault("PYTHAINLP_READ_ONLY", "1")  # spaCy's vi imports nothing Thai; harmless
+        super().load()
+
+
+# Myanmar asat and Khmer/Myanmar stacking signs; Lao leading vowels (written before the consonant)
+_ASAT = "\u103a"
+_STACKERS = frozenset("\u17d2\u1039")
+_LEADING = frozenset("\u0ec0\u0ec1\u0ec2\u0ec3\u0ec4")
+_TSHEG = frozenset("\u0f0b\u0f0c")
+CLUSTER_SCRIPTS = ("Khmr", "Laoo", "Mymr", "Tibt")
+
+
+def _cluster_char(ch: str) -> bool:
+    """A letter or mark of the Khmer, Lao, Myanmar or Tibetan blocks (their punctuation is not)."""
+    cp = ord(ch)
+    if not (
+        0x0E80 <= cp <= 0x0EFF or 0x0F00 <= cp <= 0x0FFF or 0x1000 <= cp <= 0x109F or 0x1780 <= cp <= 0x17FF
+    ):
+        return False
+    return unicodedata.category(ch)[0] in "LM" or ch in _TSHEG
+
+
+def _clusters(run: str) -> list[str]:
+    """Syllables (Tibetan) or orthographic clusters (Khmer, Lao, Myanmar) of a run of their letters."""
+    out: list[str] = []
+    cur = ""
+    for ch in run:
+        if cur and ch in _TSHEG:
+            cur += ch  # the tsheg ends a Tibetan syllable
+            out.append(cur)
+            cur = ""
+            continue
+        is_mark = unicodedata.category(ch)[0] == "M"
+        joins = (
+            not cur
+            or is_mark
+            or cur[-1] in _STACKERS  # the consonant stacked under the previous one
+            or cur[-1] in _LEADING  # a Lao vowel written before its consonant
+            or (0x0F00 <= ord(ch) <= 0x0FFF and not _TSHEG.intersection(cur))  # inside a Tibetan syllable
+        )
+        if joins:
+            cur += ch
+        else:
+            out.append(cur)
+            cur = ch
+        if ch == _ASAT and len(out) and len(cur) >= 2 and cur[-2] not in _STACKERS:
+            out[-1] += cur  # a killed (final) Myanmar consonant closes the syllable before it
+            cur = ""
+    if cur:
+        out.append(cur)
+    return out
+
+
+class ClusterSegmenter(WhitespaceSegmenter):
+    """Khmer, Lao, Myanmar, Tibetan: the fallback's tokens, each run of those scripts' letters cut
+    into syllables/clusters (module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "clusters"
+
+    def _words(self, text: str) -> list[str]:
+        out: list[str] = []
+        for tok in super()._words(text):
+            if not any(_cluster_char(c) for c in tok):
+                out.append(tok)
+                continue
+            run, other = "", ""
+            for ch in tok:
+                if _cluster_char(ch):
+                    if other:
+                        out.append(other)
+                        other = ""
+                    run += ch
+                else:
+                    if run:
+                        out.extend(_clusters(run))
+                        run = ""
+                    # a sign of these scripts' punctuation (Khmer ។, Tibetan ། ...) is a token of its own
+                    if other and unicodedata.category(ch)[0] in "PS":
+                        out.append(other)
+                        other = ""
+                    other += ch
+                    if unicodedata.category(ch)[0] in "PS":
+                        out.append(other)
+                        other = ""
+            if run:
+                out.extend(_clusters(run))
+            if other:
+                out.append(other)
+        return out
+
+
+_NAMED = {
+    "jieba": JiebaSegmenter,
+    "sudachi": SudachiSegmenter,
+    "kiwi": KiwiSegmenter,
+    "pythainlp": ThaiSegmenter,
+    "pyvi": VietnameseSegmenter,
+    "whitespace": WhitespaceSegmenter,
+    "clusters": ClusterSegmenter,
+}
+
+# spaCy classes that need a library of their own: ja/zh/th/vi are reached through the named
+# segmenters above, ko's spaCy class needs mecab-ko (not on PyPI as a wheel): kiwi instead
+_SPACY_SPECIAL = frozenset({"ja", "ko", "th", "vi", "zh"})
+
+
+@cache
+def spacy_codes() -> frozenset[str]:
+    """The language classes in the installed spaCy (its `spacy/lang/` packages), without importing it."""
+    spec = importlib.util.find_spec("spacy")
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset()
+    root = os.path.join(next(iter(spec.submodule_search_locations)), "lang")
+    return frozenset(
+        d
+        for d in os.listdir(root)
+        if os.path.isfile(os.path.join(root, d, "__init__.py")) and not d.startswith("_")
+    )
+
+
+def get_segmenter(name: str) -> Segmenter:
+    """The segmenter registered as `name` (`spacy:<code>`, `jieba`, `sudachi`, `kiwi`, `pythainlp`,
+    `pyvi`, `clusters`, `whitespace`), one instance per process."""
+    if not isinstance(name, str):
+        raise KeyError(f"a segmenter name must be a string, got {name!r}")
+    return _get(name)
+
+
+@cache
+def _get(name: str) -> Segmenter:
+    if name == "spacy:en":
+        return EnglishSegmenter()
+    if name.startswith("spacy:"):
+        return SpacySegmenter(name.removeprefix("spacy:"))
+    cls = _NAMED.get(name)
+    if cls is None:
+        raise KeyError(
+            f"unknown word segmenter {name!r}: one of {sorted(_NAMED)} or spacy:<code> ({sorted(spacy_codes())})"
+        )
+    return cls()
+
+
+# ISO 639-1 codes of spaCy classes that lid.176 does not use (ISO 639-3 from SIL's code table)
+_ISO1_EXTRA = {"fo": "fao", "lg": "lug", "nb": "nob", "ti": "tir", "tn": "tsn"}
+
+
+@cache
+def spacy_language_map() -> dict[str, str]:
+    """ISO 639-3 -> spaCy language class, built from the installed spaCy's classes.
+
+    A two-letter spaCy code is read through lid.176's table (which names the member a macrolanguage
+    label stands for: ar -> arb, fa -> pes, ms -> zsm, et -> ekk) or `_ISO1_EXTRA` (nb -> nob);
+    a three-letter one (grc, kmr, dsb) is ISO 639-3 already. The member's macrolanguage maps too
+    when exactly one class claims it (ara -> ar, fas -> fa, msa -> ms, nor -> nb; hbs is claimed by
+    hr and sr, so it is left to the fallback).
+    """
+    out: dict[str, str] = {}
+    for code in sorted(spacy_codes() - _SPACY_SPECIAL - {"xx"}):
+        iso3 = code if len(code) == 3 else _ISO1_EXTRA.get(code) or LID176.get(code)
+        if iso3 is not None:
+            out[iso3] = code
+    macro: dict[str, set[str]] = {}
+    for iso3, code in out.items():
+        if iso3 in MACROLANGUAGE:
+            macro.setdefault(MACROLANGUAGE[iso3], set()).add(code)
+    for m, codes in macro.items():
+        if len(codes) == 1 and m not in out:
+            out[m] = codes.pop()
+    return out
+
+
+# Languages whose own segmenter beats spaCy's class (or stands in for a missing one)
+_BY_LANGUAGE = {
+    **dict.fromkeys(("cmn", "yue", "wuu", "zho", "lzh", "nan", "hak", "gan", "hsn", "cjy", "cdo"), "jieba"),
+    "jpn": "sudachi",
+    "kor": "kiwi",
+    "tha": "pythainlp",
+    "vie": "pyvi",
+}
+# A script that settles it whatever the language (a code's script; text in it needs its segmenter)
+_BY_SCRIPT = {
+    "Hani": "jieba",
+    "Hans": "jieba",
+    "Hant": "jieba",
+    "Jpan": "sudachi",
+    "Hang": "kiwi",
+    "Kore": "kiwi",
+    "Thai": "pythainlp",
+    **dict.fromkeys(CLUSTER_SCRIPTS, "clusters"),
+}
+# The usual script of languages written in a cluster script, for codes given without one (`bod`)
+_DEFAULT_SCRIPT = {
+    **dict.fromkeys(("bod", "dzo", "xct"), "Tibt"),
+    **dict.fromkeys(("khm", "kxm"), "Khmr"),
+    "lao": "Laoo",
+    **dict.fromkeys(("mya", "shn", "ksw", "mnw", "kac"), "Mymr"),
+}
+
+
+def segmenter_name_for(code: str) -> str:
+    """The segmenter name `segmenter_for(code)` picks: the language's own segmenter, else the script's,
+    else its spaCy class, else `whitespace` (a LanguageCodeError for a code no form matches)."""
+    lang, script = split_code(code)
+    if lang in _BY_LANGUAGE:
+        return _BY_LANGUAGE[lang]
+    script = script or _DEFAULT_SCRIPT.get(lang)
+    if script in _BY_SCRIPT:
+        return _BY_SCRIPT[script]
+    spacy_code = spacy_language_map().get(lang)
+    return f"spacy:{spacy_code}" if spacy_code else "whitespace"
+
+
+def segmenter_for(code: str) -> Segmenter:
+    """The segmenter of a language code (module docstring's table)."""
+    return get_segmenter(segmenter_name_for(code))
