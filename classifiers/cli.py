@@ -30,10 +30,11 @@ import numpy as np
 from pydantic import ConfigDict
 
 from classifiers.config import QualityTrainConfig, ToxicityTrainConfig
-from classifiers.evaluate import SignalSettings, evaluate, evaluate_signals, signals_table
+from classifiers.evaluate import SignalSettings, evaluate
 from classifiers.metrics import metrics_table
 from classifiers.score import run_score
 from classifiers.scorer import BUILTIN, ScorerSpec, make_spec
+from classifiers.signal_report import evaluate_signals, signals_table
 from classifiers.toxicity import train_toxicity
 from classifiers.train import train_quality, train_quality_labels
 from core.cli import (

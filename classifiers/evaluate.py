@@ -6,8 +6,9 @@ majority-vote human labels (DCLM). Two uses:
 - `evaluate(model_dir, labelled)`: one quality model's ROC-AUC and precision/recall at a threshold
   (`classifiers evaluate --model DIR`). Scores come from the same `QualityModel.predict` the `score`
   stage runs, so these numbers describe the column recipes will threshold.
-- `evaluate_signals(labelled, signals, settings)`: how well each signal ranks the documents as people
-  did, and how sure that is: ROC-AUC of the *oriented* score (a lower-is-better signal such as
+- `signal_values` and `measure`, which classifiers/signal_report.py's `evaluate_signals(labelled,
+  signals, settings)` runs: how well each signal ranks the documents as people did, and how sure
+  that is: ROC-AUC of the *oriented* score (a lower-is-better signal such as
   `perplexity_bpb` is negated, so 0.5 is chance and 1 is perfect for every row) with a seeded
   stratified percentile-bootstrap interval (classifiers/metrics.py). A signal is
   - a scorer of the registry, `KIND=MODEL` (classifiers/scorer.py: `quality=DIR`, `perplexity=DIR`,
@@ -48,7 +49,6 @@ from classifiers.metrics import (
     cross_validated_scores,
     roc_auc,
     stratified_folds,
-    text_table,
 )
 from classifiers.model import METADATA_FILE, MODEL_FILE, ModelError, QualityModel, load_model, read_model_json
 from classifiers.scorer import load_scorer, make_spec
@@ -417,51 +417,3 @@ def measure(sig: SignalValues, labels: np.ndarray, boot: BootstrapSettings) -> d
     row["auc"] = round(roc_auc(y, score), 4)
     row["ci"] = [round(x, 4) for x in bootstrap_auc_ci(y, score, boot.resamples, boot.confidence, boot.seed)]
     return row
-
-
-def evaluate_signals(
-    labelled: str | Path, signals: list[str], settings: SignalSettings, cv: bool = False
-) -> tuple[dict[str, Any], list[SignalValues]]:
-    """(the report: one row per signal, the labelled set and the interval's method; the values)."""
-    if not signals and not cv:
-        raise ConfigError("evaluate: name at least one --signal (or --cv)")
-    ls = read_labelled(labelled)
-    values = signal_values(signals, ls, settings)
-    scored = list(values)  # the ensemble's columns: never an out-of-fold score (its folds differ)
-    if cv and "fasttext" in settings.cv.models:
-        values.append(cross_validated(ls, settings.cv))
-    if cv and "ensemble" in settings.cv.models:
-        from classifiers.ensemble import cross_validated_ensemble  # it builds on this module
-
-        values.append(cross_validated_ensemble(ls, scored, settings))
-    b = settings.bootstrap
-    report = {
-        "labelled": str(ls.path),
-        "labelled_sha256": ls.sha256,
-        "n": len(ls.texts),
-        "n_pos": int(ls.labels.sum()),
-        "n_neg": int(len(ls.labels) - ls.labels.sum()),
-        "auc": "ROC-AUC of the oriented score (lower-is-better signals negated)",
-        "ci": {"method": "percentile bootstrap, stratified by label", **b.to_dict()},
-        "signals": [measure(v, ls.labels, b) for v in values],
-    }
-    return report, values
-
-
-def signals_table(report: dict[str, Any]) -> str:
-    """The report as text: what was measured, then signal, better, AUC, CI, n, source."""
-    b = report["ci"]
-    lines = [
-        f"labelled: {report['labelled']} (n={report['n']}: {report['n_pos']} positive, {report['n_neg']} negative)",
-        f"AUC: {report['auc']}; {b['confidence']:.0%} CI: {b['method']}, {b['resamples']} resamples, seed {b['seed']}",
-    ]
-    ci_head = f"{b['confidence']:.0%} CI"
-    header = ["signal", "better", "AUC", ci_head, "n", "source"]
-    body = []
-    for r in report["signals"]:
-        note = r.get("note") or ("IN-SAMPLE: the model was trained on this file" if r["in_sample"] else "")
-        auc = "-" if r["auc"] is None else f"{r['auc']:.3f}"
-        ci = "-" if r["ci"] is None else f"[{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]"
-        source = r["source"] + (f"; {note}" if note else "")
-        body.append([r["signal"], r["better"], auc, ci, str(r["n"]), source])
-    return "\n".join([*lines, text_table(header, body, left={0, 1, 5})])

@@ -53,13 +53,12 @@ from classifiers.evaluate import (  # noqa: E402
     SignalSettings,
     SignalValues,
     cv_summary,
-    evaluate_signals,
     measure,
     read_labelled,
-    signals_table,
     text_folds,
 )
 from classifiers.metrics import cross_validated_scores  # noqa: E402
+from classifiers.signal_report import evaluate_signals, signals_table  # noqa: E402
 from classifiers.train import train_quality  # noqa: E402
 from curation.config import ExtractJobConfig  # noqa: E402
 from testkit.kept_sets import all_warcs, kept_run  # noqa: E402

@@ -27,10 +27,11 @@ from classifiers.ensemble import (
     feature_matrix,
     nested_scores,
 )
-from classifiers.evaluate import SignalSettings, evaluate_signals, read_labelled, text_folds
+from classifiers.evaluate import SignalSettings, read_labelled, text_folds
 from classifiers.model import METADATA_FILE, ModelError
 from classifiers.score import ScoreJobConfig, check_inputs, run_score, score_file
 from classifiers.scorer import load_scorer, make_spec
+from classifiers.signal_report import evaluate_signals
 from classifiers.signals import STATISTICS, statistic_columns
 from core.errors import ConfigError
 from core.files import sha256_file

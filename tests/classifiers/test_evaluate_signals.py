@@ -20,12 +20,11 @@ from classifiers.evaluate import (
     BootstrapSettings,
     CrossValidationSettings,
     SignalSettings,
-    evaluate_signals,
     load_labelled,
-    signals_table,
 )
 from classifiers.metrics import bootstrap_auc_ci, cross_validated_scores, roc_auc, stratified_folds
 from classifiers.model import METADATA_FILE, MODEL_FILE, QualityModel
+from classifiers.signal_report import evaluate_signals, signals_table
 from classifiers.signals import statistic_columns
 from classifiers.train import QUALITY, fit_fasttext, train_quality
 from core.files import sha256_file

@@ -514,8 +514,10 @@ HOSTILE_VALUES = {  # JSON text of the value -> what the refusal says after "FIL
     "Infinity": r"Infinity is not a finite number",
     "-Infinity": r"-Infinity is not a finite number",
     "1e400": r"1e400 overflows a float",
-    "1" + "0" * 400: r"the integer \d+\.\.\. \(401 digits\) is beyond int64",  # 10**400: the ensemble's OverflowError
-    "9" * 5000: r"the integer 9+\.\.\. \(5000 digits\) is beyond int64",  # past Python's 4,300-digit int parsing limit
+    # 10**400: the ensemble's OverflowError
+    "1" + "0" * 400: r"the integer \d+\.\.\. \(401 digits\) is beyond int64",
+    # past Python's 4,300-digit int parsing limit
+    "9" * 5000: r"the integer 9+\.\.\. \(5000 digits\) is beyond int64",
     "-9223372036854775809": r"the integer -9223372036854775809\.\.\. \(19 digits\) is beyond int64",
 }
 HOSTILE_TEXTS = {  # name -> (edit of the whole file's text, what the refusal says after "FILE: ")
