@@ -26,12 +26,12 @@ tokenize still loads.
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from core.safe_json import JSONFileError, loads_checked
 from tokens.shards import ShardFormatError
 
 __all__ = [
@@ -48,6 +48,9 @@ MAX_FILE_BYTES = 5 * 2**40
 """S3's largest object (5 TiB): a shard file said to be larger cannot exist on any store we read."""
 MAX_COUNT = 2**62
 """Token and document counts: anything past this is no corpus, and int64 sums of it cannot overflow."""
+
+MAX_MANIFEST_BYTES = 256 * 2**20
+"""A manifest entry is ~600 bytes: room for 400,000 shards; past it a manifest is not tokenize's."""
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 # One component of a path, never "." or "..": it starts with a letter or digit. `%` is not allowed
@@ -191,26 +194,16 @@ class _FieldError(ValueError):
 def parse_manifest(data: bytes | str, where: str) -> Manifest:
     """The manifest in `data` (JSON), read from `where` (named in every error), checked as the module
     docstring says; ManifestError otherwise."""
-    try:
-        raw = json.loads(data, object_pairs_hook=_no_duplicates)
-    except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise ManifestError(f"{where}: not readable JSON ({e})") from None
+    try:  # the project's reader of untrusted JSON: size, depth, duplicate keys, non-finite numbers
+        raw = loads_checked(data, where, max_bytes=MAX_MANIFEST_BYTES)
+    except JSONFileError as e:  # names `where` already
+        raise ManifestError(str(e)) from None
     if not isinstance(raw, dict):
         raise ManifestError(f"{where}: not a tokenize manifest (a JSON object with files and tokenizer)")
     try:
         return Manifest.model_validate(raw)
     except ValidationError as e:
         raise ManifestError(f"{where}: {_describe(e)}") from None
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json keeps the last of two equal keys; a reader that kept the first would see another manifest
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"key {k!r} given twice")
-        out[k] = v
-    return out
 
 
 def _describe(e: ValidationError) -> str:
