@@ -34,7 +34,7 @@ import pytest
 from core.files import doc_parquet_uris
 from core.spark import SparkOptions
 from core.storage import ObjectStore, join, local_input
-from testkit.isolated import ROOT, submit_command
+from testkit.isolated import ROOT, project_pythonpath, submit_command
 from testkit.nodes import train_on_one_node, train_on_two_nodes
 from testkit.s3 import s3_env, upload_tree
 from testkit.tiny_train import write_run
@@ -61,11 +61,16 @@ def _rows(folder: str | Path, *columns: str) -> list[tuple]:
     return sorted(rows, key=lambda r: r[0])
 
 
+def _env(server) -> dict[str, str]:
+    """The test's environment, the AWS one to find S3, and this checkout first on PYTHONPATH: `python -m`
+    runs the code under test from any current folder and whichever checkout the venv was installed from."""
+    return {**os.environ, **server.env, "PYTHONPATH": project_pythonpath(os.environ.get("PYTHONPATH"))}
+
+
 def _cli(server, *args: str, spark: bool = True) -> subprocess.CompletedProcess:
     """`python -m <args> [--master local[2] --no-progress]` with only the AWS environment to find S3."""
-    env = {**os.environ, **server.env}
     cmd = [sys.executable, "-m", *args, *(("--master", "local[2]", "--no-progress") if spark else ())]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(cmd, cwd=ROOT, env=_env(server), capture_output=True, text=True, timeout=900)
 
 
 def _ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
@@ -324,7 +329,7 @@ def test_server_stopped_mid_job_then_rerun_completes(s3_server, local_chain, war
 
         watcher = threading.Thread(target=stop_after_first_marker, daemon=True)
         watcher.start()
-        env = {**os.environ, **s3_server.env}
+        env = _env(s3_server)
         # local[1]: one unit at a time, so units remain to run when the server goes away
         cmd = [
             sys.executable,
@@ -343,7 +348,7 @@ def test_server_stopped_mid_job_then_rerun_completes(s3_server, local_chain, war
             "--set",
             "reader.download_retries=1",
         ]
-        first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        first = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
         stopped.set()
         watcher.join(timeout=5)
         s3_server.start()
@@ -361,7 +366,7 @@ def test_server_stopped_mid_job_then_rerun_completes(s3_server, local_chain, war
         assert not [k for k in store.list(out, recursive=True) if ".tmp-" in k]
         assert not store.exists(join(out, "_SUCCESS"))
 
-        rerun = _ok(subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900))
+        rerun = _ok(subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900))
         assert f"processed now: {len(failed)}  already done: {len(done)}" in rerun.stdout
         assert store.exists(join(out, "_SUCCESS"))
         rows = _rows(out, "text", "url")
