@@ -50,6 +50,7 @@ from core.config import ConfigError, ConfigModel, check_positive, fingerprint_of
 from core.errors import InputError
 from core.files import doc_parquet_uris, open_parquet, parquet_schema
 from core.output import atomic_write_bytes, atomic_write_json, check_folder_path
+from core.safe_json import JSONFileError, loads_checked
 from core.storage import is_object_store, is_remote, join, open_store
 
 log = logging.getLogger(__name__)
@@ -241,12 +242,20 @@ def read_tokenizer_file(path: str | Path) -> tuple[str, bytes]:
 
 
 def read_tokenizer_meta(tokenizer_path: str) -> dict[str, Any]:
-    """tokenizer_meta.json beside a tokenizer.json (local or URI); {} when there is none."""
+    """tokenizer_meta.json beside a tokenizer.json (local or URI); {} when there is none.
+
+    A tokenizer folder is a model folder someone hands us: its JSON goes through the checked reader
+    (core/safe_json.py), so a deep, non-finite or non-object file is an InputError naming it, not a
+    RecursionError or AttributeError traceback."""
     meta_path = join(tokenizer_path.rsplit("/", 1)[0], "tokenizer_meta.json")
     try:
-        return json.loads(open_store(meta_path).read_bytes(meta_path))
+        raw = open_store(meta_path).read_bytes(meta_path)
     except FileNotFoundError:
         return {}
+    meta = loads_checked(raw, meta_path)
+    if not isinstance(meta, dict):
+        raise JSONFileError(f"{meta_path}: not a JSON object (train-tokenizer writes one)")
+    return meta
 
 
 def load_tokenizer(path: str | Path, eod_token: str | None = None) -> LoadedTokenizer:

@@ -108,3 +108,29 @@ def test_parquet_without_text_or_id_names_the_file(tmp_path, capsys, columns):
     missing = "'text'" if "text" not in columns else "'id'"
     assert f"error: {bad}: no {missing} column; columns: {', '.join(columns)}" in err
     assert not (tmp_path / "tok").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [
+        ('{"eod_token": NaN}', r"eod_token: NaN is not a finite number"),
+        ('{"vocab_size": 1' + "0" * 400 + "}", r"vocab_size: the integer .* beyond int64"),
+        ("[" * 100_000 + "]" * 100_000, r"nests deeper than the 64"),
+        ('["<|endoftext|>"]', r"not a JSON object"),
+        (
+            '{"eod_token": "<|pad|>", "eod_token": "<|endoftext|>"}',
+            r"eod_token: the key 'eod_token' is given twice",
+        ),
+        ("{not json", r"not valid JSON"),
+    ],
+    ids=["nan", "huge-int", "deep", "list", "duplicate-key", "invalid"],
+)
+def test_a_hostile_tokenizer_meta_is_an_input_error_naming_it(tmp_path, corpus, text, refusal):
+    """tokenizer_meta.json goes through the checked JSON reader (core/safe_json.py) as every model
+    folder's JSON does: an InputError (exit 2) naming the file and key, not a traceback."""
+    from core.errors import InputError
+
+    path = train_tokenizer(corpus, tmp_path / "t", CFG)
+    (tmp_path / "t" / "tokenizer_meta.json").write_text(text)
+    with pytest.raises(InputError, match=rf"tokenizer_meta\.json: {refusal}"):
+        load_tokenizer(path)
