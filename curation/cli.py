@@ -6,6 +6,10 @@ writes such an index of local WARCs (curation/index/ccindex.py). Both take `--co
 key=value` (core/cli.py): extract's keys are configs/extract.yaml's, index's are `IndexSettings`
 below, whose flags (`--root`, `--no-languages`) are aliases.
 
+`derive-language --lang xxx_Scrp --reference FILE...` measures a language's settings file
+(configs/languages/) on reference text; `import-fineweb2 GIT_DIR` rewrites the shipped files from
+FineWeb-2's configs (curation/language_settings.py).
+
 It also runs under spark-submit (`spark-submit curation/__main__.py extract ...`); the token
 jobs (train-tokenizer, tokenize) are `python -m tokens ...`.
 
@@ -20,7 +24,8 @@ import argparse
 
 from core.cli import add_config_args, add_spark_args, command_parser, load_settings, print_run, run_subcommand
 from core.config import ConfigModel
-from core.errors import InputError
+from core.errors import InputError, OutputConflict
+from core.output import OutputDir
 from core.spark import SparkOptions
 from curation.config import ExtractJobConfig
 
@@ -49,17 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--index",
         metavar="INDEX",
         help="a cc-index table (Parquet file or folder, local or s3://) or a CDXJ file: extract only "
-        "the records --where selects, fetched by ranged reads from --warc-base",
+        "the records --where selects, fetched by ranged reads from --warc-base (both required with --index)",
     )
     ex.add_argument(
         "--where",
         metavar="SQL",
-        help="with --index: SQL condition over the index columns, e.g. \"content_languages = 'eng'\"",
+        help="required with --index: SQL condition over the index columns, e.g. "
+        "\"content_languages = 'eng'\"",
     )
     ex.add_argument(
         "--warc-base",
         metavar="URL_OR_PREFIX",
-        help="with --index: where warc_filename lives: https://data.commoncrawl.org/, s3://commoncrawl/, "
+        help="required with --index: where warc_filename lives: https://data.commoncrawl.org/, s3://commoncrawl/, "
         "an http:// server, or a local folder; a warc_filename that does not resolve under it (.., an "
         "absolute path, another scheme, host or bucket, a link out of the folder) is refused",
     )
@@ -86,11 +92,50 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave content_languages/content_charset null (skips decoding and lid.176 per HTML page)",
     )
     add_config_args(ix, "IndexSettings in curation/cli.py", "languages=false")
+
+    dl = sub.add_parser(
+        "derive-language",
+        help="a language's settings file (configs/languages/) measured on reference text in it",
+    )
+    dl.add_argument("--lang", required=True, metavar="xxx_Scrp", help="the language, e.g. deu_Latn")
+    dl.add_argument(
+        "--reference",
+        required=True,
+        nargs="+",
+        metavar="FILE",
+        help="UTF-8 text in the language: .jsonl (each record's `text` a document) or plain text "
+        "(documents separated by blank lines, or see --lines-per-doc)",
+    )
+    dl.add_argument(
+        "--lines-per-doc",
+        type=int,
+        metavar="N",
+        help="plain text with one sentence a line: every N lines make a document",
+    )
+    dl.add_argument("--segmenter", metavar="NAME", help="word segmenter (default: the language's own)")
+    dl.add_argument(
+        "--out", metavar="FILE.yaml", help="write here (named after --lang), else print to stdout"
+    )
+
+    fw = sub.add_parser(
+        "import-fineweb2",
+        help="rewrite configs/languages/ from FineWeb-2's per-language configs (a git clone of it)",
+    )
+    fw.add_argument("fineweb2", metavar="GIT_DIR", help="a clone of huggingface/fineweb-2 (or its .git)")
+    fw.add_argument("--rev", default="HEAD", help="the commit to read (default HEAD)")
+    fw.add_argument("--top", type=int, default=50, help="how many of its largest languages (default 50)")
+    fw.add_argument("--out", default=None, metavar="DIR", help="default: configs/languages/")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_subcommand(build_parser(), {"extract": _extract, "index": _index}, argv)
+    bodies = {
+        "extract": _extract,
+        "index": _index,
+        "derive-language": _derive_language,
+        "import-fineweb2": _import_fineweb2,
+    }
+    return run_subcommand(build_parser(), bodies, argv)
 
 
 def _extract(args: argparse.Namespace) -> int:
@@ -107,7 +152,29 @@ def _extract(args: argparse.Namespace) -> int:
         cfg,
         spark=SparkOptions.from_args(args),
     )
-    return print_run("extract", result, f"config {cfg.fingerprint()}")
+    return print_run(
+        "extract", result, f"config {cfg.fingerprint()}" + _ranges_note(result.output, result.inputs)
+    )
+
+
+def _ranges_note(output: str, units: int) -> str:
+    """What extract's `inputs:` count when large WARCs were cut into byte ranges, from the folder's record.
+
+    The runner counts units, and a WARC larger than the planned range size is several units
+    (curation/warc/ranges.py), so "inputs: 9" for 4 files needs saying. The size is planned per run
+    (`unit_bytes`: at most reader.split_bytes, smaller so each core gets reader.units_per_core ranges).
+    """
+    try:
+        record = OutputDir(output).read_json("_config.json") or {}
+    except (OSError, ValueError, OutputConflict):  # the run's own lines report a damaged folder
+        return ""
+    files, unit_bytes = len(record.get("inputs") or ()), record.get("unit_bytes") or record.get("split_bytes")
+    if not files or files == units or not unit_bytes:
+        return ""
+    return (
+        f"; inputs are byte ranges: {units} of {files} files, each up to {unit_bytes / 2**20:.1f} MiB "
+        f"(reader.split_bytes caps it, reader.units_per_core plans it)"
+    )
 
 
 def _extract_index(args: argparse.Namespace, cfg: ExtractJobConfig) -> int:
@@ -143,3 +210,54 @@ def _index(args: argparse.Namespace) -> int:
         err = report.errors.get(name)
         print(f"  {name}: {n} records" + (f"  (stopped early: {err})" if err else ""))
     return 1 if report.errors else 0
+
+
+def _derive_language(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from core.languages import is_canonical
+    from curation import language_settings as ls
+
+    # every input checked before the LID model and the segmenter load
+    if not is_canonical(args.lang):
+        raise InputError(f"--lang must be xxx_Scrp (ISO 639-3 _ ISO 15924, e.g. deu_Latn), got {args.lang!r}")
+    missing = [f for f in args.reference if not Path(f).is_file()]
+    if missing:
+        raise InputError(f"--reference: not a file: {', '.join(missing[:5])}")
+    if args.lines_per_doc is not None and not 1 <= args.lines_per_doc <= 100_000:
+        raise InputError(f"--lines-per-doc must be in [1, 100000], got {args.lines_per_doc}")
+    if args.segmenter is not None:
+        ls.check_segmenter(args.segmenter)
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        if out.name != f"{args.lang}.yaml":
+            raise InputError(f"--out must be named {args.lang}.yaml (the loader finds a language by name)")
+        if not out.parent.is_dir():
+            raise InputError(f"--out: no folder {out.parent}")
+    settings = ls.derive_from_files(args.lang, args.reference, args.lines_per_doc, args.segmenter)
+    how = "Made by `python -m curation derive-language` (curation/language_settings.py: derive_settings)."
+    if out is None:
+        print(ls.dump(settings, how), end="")
+        return 0
+    ls.write_settings(settings, out, how)
+    q = settings.gopher_quality
+    print(
+        f"Refinery derive-language {args.lang} -> {out}: lid_threshold {settings.lid_threshold}, "
+        f"{len(q.stop_words)} stop words ({', '.join(q.stop_words[:10])}), "
+        f"word length {q.min_avg_word_length}-{q.max_avg_word_length}, segmenter {settings.segmenter}"
+    )
+    return 0
+
+
+def _import_fineweb2(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from curation import language_settings as ls
+
+    if not Path(args.fineweb2).is_dir():
+        raise InputError(f"not a folder: {args.fineweb2}")
+    if not 1 <= args.top <= 2000:
+        raise InputError(f"--top must be in [1, 2000], got {args.top}")
+    written = ls.write_fineweb2(args.fineweb2, args.out or ls.FOLDER, args.top, args.rev)
+    print(f"Refinery import-fineweb2 -> {written[0].parent}: {len(written)} files")
+    return 0
