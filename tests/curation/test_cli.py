@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 import curation.index.ccindex
+import curation.job
+from core.output import OutputDir
+from core.runner import RunResult
 from curation.cli import main
 from curation.index.ccindex import IndexReport
 
@@ -41,3 +46,33 @@ def test_index_settings_by_set_config_or_flag(tmp_path, warc_dir, monkeypatch, c
     assert seen == [(None, True), (None, False), (None, False), ("/other", False)]
     assert main([*base, "--set", "languages=maybe"]) == 2
     assert "languages must be true or false" in capsys.readouterr().err
+
+
+def test_extract_help_says_index_needs_where_and_warc_base(capsys):
+    with pytest.raises(SystemExit):
+        main(["extract", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps at the terminal's width
+    assert "--where selects, fetched by ranged reads from" in text and "(both required with --index)" in text
+    assert "--where SQL required with --index: SQL condition" in text
+    assert "--warc-base URL_OR_PREFIX required with --index: where warc_filename lives" in text
+
+
+@pytest.mark.parametrize(("units", "note"), [(9, True), (4, False)])
+def test_extract_says_when_its_inputs_are_byte_ranges(tmp_path, monkeypatch, capsys, units, note):
+    """The runner counts units: 4 WARCs cut into 9 ranges print "inputs: 9", which the header explains
+    with the range size the run recorded (a run of whole files says nothing more)."""
+    out = tmp_path / "out"
+
+    def run_extract(inputs, output, cfg, *, spark):
+        files = [f"/w/{i}.warc.gz" for i in range(4)]
+        OutputDir(output).prepare(
+            "extract", {}, "f", {"inputs": files, "split_bytes": 16 << 20, "unit_bytes": 3 << 20}
+        )
+        return RunResult(str(out), inputs=units, skipped=0, processed=units)
+
+    monkeypatch.setattr(curation.job, "run_extract", run_extract)
+    assert main(["extract", "--input", "/w/*.warc.gz", "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"inputs: {units}  processed now: {units}" in printed
+    expected = "; inputs are byte ranges: 9 of 4 files, each up to 3.0 MiB (reader.split_bytes caps it"
+    assert (expected in printed) is note
