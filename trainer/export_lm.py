@@ -252,7 +252,8 @@ def export_lm(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # prog: how it is run, not the file name argparse would show ("export_lm.py")
+    ap = argparse.ArgumentParser(prog="python -m trainer.export_lm", description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoints", required=True, type=Path, help="checkpoint root (checkpoint.dir)")
     ap.add_argument("--tag", default=None, help="step_XXXXXXXX (default: the newest complete one)")
     ap.add_argument("--output", required=True, type=Path, help="model folder to create (must not exist)")

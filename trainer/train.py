@@ -442,8 +442,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     (kept as an alias). `args.overrides` is the positional ones, then the `--set` ones: a key given twice
     takes its last value. Intermixed parsing: positional overrides may also follow a `--set`."""
     ap = argparse.ArgumentParser(
+        # how it is run, not the file name argparse would show ("train.py")
+        prog="python -m trainer.train",
         description=__doc__.split("\n\n")[0],
-        epilog="Overrides apply in order, positional ones first, then each --set: a later one wins.",
+        epilog="Overrides apply in order, positional ones first, then each --set: a later one wins. "
+        "One process as shown; several: python -m deepspeed.launcher.runner --num_gpus N --module "
+        "trainer.train --config C (trainer/launch.py).",
     )
     add_config_args(ap, "configs/train-debug.yaml", "optimizer.lr=1e-3")
     ap.add_argument("--local_rank", type=int, default=None, help="set by the deepspeed launcher")

@@ -108,7 +108,10 @@ def complete_tags(root: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="export / average consolidated weights from ZeRO-3 checkpoints")
+    ap = argparse.ArgumentParser(
+        prog="python -m trainer.weights",  # how it is run, not the file name argparse would show
+        description="export / average consolidated weights from ZeRO-3 checkpoints",
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("export", help="one checkpoint → safetensors")
     e.add_argument("--checkpoints", required=True, type=Path, help="checkpoint root (checkpoint.dir)")
