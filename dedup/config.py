@@ -195,6 +195,9 @@ class DecontaminateConfig(ConfigModel):
     of figures, `a b c ... m`): digits are all 0 once normalized, so such n-grams match any table"""
     examples: int = 5
     """documents per set shown in the report with the n-gram they share with it"""
+    allow_remove_all: bool = False
+    """let drop mode remove 99% or more of the documents (refused otherwise: core/removal.py); not
+    part of the fingerprint, so a refused run resumes with it set"""
 
     @model_validator(mode="after")
     def _check(self) -> DecontaminateConfig:
@@ -294,7 +297,10 @@ class DedupJobConfig(ConfigModel):
         # recorded, so it is not core.config.fingerprint_of (compact JSON, 12 digits).
         d = self.to_dict()
         d.pop("output")
-        if self.decontaminate.enabled:  # the sets' content decides what is removed, as their names do
+        if self.decontaminate.enabled:
+            # a permission, not a setting of what is removed: the folder of a refused run accepts it
+            d["decontaminate"].pop("allow_remove_all")
+            # the sets' content decides what is removed, as their names do
             d["decontaminate"]["identities"] = self.decontaminate.identities()
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 

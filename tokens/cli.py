@@ -125,6 +125,7 @@ def _tokenize(args: argparse.Namespace) -> int:
         eod_token=cfg.eod_token,
         encoder=cfg.encoder,
         spark=SparkOptions.from_args(args),
+        allow_remove_all=cfg.allow_remove_all,
     )
     status = print_run("tokenize", result, f"encoder {result.encoder}")
     if result.manifest:

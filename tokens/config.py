@@ -31,6 +31,9 @@ class TokenizeConfig(ConfigModel):
     """End-of-document token of a tokenizer.json not trained here (else its meta names it)."""
     encoder: str = "auto"
     """auto (tiktoken where it gives exactly the Hugging Face ids, else HF), tiktoken or hf."""
+    allow_remove_all: bool = False
+    """let a selection keep no document (refused otherwise: tokens/job.py check_selected); not part
+    of the output's fingerprint, so a refused run finishes its folder with it set"""
 
     @model_validator(mode="after")
     def _check(self) -> TokenizeConfig:

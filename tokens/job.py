@@ -45,6 +45,7 @@ import numpy as np
 from core.errors import InputError
 from core.files import doc_parquet_uris, parquet_schema, sha256_file
 from core.output import OutputDir, check_disjoint, check_layout
+from core.removal import check_removal
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
 from core.selectors import (
     Selector,
@@ -324,6 +325,39 @@ def _resolve(
     return resolved, percentiles
 
 
+def check_selected(stats: Stats, selectors: tuple[Selector, ...], where: str, allowed: bool) -> None:
+    """Refuse a selection that kept no document of a non-empty source (core/removal.py), naming each
+    selector and column that dropped documents, with how many.
+
+    parse_selectors refuses a condition no value can pass, and a percentile refuses a column with
+    nothing to rank; a plain threshold over a column that is null or NaN everywhere (NaN fails every
+    comparison) passes both and is only seen here, once every part has counted its drops. Only an
+    empty selection is refused, not a share: `top 0.5%` keeps 0.5% on purpose."""
+    st = stats.stages.get("select")
+    if not selectors or st is None:
+        return
+    why = []
+    for reason, n in st.drops.most_common():
+        kind, _, what = reason.partition(":")
+        if kind == "select":
+            why.append(f"`{what}` failed on {n:,}")
+        elif kind == "null":
+            why.append(f"column {what!r} is null on {n:,}")
+    check_removal(
+        "tokenize's selection",
+        st.docs_in - st.docs_out,
+        st.docs_in,
+        "the selectors (select / --select): "
+        + "; ".join(why)
+        + (" (a NaN value fails every comparison)" if any(w.startswith("`") for w in why) else ""),
+        "allow_remove_all",
+        allowed,
+        share=1.0,
+        min_total=1,
+        left=f"Its parts are in {where}, empty and without manifest.json, so nothing reads this source.",
+    )
+
+
 def run_tokenize(
     input_dir: str,
     tokenizer: str,
@@ -335,6 +369,7 @@ def run_tokenize(
     on_changed_input: str | None = None,
     *,
     spark: SparkOptions = DEFAULT_SPARK,
+    allow_remove_all: bool = False,
 ) -> TokenizeResult:
     """Tokenize every Parquet file of `input_dir` into `output/shards/<source>/` on Spark.
 
@@ -343,7 +378,9 @@ def run_tokenize(
     `encoder` (tokens.tokenizer.ENCODERS) is not part of the output's config: every encoder gives
     the same bytes, so a rerun with another one resumes the same folder. `on_changed_input`: an
     input whose content changed since its part was made is refused ("refuse", the default unless
-    $REFINERY_ON_CHANGED_INPUT says otherwise) or its part redone ("restart").
+    $REFINERY_ON_CHANGED_INPUT says otherwise) or its part redone ("restart"). A selection that
+    keeps no document of a non-empty source is refused before the manifest is written (`check_selected`)
+    unless `allow_remove_all`.
     """
     if not source or "/" in source or source.startswith("."):
         raise InputError(f"--source must be a plain folder name, got {source!r}")
@@ -396,6 +433,9 @@ def run_tokenize(
     markers = [m for _, u in units if (m := out.read_marker(u)) is not None]
     manifest = None
     if len(markers) == len(units):
+        # a manifest there already: an earlier run finished this folder (with the opt-in, if it was empty)
+        if not out.store.exists(out.path("manifest.json")):
+            check_selected(res.stats, resolved, out.uri, allow_remove_all)
         manifest = build_manifest(source, config, fingerprint, tok, markers, percentiles)
         out.write_json("manifest.json", manifest)
     return TokenizeResult(**vars(res), manifest=manifest, encoder=encoder_used)

@@ -10,6 +10,8 @@ right after `ids`, turns that into decisions:
 - a document with at least `min_ngrams` distinct n-grams of a set is contaminated by it;
 - mode `drop`: removed, reason `decontaminate:<set>` (the first such set in config order: one
   reason per document, so the funnel adds up; the report counts it under every set);
+- a drop that removes 99% or more of the documents checked (of 100 or more) is refused, naming
+  `ngram`, `skip_trivial` and `min_ngrams` (core/removal.py), unless `allow_remove_all` is set;
 - mode `annotate`: kept, with output columns `contaminated_by` (the sets, [] when none) and
   `contamination_ngrams` (distinct n-grams it shares with any set, below the threshold too).
 
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from core.removal import check_removal
 from dedup.config import DecontaminateConfig, DedupJobConfig
 from dedup.decontam import EvalIndex, NgramTable, build_index, find_hits
 from dedup.stages.base import DocBatch, Feature, Stage, StageContext
@@ -93,6 +96,19 @@ class Decontaminate(Stage):
             "sets": _set_reports(hits, build_index(dc), dc),
         }
         ctx.store.write_json(f"{self.name}/report.json", report)
+        if dc.mode == "drop":
+            # before the stage's marker: a refused run publishes nothing and resumes from here
+            check_removal(
+                "decontaminate",
+                report["contaminated_docs"],
+                report["documents_checked"],
+                f"decontaminate.ngram ({dc.ngram}), decontaminate.skip_trivial ({str(dc.skip_trivial).lower()}) "
+                f"and decontaminate.min_ngrams ({dc.min_ngrams})",
+                "decontaminate.allow_remove_all",
+                dc.allow_remove_all,
+                left=f"Nothing is published: {ctx.root}/stages/{self.name}/report.json shows what each set "
+                "hit; the stages before this one are kept, and a rerun resumes from this stage.",
+            )
         return {"removed": reason_counts(ctx.decisions([self.name])), **report}
 
 

@@ -375,3 +375,55 @@ def test_a_set_on_s3_is_the_same_set(s3_bucket, data_dir):
     here = build_index(DecontaminateConfig(sets=[{"name": "w", "paths": str(local)}]))
     assert remote.sets[0].files == [uri]
     assert (remote.table.keys == here.table.keys).all() and remote.sets[0].passages == here.sets[0].passages
+
+
+# -- a setting that removes everything -----------------------------------------------------------
+
+
+def test_allow_remove_all_is_not_part_of_the_fingerprint(eval_sets):
+    """It permits, it decides nothing: the folder of a refused run accepts the rerun that sets it."""
+    on = DedupJobConfig.from_dict({"decontaminate": _config(eval_sets)})
+    allowed = DedupJobConfig.from_dict({"decontaminate": _config(eval_sets, allow_remove_all=True)})
+    assert allowed.fingerprint() == on.fingerprint()
+    assert DecontaminateConfig().allow_remove_all is False
+
+
+@pytest.mark.spark
+def test_a_setting_that_removes_nearly_everything_is_refused_then_resumed_when_allowed(
+    spark, tmp_path, pages, eval_sets
+):
+    """The issue's case: `ngram: 1, skip_trivial: false` matches a word of every page. 200 real pages
+    that share a word with the sets and one written page that shares none: 200 of 201 (99.5%) removed
+    is refused, naming the settings, before anything is published; the rerun that allows it resumes
+    from the decontaminate stage in the same folder."""
+    from core.removal import RemovedTooMuch
+    from dedup.job import run_dedup
+
+    vocab = set().union(*(set(_words(p)) for s in eval_sets.values() for p in s["passages"]))
+    shared = sorted(i for i, (_, t) in pages.items() if set(_words(t)) & vocab)[:200]
+    assert len(shared) == 200
+    ids = [*shared, "clean"]
+    texts = [*(pages[i][1] for i in shared), "Qwxz vrrplt zzyzx, qqq jjjk xkcdq."]
+    assert not set(_words(texts[-1])) & vocab
+    inp = tmp_path / "in"
+    inp.mkdir()
+    pq.write_table(pa.table({"id": ids, "text": texts}), inp / "docs.parquet")
+    dc = _config(eval_sets, ngram=1, skip_trivial=False)
+    out = tmp_path / "out"
+    opts = SparkOptions(spark.sparkContext.master, progress=False)
+    with pytest.raises(RemovedTooMuch) as e:
+        run_dedup(
+            str(inp), str(out), DedupJobConfig.from_dict({**STAGE_ONLY, "decontaminate": dc}), spark=opts
+        )
+    msg = str(e.value)
+    assert "decontaminate removed 200 of 201 (99.5%) documents" in msg
+    assert "decontaminate.ngram (1), decontaminate.skip_trivial (false)" in msg
+    assert "set decontaminate.allow_remove_all: true" in msg and "Nothing is published" in msg
+    assert isinstance(e.value, ConfigError)  # `error: ...`, exit 2
+    assert (out / "stages" / "decontaminate" / "report.json").is_file()  # named in the message
+    assert not (out / "docs").exists() and not (out / "_SUCCESS").exists()
+
+    allowed = DedupJobConfig.from_dict({**STAGE_ONLY, "decontaminate": {**dc, "allow_remove_all": True}})
+    res = run_dedup(str(inp), str(out), allowed, spark=opts)
+    assert {"prepare", "ids"} <= set(res.resumed) and "decontaminate" not in res.resumed
+    assert pq.read_table(out / "docs").column("id").to_pylist() == ["clean"] and res.docs_out == 1
