@@ -9,14 +9,22 @@ set-up). So "busy" is CPU time past what a fork spends reading its task (~0.1 s)
 
 from __future__ import annotations
 
+import itertools
+
 from core.spark_daemon import PLAIN_DAEMON
 from curation.spark_daemon import MODULE as CURATION_DAEMON
 
 DAEMONS = (PLAIN_DAEMON, CURATION_DAEMON)
 
 
-def _is_daemon_fork(proc) -> bool:
-    return any(d in " ".join(proc.cmdline()) for d in DAEMONS)
+def _runs_daemon(proc) -> bool:
+    """`python -m <daemon> ...`: the daemon or one of its forks. The module must follow `-m`: the
+    executor JVM's own command line carries `spark.python.daemon.module=curation.spark_daemon`, so
+    a substring test took the JVM for a daemon, and the daemon (its child, busy preloading) for a
+    worker; the fault test then killed the daemon before any task ran (Spark's event log showed
+    "EOFException ... reading the port number from curation.spark_daemon's stdout")."""
+    cmd = proc.cmdline()
+    return any(flag == "-m" and module in DAEMONS for flag, module in itertools.pairwise(cmd))
 
 
 def busy_python_worker(root_pid: int, min_cpu_s: float = 0.5):
@@ -26,7 +34,7 @@ def busy_python_worker(root_pid: int, min_cpu_s: float = 0.5):
 
     for p in psutil.Process(root_pid).children(recursive=True):
         try:
-            if _is_daemon_fork(p) and _is_daemon_fork(p.parent()) and p.cpu_times().user >= min_cpu_s:
+            if _runs_daemon(p) and _runs_daemon(p.parent()) and p.cpu_times().user >= min_cpu_s:
                 return p
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue

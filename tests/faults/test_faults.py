@@ -203,17 +203,42 @@ def test_truncated_shard_is_refused_naming_the_file(tmp_path):
 # -- an executor's Python worker killed mid-task -----------------------------------------------------
 
 
+def _task_ends(event_dir: Path) -> list[dict]:
+    """Spark's own record of each task attempt's end (SparkListenerTaskEnd) from the event log.
+
+    Read from the log, not from the job's output: a run whose kill missed the task (an idle worker)
+    or whose task was never retried ends with the same output, and only Spark knows the attempts.
+    The log may still be named `.inprogress` (the driver exits without stopping the context); job
+    and stage ends flush it, so every task end of a finished job is there.
+    """
+    ends = []
+    for f in event_dir.iterdir():
+        if f.name.startswith("."):  # Hadoop's .crc checksums
+            continue
+        for line in f.read_text().splitlines():
+            event = json.loads(line)
+            if event.get("Event") == "SparkListenerTaskEnd":
+                ends.append(event)
+    return ends
+
+
 @pytest.mark.spark
 def test_killed_python_worker_is_retried_and_output_is_complete(tmp_path, warc_dir):
     """local[1,2]: one core, a task may fail twice. The Python worker running the task is killed
-    while it works; Spark retries the task, and the unit's output equals a direct run's."""
+    while it works; Spark's event log shows that attempt failed and a later attempt of the same
+    task succeeded, and the unit's output equals a direct run's."""
     import psutil
 
     uri = str(warc_dir / "pages-trafilatura-eval-part0.warc.gz")  # ~250 pages: seconds of work to hit
     out = tmp_path / "out"
+    events = tmp_path / "events"
+    events.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     cmd = [sys.executable, "-m", "curation", "extract", "--input", uri, "--output", str(out),
-           "--master", "local[1,2]", "--no-progress", "--spark-conf", "spark.ui.enabled=false"]  # fmt: skip
+           "--master", "local[1,2]", "--no-progress", "--spark-conf", "spark.ui.enabled=false",
+           # one plain JSON-lines log (Spark 4 rolls and zstd-compresses it by default)
+           "--spark-conf", "spark.eventLog.enabled=true", "--spark-conf", f"spark.eventLog.dir={events.as_uri()}",
+           "--spark-conf", "spark.eventLog.rolling.enabled=false", "--spark-conf", "spark.eventLog.compress=false"]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = None
     deadline = time.time() + 300
@@ -229,6 +254,19 @@ def test_killed_python_worker_is_retried_and_output_is_complete(tmp_path, warc_d
     assert killed is not None, "no busy Python worker was found to kill\n" + log[-2000:]
     assert proc.returncode == 0, log[-3000:]
     assert (out / "_SUCCESS").exists()
+    ends = _task_ends(events)
+    failed = [e for e in ends if e["Task End Reason"]["Reason"] != "Success"]
+    assert failed, f"no task attempt failed, so none was retried: {len(ends)} task ends\n" + log[-2000:]
+    for e in failed:
+        task, attempt = (e["Stage ID"], e["Task Info"]["Index"]), e["Task Info"]["Attempt"]
+        # the attempt lost its running Python worker ("Python worker exited unexpectedly"), not its
+        # daemon before the task began, nor anything else
+        assert "Python worker exited unexpectedly" in json.dumps(e["Task End Reason"]), e["Task End Reason"]
+        retried = [r for r in ends if (r["Stage ID"], r["Task Info"]["Index"]) == task]
+        assert any(
+            r["Task Info"]["Attempt"] > attempt and r["Task End Reason"]["Reason"] == "Success"
+            for r in retried
+        ), f"task {task} failed at attempt {attempt} and no later attempt succeeded"
     direct = tmp_path / "direct"
     cfg = ExtractJobConfig()
     OutputDir(direct).prepare("extract", cfg.to_dict(), cfg.fingerprint())
