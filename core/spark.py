@@ -25,6 +25,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -157,6 +158,27 @@ def check_spark_native(choice: str) -> None:
         raise ConfigError(f"--spark-native: {choice!r} is not one of {', '.join(SPARK_NATIVE_CHOICES)}")
 
 
+LOG4J2_CONF = Path(__file__).with_name("log4j2.properties")
+"""The driver JVM's console logging (see the file): Spark's defaults at WARN, without its banner."""
+
+
+def quiet_driver_logging(conf: Mapping[str, str]) -> dict[str, str]:
+    """`conf` with core/log4j2.properties put first in spark.driver.extraJavaOptions.
+
+    Spark prints its log4j banner and startup lines before any `setLogLevel` can run, because it
+    falls back to its built-in profile at INFO; a configuration file given to the JVM at start is
+    the only early enough place. Put first, so a user's own `-Dlog4j2.configurationFile` (later on
+    the java command line) still wins. Left out if the file is missing (an install without it).
+    """
+    out = dict(conf)
+    if LOG4J2_CONF.is_file():
+        key = "spark.driver.extraJavaOptions"
+        out[key] = " ".join(
+            filter(None, (f"-Dlog4j2.configurationFile={LOG4J2_CONF.as_uri()}", out.get(key)))
+        )
+    return out
+
+
 def get_spark(master: str | None, app_name: str, conf: Mapping[str, str] | None = None):
     """SparkSession: `master` if given, else spark-submit's, else the embedded local[*]."""
     from pyspark.sql import SparkSession
@@ -189,6 +211,8 @@ def get_spark(master: str | None, app_name: str, conf: Mapping[str, str] | None 
     # INT96 as nanoseconds and writes them back as such, which Spark then cannot read (a Spark job's
     # output filtered with pyarrow and fed to the next Spark job failed so: make ablate's kept/).
     builder = builder.config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    if not under_spark_submit():  # the driver JVM starts here (spark-submit's has started already)
+        conf = quiet_driver_logging(conf)
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
