@@ -209,6 +209,20 @@ def chart_throughput(r: dict[str, Any]) -> Figure | None:
     return fig
 
 
+def format_seconds(v: Any) -> Any:
+    """Seconds as a reader wants them: three figures at most below 100 s ("0.04", "3.4", "57.2"), whole
+    seconds above ("1,234"). Stage timings carry no millisecond meaning (a stage's seconds vary by
+    more than that between two runs), and "1234.567" only hides the size. Anything else is returned
+    as it is (a missing value's "" or "—")."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return v
+    if abs(v) < 1:
+        return f"{v:.2f}"
+    if abs(v) < 100:
+        return f"{v:.1f}"
+    return f"{v:,.0f}"
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     def cell(v: Any) -> str:
         if isinstance(v, float):
@@ -240,9 +254,9 @@ def _training_tables(tr: dict[str, Any]) -> dict[str, str]:
             ["mean tokens/s (steps)", "tokens/s (end event)", "wall s", "tokens trained", "sample"],
             [
                 [
-                    sum(tr["tokens_per_s"]) / len(tr["tokens_per_s"]),
-                    end.get("tokens_per_s", ""),
-                    end.get("wall_s", ""),
+                    round(sum(tr["tokens_per_s"]) / len(tr["tokens_per_s"])),  # tokens/s: whole tokens
+                    round(v) if isinstance(v := end.get("tokens_per_s"), int | float) else "",
+                    format_seconds(end.get("wall_s", "")),
                     tr["tokens"][-1],
                     end.get("sample", ""),
                 ]
@@ -263,7 +277,7 @@ def _section_tables(r: dict[str, Any]) -> dict[str, str]:
                 x["docs_out"],
                 x["bytes_in"],
                 x["bytes_out"],
-                x["seconds"],
+                format_seconds(x["seconds"]),
                 ", ".join(f"{k}: {v}" for k, v in sorted(x["drops"].items())),
             ]
             for x in r["funnel"]
@@ -364,7 +378,10 @@ def render(r: dict[str, Any], out: Path) -> Path:
             "<h2 id=timings>Wall time per stage</h2>"
             + _table(
                 ["stage", "seconds (last run that did the work)"],
-                [[k, v.get("seconds") if v.get("seconds") is not None else "—"] for k, v in timings.items()],
+                [
+                    [k, format_seconds(v["seconds"]) if v.get("seconds") is not None else "—"]
+                    for k, v in timings.items()
+                ],
             ),
         )
     if r.get("ablation"):
