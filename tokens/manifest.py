@@ -26,11 +26,13 @@ tokenize still loads.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from core import names
+from core.names import check_sha256
+from core.names import show as _show
 from core.safe_json import JSONFileError, loads_checked
 from tokens.shards import ShardFormatError
 
@@ -52,10 +54,6 @@ MAX_COUNT = 2**62
 MAX_MANIFEST_BYTES = 256 * 2**20
 """A manifest entry is ~600 bytes: room for 400,000 shards; past it a manifest is not tokenize's."""
 
-SHA256 = re.compile(r"[0-9a-f]{64}")
-# One component of a path, never "." or "..": it starts with a letter or digit. `%` is not allowed
-# either, so an object store never sees an encoded "/" (%2F) that some servers decode.
-_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 _ITEM_SIZE = {"uint16": 2, "int32": 4}  # the two dtypes tokens/shards.py writes
 
 Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT)]
@@ -66,27 +64,10 @@ class ManifestError(ShardFormatError):
     """A manifest.json that is not what tokenize writes; the message names the file and the field."""
 
 
-def check_sha256(value: object) -> str:
-    """`value` if it is a sha256 hex digest (64 lowercase hex digits), else ValueError saying so."""
-    if not isinstance(value, str) or not SHA256.fullmatch(value):
-        raise ValueError(f"must be 64 lowercase hex digits (a sha256), got {_show(value)}")
-    return value
-
-
 def check_file_name(value: object, suffix: str) -> str:
-    """`value` if it is one plain file name ending in `suffix`, else ValueError saying what it must be."""
-    if not isinstance(value, str) or not _FILE_NAME.fullmatch(value) or not value.endswith(suffix):
-        raise ValueError(
-            f"must be a file name in the shards folder ending in {suffix} (letters, digits, . _ -; "
-            f"no folder), got {_show(value)}"
-        )
-    return value
-
-
-def _show(value: object) -> str:
-    """A hostile value shown in an error: its repr, cut short (a manifest can hold megabytes)."""
-    text = repr(value)
-    return text if len(text) <= 100 else text[:100] + "…"
+    """`value` if it is one plain file name of the shards folder ending in `suffix` (core/names.py's
+    rule, shared with every reader of a name from data), else ValueError saying what it must be."""
+    return names.check_file_name(value, suffix, "the shards folder")
 
 
 class _Model(BaseModel):

@@ -15,18 +15,15 @@ function); one field of one entry is replaced by a hostile value. Checked, as a 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mixtures.recipe import Recipe, RecipeError
 from mixtures.sampler import MixtureSampler
+from testkit.audit import recording, tree
 from testkit.corpus import build_two_sources
 from testkit.s3 import upload_tree
 from tokens.manifest import ManifestError, parse_manifest
@@ -153,32 +150,6 @@ def test_a_manifest_with_files_names_dtype_and_tokenizer_ids(sources):
 
 # -- end to end: nothing outside the cache is opened or created ------------------------------------------
 
-_OPENED: list[str] | None = None
-
-
-def _audit(event: str, args: tuple) -> None:
-    if _OPENED is not None and event in ("open", "os.mkdir", "os.rename", "os.remove", "os.truncate"):
-        path = args[0]
-        if isinstance(path, (str, bytes, os.PathLike)):
-            _OPENED.append(os.path.abspath(os.fsdecode(path)))
-
-
-sys.addaudithook(_audit)  # a hook cannot be removed: it records only inside `_recording`
-
-
-@contextlib.contextmanager
-def _recording() -> Iterator[list[str]]:
-    global _OPENED
-    _OPENED = []
-    try:
-        yield _OPENED
-    finally:
-        _OPENED = None
-
-
-def _tree(root: Path) -> dict[str, int]:
-    return {str(p): p.stat().st_size for p in root.rglob("*")}
-
 
 def _plant_victim(tmp_path: Path, sources) -> None:
     """A valid shard pair outside the cache, where a `..` would reach it: what was trained on."""
@@ -215,12 +186,12 @@ def test_hostile_manifest_on_s3_opens_and_creates_nothing_outside_the_cache(
     _plant_victim(tmp_path, sources)
     cache = ShardCache(tmp_path / "node" / "cache", 10**9)
     recipe = Recipe.from_dict(_recipe_dict(None, {"web": uri, "multi": sources["multi"]}), source="t")
-    before = _tree(tmp_path)
-    with _recording() as opened, pytest.raises(RecipeError, match=rf"manifest\.json: files\[{i}\]\.{field} "):
+    before = tree(tmp_path)
+    with recording() as opened, pytest.raises(RecipeError, match=rf"manifest\.json: files\[{i}\]\.{field} "):
         MixtureSampler(recipe, 64, shard_cache=cache)
     outside = [p for p in opened if p.startswith(str(tmp_path)) and not p.startswith(str(cache.root))]
     assert not outside, outside
-    assert _tree(tmp_path) == before  # nothing made, by a lock or otherwise
+    assert tree(tmp_path) == before  # nothing made, by a lock or otherwise
 
 
 @pytest.mark.parametrize(("field", "value"), [c for c in S3_CASES if c[0] in ("bin", "idx")])
@@ -231,7 +202,7 @@ def test_hostile_manifest_in_a_local_folder_opens_nothing_outside_it(sources, tm
     (folder / "manifest.json").write_text(json.dumps(m))
     _plant_victim(tmp_path / "shards", sources)  # shards/victim.bin: what "../victim.bin" names
     recipe = Recipe.from_dict(_recipe_dict(None, {"web": folder, "multi": sources["multi"]}), source="t")
-    with _recording() as opened, pytest.raises(RecipeError, match=rf"manifest\.json: files\[{i}\]\.{field} "):
+    with recording() as opened, pytest.raises(RecipeError, match=rf"manifest\.json: files\[{i}\]\.{field} "):
         MixtureSampler(recipe, 64)
     assert not [p for p in opened if "victim" in p]
 
@@ -243,13 +214,13 @@ def test_the_cache_refuses_an_unchecked_hash_from_any_caller(sources, tmp_path, 
     f = dict(_manifest(sources["web"])["files"][0], **{field: value})
     _plant_victim(tmp_path, sources)
     cache = ShardCache(tmp_path / "node" / "cache", 10**9)
-    before = _tree(tmp_path)
+    before = tree(tmp_path)
     with (
-        _recording() as opened,
+        recording() as opened,
         pytest.raises(ManifestError, match=rf"s3://b/web/part-\d+\.\w+: its {field} must be"),
     ):
         open_cached_shards(cache, "s3://b/web", [f])
-    assert not opened and _tree(tmp_path) == before
+    assert not opened and tree(tmp_path) == before
 
 
 @pytest.mark.parametrize(
