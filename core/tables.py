@@ -20,6 +20,11 @@ after every part is in place (the parts, their rows, and the Spark schema, so th
 row reads back with its columns). Readers read the manifest, never a listing, so a part left by a
 killed attempt is never read; writing a table first deletes whatever was under its name.
 
+The manifest is data in the store: whoever can write the folder writes it, and its `parts` are joined to
+the table's folder. So it is read as untrusted JSON (core/safe_json.py) and each part must be a plain
+file name (core/names.py: no `/`, `..`, `%2F`, NUL, absolute or empty name) before any is opened
+(CONVENTIONS 14); anything else is a `TableManifestError` naming the manifest and the field.
+
 `--spark-native` (SparkOptions.native_storage): `auto` uses native where
 the JVM has a Hadoop FileSystem for the scheme and arrow elsewhere; `true`/`false` force one.
 Executors reach the object store with the standard AWS chain (AWS_* environment of the worker or
@@ -35,13 +40,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from core.errors import OutputConflict
 from core.files import open_parquet, parquet_schema
+from core.names import check_file_name, show
+from core.safe_json import JSONFileError, loads_checked
 from core.spark import check_spark_native
 from core.storage import is_object_store, join, open_store
 
-__all__ = ["Tables", "read_parquet_files", "spark_native_for"]
+__all__ = ["TableManifestError", "Tables", "read_parquet_files", "spark_native_for"]
 
 MANIFEST = "_table.json"
+# one part per Spark partition, ~250 bytes of manifest each: a million partitions, far past any job here
+_MAX_MANIFEST_BYTES = 256 * 2**20
 _READ_BATCH_ROWS = 8192  # Arrow batches handed to Spark: bounded executor memory for wide text rows
 
 
@@ -61,6 +71,11 @@ def spark_native_for(spark, uri: str, choice: str = "auto") -> bool:
         return True
     except Exception:  # py4j wraps Hadoop's UnsupportedFileSystemException: no connector
         return False
+
+
+class TableManifestError(OutputConflict):
+    """A `_table.json` that is not what `Tables.write` writes; names the manifest and the field. The
+    folder is damaged (or was written by someone else): a rerun into another output starts over."""
 
 
 class Tables:
@@ -115,12 +130,7 @@ class Tables:
                 _part_writer(final, compression or "snappy"), "part string, rows long"
             ).collect()
             files = sorted((r["part"], r["rows"]) for r in parts if r["part"])
-            manifest = {
-                "native": False,
-                "schema": df.schema.json(),
-                "parts": [p for p, _ in files],
-                "rows": sum(n for _, n in files),
-            }
+            manifest = arrow_manifest(df.schema.json(), files)
         self.store.write_bytes(join(final, MANIFEST), json.dumps(manifest).encode())
         return final
 
@@ -137,13 +147,64 @@ class Tables:
         path = self.path(name)
         if not self.remote:
             return self.spark.read.parquet(path)
-        manifest = json.loads(self.store.read_bytes(join(path, MANIFEST)))
-        if manifest["native"]:
+        native, schema, parts = read_manifest(self.store, path)
+        if native:
             return self.spark.read.parquet(path)
-        from pyspark.sql.types import StructType
+        return read_parquet_files(self.spark, parts, schema)
 
-        schema = StructType.fromJson(json.loads(manifest["schema"]))
-        return read_parquet_files(self.spark, [join(path, p) for p in manifest["parts"]], schema)
+
+def arrow_manifest(schema_json: str, parts: list[tuple[str, int]]) -> dict[str, Any]:
+    """The `_table.json` of a table the executors wrote: its Spark schema (JSON) and (part, rows) pairs."""
+    return {
+        "native": False,
+        "schema": schema_json,
+        "parts": [p for p, _ in parts],
+        "rows": sum(n for _, n in parts),
+    }
+
+
+def read_manifest(store, path: str):
+    """(native, Spark schema, part URIs) of the table at `path` from its `_table.json`, every field
+    checked before it is used (the module docstring): the parts are plain file names in `path`.
+    FileNotFoundError when there is no manifest (the table was never finished); TableManifestError
+    naming the manifest and the field when it is not one `Tables.write` writes."""
+    where = join(path, MANIFEST)
+    try:
+        m = loads_checked(store.read_bytes(where), where, max_bytes=_MAX_MANIFEST_BYTES)
+    except JSONFileError as e:  # names `where` already
+        raise TableManifestError(str(e)) from None
+    if not isinstance(m, dict):
+        raise TableManifestError(f"{where}: not a table manifest (a JSON object with native and schema)")
+    native = m.get("native")
+    if not isinstance(native, bool):
+        raise TableManifestError(f"{where}: native must be true or false, got {show(native)}")
+    if native:
+        return True, None, []
+    from pyspark.sql.types import StructType
+
+    text = m.get("schema")
+    if not isinstance(text, str):
+        raise TableManifestError(f"{where}: schema must be a Spark schema as JSON text, got {show(text)}")
+    try:  # the same bounds as the manifest: a schema nested 10,000 deep is no RecursionError here
+        schema = StructType.fromJson(loads_checked(text, f"{where}: schema"))
+    except JSONFileError as e:
+        raise TableManifestError(str(e)) from None
+    except Exception as e:  # fromJson raises KeyError, TypeError, ValueError... on a shape it does not know
+        why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        raise TableManifestError(f"{where}: schema must be a Spark schema as JSON text ({why})") from None
+    parts = m.get("parts")
+    if not isinstance(parts, list):
+        raise TableManifestError(f"{where}: parts must be a list of file names, got {show(parts)}")
+    seen: set[str] = set()
+    for i, p in enumerate(parts):
+        try:
+            check_file_name(p, ".parquet", "the table's folder")
+        except ValueError as e:
+            raise TableManifestError(f"{where}: parts[{i}] {e}") from None
+        if p in seen:  # read twice, its rows would count twice
+            raise TableManifestError(f"{where}: parts[{i}] lists {p!r} a second time")
+        seen.add(p)
+    return False, schema, [join(path, p) for p in parts]
 
 
 def read_parquet_files(spark, files: list[str], schema=None):
