@@ -73,6 +73,7 @@ from classifiers.model import ModelError, read_folder_json, read_model_json
 from classifiers.scorer import Scorer
 from core.config import ConfigError, ConfigModel, build_config, check_choice
 from core.files import sha256_file
+from core.languages import LanguageSet
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +279,8 @@ class PerplexityScorer(Scorer):
         self.tokenizer = tokenizer
         self.metadata = metadata
         self.options = options
-        self.languages = frozenset(metadata["languages"])
+        # matched as languages (core/languages.py): a model trained for `en` scores `eng_Latn` documents
+        self.languages = LanguageSet(metadata["languages"])
         self.prefix_safe = _prefix_safe(json.loads(tokenizer.to_str()))
         self.chars_per_token = CHARS_PER_TOKEN  # the bench sets 8 to time the scorer as it was
         # where the time goes, accumulated over calls (bench/classifiers/perplexity_throughput.py reads it)

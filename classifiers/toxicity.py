@@ -38,7 +38,7 @@ Languages. profanity-check is English only, and scoring other languages anyway i
 scoring them: on the Leipzig sentences of the shared data, 0.4 % of English sentences reach 0.5
 but 11 % of German, 25 % of Afrikaans and 58 % of Sesotho ones (their words collide with the
 English vocabulary the model weighs; a text with no known word at all scores 0.036). So it scores
-`lang == "en"` and documents with no language (a null `lang`, or no `lang` column: nothing says
+English documents (`lang` `eng_Latn`, or an older output's `en`) and documents with no language (a null `lang`, or no `lang` column: nothing says
 they are not English, and the user asked for the score); any other language gets null, counted
 by the score job as `toxicity_null`. A recipe selector on `toxicity` does not
 select null rows: apply it to English sources, or train a model per language.
@@ -81,6 +81,7 @@ from classifiers.text import MAX_CHARS
 from classifiers.train import FastTextTask, train_fasttext
 from core.config import ConfigModel, build_config, check_positive
 from core.files import sha256_file
+from core.languages import LanguageSet
 
 PROFANITY_CHECK = "profanity-check"
 """The `--toxicity` value that selects the packaged model (the default)."""
@@ -240,7 +241,7 @@ class ToxicityScorer(Scorer):
         self,
         predict: Callable[[list[str]], np.ndarray],
         window_words: int,
-        languages: frozenset[str] | None,
+        languages: LanguageSet | None,
     ) -> None:
         self.predict = predict
         self.window_words = window_words
@@ -290,10 +291,10 @@ class ToxicityScorer(Scorer):
     def load(cls, model: str, options: dict[str, Any]) -> ToxicityScorer:
         opts = build_config(ToxicityOptions, options, "--option toxicity")
         if model == PROFANITY_CHECK:
-            return cls(ProfanityCheck().predict, opts.window_words, frozenset(PROFANITY_CHECK_LANGUAGES))
+            return cls(ProfanityCheck().predict, opts.window_words, LanguageSet(PROFANITY_CHECK_LANGUAGES))
         languages = _toxicity_metadata(model).get("config", {}).get("languages")
         ft = load_model(model, ToxicityModel)  # hash checked again here, on the executor
-        return cls(ft.predict, opts.window_words, frozenset(languages) if languages else None)
+        return cls(ft.predict, opts.window_words, LanguageSet(languages) if languages else None)
 
 
 def _toxicity_metadata(model: str) -> dict[str, Any]:

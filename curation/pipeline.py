@@ -507,6 +507,14 @@ def _run(
     kept ones to the writer. `offsets` maps the file's offsets to those its documents record."""
     start, end = span or (0, None)
     records = iter_records(path, cfg.reader, crawl_hint, start, end)
+
+    def on_drop(stage: str, doc: Document, drop: Drop) -> None:
+        # the funnel per language: a page dropped before language ID (URL filter, extraction) has none
+        lang = doc.metadata.get("lang")
+        if lang is not None:
+            stats.counters[lang_counter(lang, "drop", drop.reason)] += 1
+        rejected.add_drop(stage, doc, drop)
+
     items = 0
     while True:
         with stats.timed("read"):
@@ -532,7 +540,7 @@ def _run(
         stats.enter("read", len(page.payload))
         stats.keep("read", len(page.payload))
         annotate = cfg.filters.mode == "annotate"
-        doc = run_plan(_document(page, warc_name), plan, stats, rejected.add_drop, annotate)
+        doc = run_plan(_document(page, warc_name), plan, stats, on_drop, annotate)
         if doc is None:
             continue
         if doc.metadata.get("drop_stage") is not None:
@@ -540,6 +548,10 @@ def _run(
             writer.add(doc)
             stats.counters["annotated_written"] += 1
             continue
+        lang = doc.metadata.get("lang")
+        if lang is not None:
+            stats.counters[lang_counter(lang, "kept")] += 1
+            stats.counters[lang_counter(lang, "chars")] += len(doc.text or "")
         with stats.timed("write"):
             nbytes = utf8_len(doc.text)
             stats.enter("write", nbytes)
@@ -552,6 +564,16 @@ def _run(
         stats.drop("read", "empty_file", 0)
         detail = f"{os.path.getsize(path)} bytes, no WARC record"
         rejected.add("read", "empty_file", url=None, warc_file=warc_name, detail=detail)
+
+
+LANG_COUNTER = "lang_funnel"
+"""stats.json counters of the funnel per language: `lang_funnel|<code>|kept` (documents written that
+every stage passed), `lang_funnel|<code>|chars` (their characters), `lang_funnel|<code>|drop|<reason>`
+(documents dropped after language ID). `|` because codes never hold one and reasons hold `:`."""
+
+
+def lang_counter(lang: str, *parts: str) -> str:
+    return "|".join((LANG_COUNTER, lang, *parts))
 
 
 def _document(page: Page, warc_name: str) -> Document:

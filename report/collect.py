@@ -88,13 +88,31 @@ def languages(run: Path) -> dict[str, Any]:
                 rejected.update(r["lang"] for r in t if r["stage"] in ("langid", "prelid") and r["lang"])
     # Exact counts of every document langid (or the cascade's prelid) judged: counters `lang:<code>`.
     stats = _json(ex / "stats.json") or {}
-    seen = {k.removeprefix("lang:"): v for k, v in stats.get("counters", {}).items() if k.startswith("lang:")}
+    counters = stats.get("counters", {})
+    seen = {k.removeprefix("lang:"): v for k, v in counters.items() if k.startswith("lang:")}
     return {
         "kept": dict(kept.most_common()),
         "seen": dict(sorted(seen.items(), key=lambda kv: -kv[1])),
+        "funnel": language_funnel(counters),
         "rejected_sample": dict(rejected.most_common()),
         "note": "rejected_sample counts the rejected/ sample (at most N per reason and file), not every drop",
     }
+
+
+def language_funnel(counters: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Extract's exact funnel per language (counters `lang_funnel|<code>|...`, curation/pipeline.py):
+    code -> kept documents, their characters, and every drop after language ID by reason; most kept first."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, n in counters.items():
+        parts = key.split("|", 3)
+        if parts[0] != "lang_funnel" or len(parts) < 3:
+            continue
+        row = out.setdefault(parts[1], {"kept": 0, "chars": 0, "drops": {}})
+        if parts[2] == "drop" and len(parts) == 4:
+            row["drops"][parts[3]] = row["drops"].get(parts[3], 0) + n
+        elif parts[2] in ("kept", "chars"):
+            row[parts[2]] += n
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1]["kept"], kv[0])))
 
 
 def quality(stats: dict[str, Any] | None, run: Path | None = None) -> dict[str, Any]:

@@ -295,6 +295,21 @@ def _section_tables(r: dict[str, Any]) -> dict[str, str]:
         )
         + f"<p class=note>{html.escape(lang['note'])}</p>"
     )
+    funnel = lang.get("funnel") or {}
+    if funnel:  # exact, from extract's counters: every drop after language ID, per language and reason
+        t["languages"] += _table(
+            ["language", "kept", "characters kept", "dropped", "drops by reason"],
+            [
+                [
+                    k,
+                    x["kept"],
+                    x["chars"],
+                    sum(x["drops"].values()),
+                    ", ".join(f"{r}: {n}" for r, n in sorted(x["drops"].items(), key=lambda kv: -kv[1])),
+                ]
+                for k, x in funnel.items()
+            ],
+        )
     q = r["quality"].get("bins", {})
     t["quality"] = _table(["score bin", "documents"], [[k, v] for k, v in q.items()])
     qa = r["quality"].get("quantiles", {})

@@ -9,7 +9,6 @@ import unicodedata
 import pycountry
 import pytest
 from iso639 import Lang
-from iso639.exceptions import DeprecatedLanguageValue
 
 from core.languages import (
     _SCRIPT_BLOCKS,
@@ -25,9 +24,7 @@ from core.languages import (
 )
 from curation.filters.langid import default_model_path, load_model
 
-LID176_LABELS = sorted(
-    lab.removeprefix("__label__") for lab in load_model(default_model_path()).get_labels()
-)
+LID176_LABELS = sorted(lab.removeprefix("__label__") for lab in load_model(default_model_path()).get_labels())
 
 # Wikipedia's codes that lid.176 uses and ISO 639-3 gives another language or retired (Wikipedia's
 # language list: als = Alemannic, ISO's gsw; eml = Emilian-Romagnol, ISO retired it for egl and rgn in

@@ -88,5 +88,5 @@ def test_lang_selector_matches_languages_not_strings():
     others, drops = kept({"lang": "!= en"})
     assert others == ["deu_Latn", "cmn_Hani", "srp_Cyrl", "srp_Latn"] and drops["null:lang"] == 1
     assert kept({"lang": ["en", None]})[0] == ["eng_Latn", "en", None]
-    with pytest.raises(SelectorError, match="select.lang: unknown language code 'english'"):
+    with pytest.raises(SelectorError, match=r"select\.lang: unknown language code 'english'"):
         parse_selectors({"lang": "english"})

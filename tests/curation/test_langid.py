@@ -90,14 +90,20 @@ FRENCH = "Ceci est une phrase écrite en français, sans aucun doute possible."
 def test_per_language_threshold_most_specific_entry_wins():
     """`langid.thresholds`: language + script over language over macrolanguage over the global one."""
     li = LanguageIdentifier(
-        LangIdConfig(languages=(), threshold=0.5, thresholds={"srp_Latn": 0.9, "srp": 0.3, "hbs": 0.4, "fr": 1.0})
+        LangIdConfig(
+            languages=(), threshold=0.5, thresholds={"srp_Latn": 0.9, "srp": 0.3, "hbs": 0.4, "fr": 1.0}
+        )
     )
     assert li.threshold("srp_Latn") == 0.9 and li.threshold("srp_Cyrl") == 0.3
     assert li.threshold("hrv_Latn") == 0.4 and li.threshold("eng_Latn") == 0.5
     r = li(FRENCH)  # lid.176 gives this sentence < 1.0, so French's own threshold drops it
     assert r.lang == "fra_Latn" and r.reason == "lang_low_score"
     doc = li.process(Document(id="x", text=FRENCH, metadata={}))
-    assert doc.reason == "lang_low_score" and doc.detail.startswith("fra_Latn ") and doc.detail.endswith("< 1.00")
+    assert (
+        doc.reason == "lang_low_score"
+        and doc.detail.startswith("fra_Latn ")
+        and doc.detail.endswith("< 1.00")
+    )
     assert li.min_threshold() == 0.3  # what the cascade's pre-check may not go above
 
 
@@ -163,7 +169,7 @@ def test_glotlid_format_model_labels_pass_through(tmp_path, data_dir):
 def test_model_with_labels_in_no_known_scheme_is_refused(tmp_path, data_dir):
     model, _ = _train(tmp_path, data_dir, {"ru": "russian", "de": "german"})
     li = LanguageIdentifier(LangIdConfig(model_path=model, languages=()))
-    with pytest.raises(ValueError, match="neither lid.176's codes nor GlotLID's"):
+    with pytest.raises(ValueError, match=r"neither lid\.176's codes nor GlotLID's"):
         li.predict("Привет")
     forced = LanguageIdentifier(LangIdConfig(model_path=model, languages=(), labels="iso639_3_script"))
     assert forced.scheme == "iso639_3_script"

@@ -161,3 +161,29 @@ def test_empty_file_is_a_counted_drop(tmp_path, content):
         ("read", "empty_file", "x.warc.gz")
     ]
     assert rejected[0]["detail"] == f"{len(content)} bytes, no WARC record"
+
+
+def test_funnel_per_language_adds_up_on_multilingual_pages(tmp_path, warc_dir):
+    """Every language kept (`langid.languages: []`) on the multilingual CC-2020-34 sample: the per-language
+    counters say how many documents of each canonical code were written (the docs/ rows agree), and their
+    drops after language ID add up to what the funnel's rows after langid dropped."""
+    from curation.pipeline import LANG_COUNTER
+    from report.collect import language_funnel
+
+    cfg = ExtractJobConfig.from_dict({"langid": {"languages": []}})
+    res, _ = _run(warc_dir / "cc-main-2020-34-sample.warc.gz", tmp_path / "o", cfg)
+    stats = json.loads((tmp_path / "o" / "stats" / f"{res['unit']}.json").read_text())
+    funnel = language_funnel(stats["counters"])
+    docs = pq.read_table(tmp_path / "o" / "docs" / f"{res['unit']}.parquet").to_pylist()
+    written: dict[str, int] = {}
+    for d in docs:
+        written[d["lang"]] = written.get(d["lang"], 0) + 1
+    assert {k: v["kept"] for k, v in funnel.items() if v["kept"]} == written
+    assert len(funnel) >= 3, funnel  # the sample is multilingual (zh, ru, en, ...)
+    assert all("_" in k and len(k) == 8 for k in funnel)  # canonical codes
+    stages = Stats.from_dict(stats).stages
+    after_lid = list(stages)[list(stages).index("langid") :]
+    dropped_after_lid = sum(sum(stages[s].drops.values()) for s in after_lid)
+    assert sum(sum(v["drops"].values()) for v in funnel.values()) == dropped_after_lid
+    assert sum(v["chars"] for v in funnel.values()) == sum(len(d["text"]) for d in docs)
+    assert all(k.startswith(LANG_COUNTER + "|") for k in stats["counters"] if "|" in k)
