@@ -7,7 +7,13 @@ Layout of one checkpoint, `<dir>/step_00000120/`:
                               RNG states of this rank (Python, NumPy, torch CPU, CUDA; tensors as base64)
     COMPLETE.json             written last, by rank 0, after every rank finished: file → (size, sha256)
 
-A checkpoint *counts* only with COMPLETE.json (DESIGN: temp → rename → marker). On object storage
+A checkpoint *counts* only with COMPLETE.json (DESIGN: temp → rename → marker). The marker is data: whoever can
+write the checkpoint folder (or its bucket) writes it, and its `files` names are joined to the folder on verify,
+download and load. So it is read as untrusted JSON and every name must be a plain file name of the folder
+(`marker_files`, core/names.py: no `/`, `..`, `%2F`, NUL, absolute or empty name) with a [size, sha256] value,
+before any is opened (CONVENTIONS 14); a folder holding a symbolic link is refused too (the trainer writes none,
+and a load through one reads outside the folder). Either makes the checkpoint one that does not verify, named
+with its field, and resume falls back past it. On object storage
 (`checkpoint.dir=s3://…`) the same folder is made in local staging and uploaded, marker last, and resume
 downloads a checkpoint marker first and verifies the copy: trainer/checkpoint_remote.py. Resume takes the newest
 complete one whose files still match the marker (sha256, or sizes only with checkpoint.verify=size) and
@@ -52,6 +58,8 @@ from numpy._core.multiarray import _reconstruct  # how NumPy pickles an array
 
 from core.errors import InputError
 from core.files import sha256_file
+from core.names import check_file_name, check_sha256, show
+from core.safe_json import INT_BOUND, JSONFileError, read_json_file
 from core.weights_only import weights_only_loads
 
 MARKER = "COMPLETE.json"
@@ -74,8 +82,41 @@ def list_tags(root: Path) -> list[str]:
     """Checkpoint folders under root, newest first (complete or not)."""
     if not root.is_dir():
         return []
-    tags = [p.name for p in root.iterdir() if p.is_dir() and TAG_RE.match(p.name)]
+    # a link is not a folder the trainer made: resuming or pruning through it would reach outside `root`
+    tags = [p.name for p in root.iterdir() if p.is_dir() and not p.is_symlink() and TAG_RE.match(p.name)]
     return sorted(tags, reverse=True)
+
+
+def marker_json(step: int, world: int, files: dict[str, tuple[int, str]]) -> str:
+    """COMPLETE.json's text: the step, the world size and every file's (size, sha256), as `marker_files` reads."""
+    return json.dumps({"step": step, "world_size": world, "files": files}, indent=1)
+
+
+def marker_files(marker: Any, where: str) -> dict[str, tuple[int, str]]:
+    """The `files` of a parsed COMPLETE.json (`where` names it), each name a plain file name of the checkpoint
+    folder and each value [size, sha256]; CheckpointError naming `where` and the field otherwise."""
+    files = marker.get("files") if isinstance(marker, dict) else None
+    if not isinstance(files, dict):
+        raise CheckpointError(
+            f"{where}: files must be an object of file name -> [size, sha256], got {show(files)}"
+        )
+    out = {}
+    for name, value in files.items():
+        try:
+            check_file_name(name, folder="the checkpoint folder")
+        except ValueError as e:
+            raise CheckpointError(f"{where}: files: a name {e}") from None
+        if name == MARKER:  # the marker is written after the files it lists: it cannot be one of them
+            raise CheckpointError(f"{where}: files lists {MARKER} itself")
+        ok = isinstance(value, list) and len(value) == 2
+        size = value[0] if ok else None
+        if not ok or not isinstance(size, int) or isinstance(size, bool) or not 0 <= size < INT_BOUND:
+            raise CheckpointError(f"{where}: files[{name!r}] must be [size, sha256], got {show(value)}")
+        try:
+            out[name] = (size, check_sha256(value[1]))
+        except ValueError as e:
+            raise CheckpointError(f"{where}: files[{name!r}] sha256 {e}") from None
+    return out
 
 
 def verify(ckpt: Path, mode: str = "sha256") -> str | None:
@@ -83,10 +124,13 @@ def verify(ckpt: Path, mode: str = "sha256") -> str | None:
     marker = ckpt / MARKER
     if not marker.is_file():
         return "incomplete (no COMPLETE.json: a rank did not finish writing)"
+    links = sorted(p.name for p in ckpt.iterdir() if p.is_symlink())
+    if links:
+        return f"holds a symbolic link ({', '.join(map(show, links[:3]))}), which the trainer never writes"
     try:
-        files = json.loads(marker.read_text())["files"]
-    except (ValueError, KeyError) as e:
-        return f"unreadable {MARKER}: {e}"
+        files = marker_files(read_json_file(marker), str(marker))
+    except (JSONFileError, CheckpointError) as e:  # both name the marker and what is wrong in it
+        return str(e)
     for name, (size, digest) in files.items():
         p = ckpt / name
         if not p.is_file():
@@ -183,7 +227,7 @@ def save(engine, root: Path, step: int, trainer_state: dict[str, Any], keep: int
     if rank == 0:
         files = {k: v for part in gathered for k, v in part.items()}
         tmpm = ckpt / (MARKER + ".tmp")
-        tmpm.write_text(json.dumps({"step": step, "world_size": world, "files": files}, indent=1))
+        tmpm.write_text(marker_json(step, world, files))
         os.replace(tmpm, ckpt / MARKER)
         _prune(root, keep, log)
     dist.barrier()

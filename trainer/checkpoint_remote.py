@@ -31,7 +31,6 @@ checked (bucket reachable, a probe object written and deleted) before the proces
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -43,12 +42,15 @@ from typing import Any
 from core.errors import ConfigError
 from core.files import sha256_file
 from core.output import check_folder_path
+from core.safe_json import JSONFileError, loads_checked
 from core.storage import ObjectStore, join, staging_dir
 from trainer.checkpoint import (
     MARKER,
     TAG_RE,
     CheckpointError,
     first_good,
+    marker_files,
+    marker_json,
     prune,
     tag_for,
     verify,
@@ -179,8 +181,7 @@ def save(
             if wrong:
                 error = f"checkpoint {remote} not saved: uploaded keys missing or of another size: {wrong}"
             else:
-                marker = {"step": step, "world_size": world, "files": files}
-                store.write_bytes(join(remote, MARKER), json.dumps(marker, indent=1).encode())  # LAST
+                store.write_bytes(join(remote, MARKER), marker_json(step, world, files).encode())  # LAST
                 _prune(store, uri, keep, log)
         except OSError as e:
             error = f"checkpoint {remote}: writing its marker failed: {e}"
@@ -202,23 +203,23 @@ def _prune(store: ObjectStore, uri: str, keep: int, log) -> None:
 def fetch(uri: str, tag: str, staging: Path, mode: str = "sha256") -> str | None:
     """Download checkpoint `tag` of `uri` into `staging/tag` (cleared first), marker first; None when the
     local copy is complete and intact (checkpoint.verify), else the reason it is not (the copy removed)."""
+    if not TAG_RE.match(tag):  # `staging/tag` is cleared below: only a checkpoint folder's name
+        return f"{tag!r} is not a checkpoint tag (step_ and 8 digits)"
     store = ObjectStore(uri)
     remote, local = join(uri, tag), staging / tag
+    where = join(remote, MARKER)
     try:
-        raw = store.read_bytes(join(remote, MARKER))
+        raw = store.read_bytes(where)
     except FileNotFoundError:
         return f"incomplete (no {MARKER}: the upload did not finish)"
-    try:
-        files = json.loads(raw)["files"]
-    except (ValueError, KeyError, TypeError) as e:
-        return f"unreadable {MARKER}: {e}"
+    try:  # every name checked before the first download: each is joined to the key and the local folder
+        files = marker_files(loads_checked(raw, where), where)
+    except (JSONFileError, CheckpointError) as e:  # both name the marker and what is wrong in it
+        return str(e)
     shutil.rmtree(local, ignore_errors=True)
     (staging / f".fetched-{tag}").unlink(missing_ok=True)
     local.mkdir(parents=True)
     for name in files:
-        if "/" in name or name.startswith(".") or name == MARKER:
-            why = f"{MARKER} lists {name!r}, not a file name of a checkpoint"
-            break
         try:
             store.download(join(remote, name), local / name)
         except FileNotFoundError:

@@ -7,22 +7,35 @@ marker file it would `touch` does not exist); also the shards handed to DeepSpee
 conversion (elastic resume). Also: the JSON trainer state restores every RNG exactly, a legacy
 `trainer_rank<r>.pt` of plain data still loads, and a checkpoint of another world size gives each rank its
 state by the documented rule.
+
+Names from a marker (issue 44 item 1, `pytest -m security`): COMPLETE.json's `files` are joined to the
+checkpoint folder on verify, download and load, and whoever can write the folder or its bucket writes the
+marker. A hostile name (`../victim`, `/etc/passwd`, `%2F`, NUL, empty, `.`, `..`, 300 characters) or value
+makes the checkpoint one that does not verify, with a reason naming the marker and the field; resume falls
+back to the older good one, and the victim file outside (with the very size and sha256 the marker claims)
+is never opened (testkit/audit.py records every open). Also a link inside a checkpoint or as one, and the
+download from an object store (the in-memory one: the same ObjectStore code as S3's).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
+import re
 
 import numpy as np
 import pytest
 import torch
 
 from core.files import sha256_file
+from core.storage import ObjectStore, join
 from core.weights_only import FORCE_WEIGHTS_ONLY
+from testkit.audit import recording, tree
 from trainer import checkpoint as ckpt
+from trainer import checkpoint_remote as remote
 
 
 class _Pwn:
@@ -220,3 +233,197 @@ def test_no_unsafe_torch_load_in_trainer():
                     ):
                         hits.append(f"{p}:{node.lineno}")
     assert hits == [], hits
+
+
+# -- names from a marker -------------------------------------------------------------------------------------
+
+HOSTILE_NAMES = ["../victim", "../../victim", "/etc/passwd", "a/../../victim", "..%2Fvictim", "%2E%2E%2Fvictim",
+                 "..\\victim", "victim\x00", "a\x00/../../victim", "", ".", "..", ".hidden", "a" * 300,
+                 ckpt.MARKER]  # fmt: skip
+VICTIM = b"trained on this? no: a file outside the checkpoint folder\n"
+
+
+def _victim_marker(d, name) -> str:
+    """d's marker listing `name` with the victim's true size and sha256, written by the trainer's own
+    marker_json, beside a real file: only the name is wrong."""
+    (d / "a.pt").write_bytes(b"A" * 10)
+    files = {"a.pt": (10, sha256_file(d / "a.pt")), name: (len(VICTIM), hashlib.sha256(VICTIM).hexdigest())}
+    return ckpt.marker_json(10, 1, files)
+
+
+def _plant_victims(root) -> list:
+    """The victim where each `..` of HOSTILE_NAMES lands, from a checkpoint folder under root/ckpt/."""
+    paths = [root / "victim", root / "ckpt" / "victim"]
+    for p in paths:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(VICTIM)
+    return paths
+
+
+def _good(root, step) -> None:
+    d = root / ckpt.tag_for(step)
+    d.mkdir(parents=True)
+    (d / "a.pt").write_bytes(b"G" * 10)
+    (d / ckpt.MARKER).write_text(ckpt.marker_json(step, 1, {"a.pt": (10, sha256_file(d / "a.pt"))}))
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_hostile_name_in_the_marker_is_refused_and_opens_nothing_outside(tmp_path, name):
+    root = tmp_path / "ckpt"
+    victims = _plant_victims(tmp_path)
+    _good(root, 10)
+    d = root / ckpt.tag_for(20)
+    d.mkdir()
+    (d / ckpt.MARKER).write_text(_victim_marker(d, name))
+    before = tree(tmp_path)
+    logs: list[str] = []
+    with recording() as opened:
+        assert ckpt.newest_good(root, "sha256", log=logs.append) == ckpt.tag_for(10)  # fell back
+    assert len(logs) == 1 and logs[0].startswith(f"[checkpoint] skipping {d}: {d / ckpt.MARKER}: files")
+    assert ("a name must be a file name in the checkpoint folder" in logs[0]) != (name == ckpt.MARKER)
+    assert [p for p in opened if not p.startswith(str(root))] == []
+    assert str(victims[0]) not in opened and str(victims[1]) not in opened
+    assert tree(tmp_path) == before and all(v.read_bytes() == VICTIM for v in victims)
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(
+    ("marker", "needle"),
+    [
+        ([], "files must be an object"),
+        ({"step": 1}, "files must be an object"),
+        ({"files": [["a.pt", 10, "0" * 64]]}, "files must be an object"),
+        ({"files": {"a.pt": 10}}, r"files\['a.pt'\] must be \[size, sha256\], got 10"),
+        ({"files": {"a.pt": [10]}}, r"files\['a.pt'\] must be \[size, sha256\]"),
+        ({"files": {"a.pt": [-1, "0" * 64]}}, r"files\['a.pt'\] must be \[size, sha256\]"),
+        ({"files": {"a.pt": [True, "0" * 64]}}, r"files\['a.pt'\] must be \[size, sha256\]"),
+        ({"files": {"a.pt": ["10", "0" * 64]}}, r"files\['a.pt'\] must be \[size, sha256\]"),
+        ({"files": {"a.pt": [10, "../victim"]}}, r"files\['a.pt'\] sha256 must be 64 lowercase hex"),
+        ({"files": {"a.pt": [10, None]}}, r"files\['a.pt'\] sha256 must be 64 lowercase hex"),
+    ],
+)
+def test_a_marker_value_that_is_not_the_writers_is_named(tmp_path, marker, needle):
+    d = tmp_path / ckpt.tag_for(10)
+    d.mkdir()
+    (d / ckpt.MARKER).write_text(json.dumps(marker))
+    assert re.match(rf"^{re.escape(str(d / ckpt.MARKER))}: {needle}", ckpt.verify(d) or "")
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(
+    ("raw", "needle"),
+    [
+        (b"[" * 100_000, "nests deeper"),
+        (b'{"files": {}, "files": {"../x": [1, "' + b"0" * 64 + b'"]}}', "given twice"),
+        (b'{"files": {"a.pt": [NaN, "x"]}}', "a.pt"),
+        (b"\xff\xfe", "not UTF-8"),
+    ],
+)
+def test_a_marker_that_is_not_json_the_trainer_writes_is_named(tmp_path, raw, needle):
+    d = tmp_path / ckpt.tag_for(10)
+    d.mkdir()
+    (d / ckpt.MARKER).write_bytes(raw)
+    why = ckpt.verify(d) or ""
+    assert why.startswith(f"{d / ckpt.MARKER}: ") and needle in why, why
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("link", ["a.pt", ckpt.MARKER, "zero_pp_rank_0_mp_rank_00_optim_states.pt"])
+def test_a_link_in_a_checkpoint_is_refused_before_anything_is_read(tmp_path, link):
+    """A link listed with the victim's size and sha256 (or not listed: DeepSpeed's loader globs its files, and
+    the marker itself) would be read through: the folder holding it does not verify, and nothing is opened."""
+    root = tmp_path / "ckpt"
+    (victim,) = _plant_victims(tmp_path)[:1]
+    _good(root, 10)
+    d = root / ckpt.tag_for(20)
+    d.mkdir()
+    (d / ckpt.MARKER).write_text(_victim_marker(d, "b.pt"))
+    (d / "b.pt").write_bytes(VICTIM)
+    (d / link).unlink(missing_ok=True)
+    (d / link).symlink_to(victim)
+    logs: list[str] = []
+    with recording() as opened:
+        assert ckpt.newest_good(root, "sha256", log=logs.append) == ckpt.tag_for(10)
+    assert f"holds a symbolic link ('{link}')" in logs[0]
+    assert str(victim) not in opened
+
+
+@pytest.mark.security
+def test_a_checkpoint_folder_that_is_a_link_is_not_listed_or_pruned(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    _good(elsewhere, 30)
+    root = tmp_path / "ckpt"
+    _good(root, 10)
+    (root / ckpt.tag_for(30)).symlink_to(elsewhere / ckpt.tag_for(30), target_is_directory=True)
+    assert ckpt.list_tags(root) == [ckpt.tag_for(10)]
+    ckpt._prune(root, 1, log=lambda _: None)
+    assert (elsewhere / ckpt.tag_for(30) / "a.pt").is_file()
+
+
+@pytest.mark.security
+def test_weights_export_names_the_hostile_marker(tmp_path):
+    from trainer import weights
+
+    _plant_victims(tmp_path)
+    d = tmp_path / "ckpt" / ckpt.tag_for(10)
+    d.mkdir(parents=True)
+    (d / ckpt.MARKER).write_text(_victim_marker(d, "../../victim"))
+    with (
+        recording() as opened,
+        pytest.raises(ckpt.CheckpointError, match=r"COMPLETE\.json: files: a name must"),
+    ):
+        weights.consolidated(tmp_path / "ckpt", ckpt.tag_for(10))
+    assert not [p for p in opened if "victim" in p]
+
+
+def _remote_ckpt(uri: str, tag: str, marker: str | bytes, files: dict[str, bytes]) -> None:
+    store = ObjectStore(uri)
+    for name, data in files.items():
+        store.write_bytes(join(uri, tag, name), data)
+    store.write_bytes(join(uri, tag, ckpt.MARKER), marker if isinstance(marker, bytes) else marker.encode())
+
+
+@pytest.fixture()
+def bucket():
+    uri = f"memory://ckpt-{os.urandom(6).hex()}/run"
+    yield uri
+    ObjectStore(uri).delete_tree(uri)
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_hostile_name_in_a_remote_marker_downloads_nothing(tmp_path, bucket, name):
+    """fetch() downloads each listed key to `staging/tag/name`: a hostile name is refused before the first
+    download, so nothing is written or deleted in staging or outside it; resume falls back."""
+    staging = tmp_path / "node" / "staging"
+    staging.mkdir(parents=True)
+    victims = _plant_victims(tmp_path / "node")  # node/victim, node/ckpt/victim: not in staging
+    (staging / "victim").write_bytes(VICTIM)  # where `../victim` from staging/step_…/ lands
+    ok = ckpt.marker_json(10, 1, {"a.pt": (10, hashlib.sha256(b"G" * 10).hexdigest())})
+    _remote_ckpt(bucket, ckpt.tag_for(10), ok, {"a.pt": b"G" * 10})
+    tag = ckpt.tag_for(20)
+    d = tmp_path / "scratch"
+    d.mkdir()
+    _remote_ckpt(bucket, tag, _victim_marker(d, name), {"a.pt": b"A" * 10, "victim": VICTIM})
+    before = tree(tmp_path)
+    with recording() as opened:
+        why = remote.fetch(bucket, tag, staging)
+    assert why is not None and why.startswith(f"{join(bucket, tag, ckpt.MARKER)}: files"), why
+    assert opened == [] and tree(tmp_path) == before
+    assert all(v.read_bytes() == VICTIM for v in [*victims, staging / "victim"])
+    logs: list[str] = []
+    assert remote.newest_good(bucket, staging, log=logs.append) == ckpt.tag_for(10)
+    assert (staging / "victim").read_bytes() == VICTIM
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("tag", ["../victim", "/tmp", "step_1/../..", ""])
+def test_fetch_refuses_a_tag_that_is_not_one_before_clearing_anything(tmp_path, bucket, tag):
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "kept").write_bytes(VICTIM)
+    before = tree(tmp_path)
+    assert "is not a checkpoint tag" in remote.fetch(bucket, tag, staging)
+    assert tree(tmp_path) == before
