@@ -99,7 +99,12 @@ class MetricsLog(Hook):
         if t.step % every == 0 or "rollback" in rec or not rec["update"]:
             t.metrics.write(rec)
             if t.rank == 0 and (t.step % max(every, 10) == 0 or t.step == 1):
-                mf = f" mfu {rec['mfu']:.1%}" if rec["mfu"] is not None else ""
+                # both MFU counts, named: PaLM's (the one the docs' targets use) and the causal one
+                mf = (
+                    f" mfu {rec['mfu']:.1%} (causal {rec['mfu_causal']:.1%})"
+                    if rec["mfu"] is not None
+                    else ""
+                )
                 print(f"step {t.step:5d} loss {rec['loss']:.4f} gnorm {rec['grad_norm']:.3f} "
                       f"lr {rec['lr']:.2e} batch {rec['batch']} {rec['tokens_per_s']:.0f} tok/s{mf}",
                       flush=True)  # fmt: skip

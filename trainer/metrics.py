@@ -1,26 +1,32 @@
 """Metrics: the FLOPs formula behind MFU, the device peak table, the JSONL + TensorBoard writer, and the
 one reader of a run's metrics.jsonl (`MetricsLog`: workflows, export, report and bench all read through it).
 
-FLOPs per trained token (fwd + bwd, no recomputation counted; PaLM appendix B / Chinchilla, with the
-attention term halved for causal masking):
+FLOPs per trained token (fwd + bwd, no recomputation counted). MFU here is PaLM's (Chowdhery et al. 2022,
+appendix B), the count torchtitan and nanoGPT also use ("we follow the convention and do not account for
+sparsity in causal attention", torchtitan's get_num_flop_per_token):
 
-    F = 6·N_matmul + 6·L·T·d
+    F = 6·N_matmul + 12·L·T·d          (d = H·Q: heads × head size)
 
 - N_matmul: parameters that take part in a matmul per token: every Linear of every block plus the LM head
   (V·d, counted even when tied, since the head matmul runs whether or not it shares the embedding matrix).
   The embedding *lookup* is not a matmul and RMSNorm weights are elementwise: both excluded.
-- 6·L·T·d: per layer, QKᵀ and AV cost 2·T·d multiply-adds each per token forward over a full T×T score
-  matrix (4·T·d FLOPs); causal masking halves it (2·T·d); backward is twice forward → 6·T·d.
-  Document masking skips more, but the count stays the causal one (every peer's convention), so MFU is not
-  inflated by packing short documents and is comparable across data mixes.
+- 12·L·T·d: per layer, QKᵀ and AV cost 2·T·d multiply-adds each per token forward over the full T×T score
+  matrix (4·T·d FLOPs); backward is twice forward → 12·T·d.
 
-MFU = F · tokens/s / (world_size · peak). Peak = dense bf16 tensor-core FLOP/s of the device as its
-vendor datasheet states it (not the 2:4 sparse figure, Megatron-LM#1565). A device not in the table (CPU
-included) gets no MFU rather than a wrong one (llm.c#796's −100%).
+Beside it, `mfu_causal` counts the attention term halved for the causal mask (F_causal = 6·N_matmul +
+6·L·T·d), the work a causal kernel actually needs; it is the lower number of the two. They differ by
+exactly 6·L·T·d per token, so MFU_causal = MFU · F_causal / F (at T 1,024 and vocabulary 4,096: × 0.912 at
+124m, × 0.966 at 1b). Document masking skips more work still; neither count follows it, so MFU is not
+inflated by packing short documents and compares across data mixes.
+
+MFU = F · tokens/s / (world_size · peak), and MFU_causal the same with F_causal. Peak = dense bf16
+tensor-core FLOP/s of the device as its vendor datasheet states it (not the 2:4 sparse figure,
+Megatron-LM#1565). A device not in the table (CPU included) gets neither rather than a wrong one
+(llm.c#796's −100%).
 
 TensorBoard (`<logging.dir>/tensorboard/`, rank 0) gets every number of metrics.jsonl under its JSON path
-joined by "/": a step record gives `loss`, `grad_norm`, `lr`, `tokens_per_s`, `mfu` (only when known),
-`per_source_tokens/<source>`, `time/{data,fwd_bwd,optimizer,checkpoint}`; an event record's numbers go under
+joined by "/": a step record gives `loss`, `grad_norm`, `lr`, `tokens_per_s`, `mfu` and `mfu_causal` (only
+when known), `per_source_tokens/<source>`, `time/{data,fwd_bwd,optimizer,checkpoint}`; an event record's numbers go under
 the event's name (`eval/<source>/loss`, `end/goodput`, `spike_skip/loss`), and the end sample is text.
 """
 
@@ -56,6 +62,12 @@ def matmul_params(cfg: ModelConfig) -> int:
 
 
 def flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """F of MFU: PaLM's count, full attention (see the module docstring); the project's one convention."""
+    return 6.0 * matmul_params(cfg) + 12.0 * cfg.n_layers * seq_len * cfg.d_model
+
+
+def causal_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """F_causal: the attention term halved for the causal mask; logged beside MFU as `mfu_causal`."""
     return 6.0 * matmul_params(cfg) + 6.0 * cfg.n_layers * seq_len * cfg.d_model
 
 

@@ -69,7 +69,7 @@ from trainer.deepspeed_setup import (
 from trainer.evaluation import HeldoutEval, generate
 from trainer.faults import FaultHook, Faults, faults_from_env
 from trainer.hooks import Hooks, MetricsLog, StepEnd
-from trainer.metrics import MetricsWriter, device_peak, flops_per_token, mfu
+from trainer.metrics import MetricsWriter, causal_flops_per_token, device_peak, flops_per_token, mfu
 from trainer.model import document_ids_from_eod, model_config
 from trainer.profiling import StepProfiler
 from trainer.schedule import batch_at, lr_at
@@ -162,7 +162,9 @@ class Trainer:
         )
         self.metrics = MetricsWriter(cfg.logging.dir, self.rank == 0, cfg.logging.tensorboard)
         self.seconds = {"checkpoint": 0.0, "eval": 0.0}  # what the hooks spent, for the end summary
+        # MFU in PaLM's count, and the causal count beside it (trainer/metrics.py says why both)
         self.flops_tok = flops_per_token(self.mcfg, self.seq_len)
+        self.flops_tok_causal = causal_flops_per_token(self.mcfg, self.seq_len)
         name = torch.cuda.get_device_name(self.device) if self.on_cuda else None
         self.peak = device_peak(name)
         self.device_name = name or "cpu"
@@ -294,6 +296,7 @@ class Trainer:
             "tokens": self.tokens_trained,
             "tokens_per_s": tps,
             "mfu": mfu(self.flops_tok, tps, self.world, self.peak),
+            "mfu_causal": mfu(self.flops_tok_causal, tps, self.world, self.peak),
             "per_source_tokens": dict(self.per_source),
             "time": {"data": acc.t_data, "fwd_bwd": acc.t_fb, "optimizer": t_opt, "step": step_time},
             "update": decision == ACCEPT,

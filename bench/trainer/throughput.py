@@ -26,9 +26,10 @@ A row whose run fails is kept in the table with its error, and the bench goes on
 
 Columns: tokens/s (median over the steps after `--warmup`: compilation and allocator warm-up left out); MFU
 by PaLM's appendix B, F = 6·N + 12·L·H·Q·T FLOPs per token (N: parameters in a matmul, the LM head's
-V·d included, the embedding lookup not, as trainer/metrics.py counts them; L layers, H heads, Q head
-size, T sequence length: the full, not the causally halved, attention count the trainer logs) over the
-device's dense bf16 peak (None on CPU and unknown devices); peak memory (the trainer's metrics when it logs
+V·d included, the embedding lookup not; L layers, H heads, Q head size, T sequence length: full
+attention), and beside it the causal MFU (attention term halved, 6·L·H·Q·T): both trainer/metrics.py's,
+the counts the trainer logs as `mfu` and `mfu_causal`, over the device's dense bf16 peak (None on CPU
+and unknown devices); peak memory (the trainer's metrics when it logs
 one, the ceiling's torch.cuda.max_memory_allocated); tokens/s per device as a fraction of the ceiling's;
 and ZeRO-3's tokens/s over ZeRO-1's. The last line of the output is the whole result as JSON.
 """
@@ -220,11 +221,12 @@ def write_recipe(path: Path, shards: Path, name: str, tokens_needed: int, source
 # ------------------------------------------------------------------ FLOPs
 
 
-def palm_flops_per_token(mcfg, seq_len: int) -> float:
-    """6·N + 12·L·H·Q·T (PaLM, appendix B), N as trainer.metrics.matmul_params counts it."""
-    from trainer.metrics import matmul_params
+def flops_per_token(mcfg, seq_len: int) -> tuple[float, float]:
+    """(PaLM appendix B's 6·N + 12·L·H·Q·T, the causal 6·N + 6·L·H·Q·T): the trainer's own two counts
+    (trainer/metrics.py), so the bench's MFU and the trainer's logged `mfu` are one convention."""
+    from trainer.metrics import causal_flops_per_token, flops_per_token
 
-    return 6.0 * matmul_params(mcfg) + 12.0 * mcfg.n_layers * mcfg.n_heads * mcfg.head_dim * seq_len
+    return flops_per_token(mcfg, seq_len), causal_flops_per_token(mcfg, seq_len)
 
 
 # ------------------------------------------------------------------ trainer rows
@@ -288,7 +290,7 @@ def run_trainer_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Pat
         return res
     res["tokens_per_s"] = statistics.median(r["tokens_per_s"] for r in timed)
     mfus = [r["mfu"] for r in timed if r.get("mfu") is not None]
-    res["mfu_trainer"] = statistics.median(mfus) if mfus else None
+    res["mfu_trainer"] = statistics.median(mfus) if mfus else None  # the trainer's own log, PaLM's count
     mems = [m for m in (peak_memory_gib(r) for r in steps) if m is not None]
     res["peak_mem_gib"] = max(mems) if mems else None
     res["final_loss"] = timed[-1]["loss"]
@@ -485,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
 
     load_after = os.getloadavg()
     mcfg = model_config(cfg.model.size, vocab_size=source["vocab"], max_seq_len=seq, **cfg.model.overrides)
-    flops = palm_flops_per_token(mcfg, seq)
+    flops, flops_causal = flops_per_token(mcfg, seq)
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     peak = device_peak(device)
     ceiling = next((r.result.get("tokens_per_s") for r in rows if r.name == "ceiling"), None)
@@ -493,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         tps, devs = r.result.get("tokens_per_s"), (a.gpus if r.kind == "trainer" else 1)
         r.result["mfu"] = flops * tps / (devs * peak) if tps and peak else None
+        r.result["mfu_causal"] = flops_causal * tps / (devs * peak) if tps and peak else None
         r.result["vs_ceiling"] = tps / devs / ceiling if tps and ceiling else None
     by = {r.name: r.result.get("tokens_per_s") for r in rows}
     z31 = by["z3"] / by["z1"] if by.get("z3") and by.get("z1") else None
@@ -501,9 +504,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{batch} x {seq} tokens per step, {a.steps} steps (median after {a.warmup}), {a.gpus} trainer "
           f"process(es), device {device or 'cpu'}; data {kind}: {source['tokens']:,} tokens, repeated to "
           f"{need:,}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")  # fmt: skip
-    print(f"MFU = (6·N + 12·L·H·Q·T) · tokens/s / (devices · peak) = {flops:.4g} FLOPs/token · tokens/s / "
-          f"{'n/a (no known peak)' if peak is None else f'{peak:.4g} FLOP/s per device'}")  # fmt: skip
-    head = f"{'row':<14} {'ZeRO':>4} {'kernels':>9} {'compile':>7} {'tokens/s':>11} {'MFU':>6} " \
+    per_device = "n/a (no known peak)" if peak is None else f"{peak:.4g} FLOP/s per device"
+    print(f"MFU (PaLM appendix B, full attention) = (6·N + 12·L·H·Q·T) · tokens/s / (devices · peak) = "
+          f"{flops:.4g} FLOPs/token · tokens/s / {per_device}")  # fmt: skip
+    print(f"causal MFU (attention halved) = (6·N + 6·L·H·Q·T) · tokens/s / (devices · peak) = "
+          f"{flops_causal:.4g} FLOPs/token · tokens/s / {per_device}")  # fmt: skip
+    head = f"{'row':<14} {'ZeRO':>4} {'kernels':>9} {'compile':>7} {'tokens/s':>11} {'MFU':>6} {'causal':>6} " \
            f"{'peak GiB':>8} {'/ceiling':>8}  note"  # fmt: skip
     print(head)
     print("-" * len(head))
@@ -514,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         comp = "cfg" if r.compile is None else ("on" if r.compile else "off")
         tps = f"{res['tokens_per_s']:,.0f}" if res.get("tokens_per_s") else "-"
         mfu = f"{res['mfu']:.1%}" if res.get("mfu") is not None else "n/a"
+        causal = f"{res['mfu_causal']:.1%}" if res.get("mfu_causal") is not None else "n/a"
         mem = f"{res['peak_mem_gib']:.2f}" if res.get("peak_mem_gib") is not None else "n/a"
         vs = f"{res['vs_ceiling']:.3f}" if res.get("vs_ceiling") is not None else "-"
         note = (
@@ -521,13 +528,17 @@ def main(argv: list[str] | None = None) -> int:
             if "error" in res and not res.get("tokens_per_s")
             else res.get("error", "")
         )
-        print(f"{r.name:<14} {stage:>4} {kern:>9} {comp:>7} {tps:>11} {mfu:>6} {mem:>8} {vs:>8}  {note}")
+        print(
+            f"{r.name:<14} {stage:>4} {kern:>9} {comp:>7} {tps:>11} {mfu:>6} {causal:>6} {mem:>8} {vs:>8}  {note}"
+        )
     print(f"ZeRO-3 / ZeRO-1 tokens/s: {'n/a' if z31 is None else f'{z31:.3f}'}")
     summary = {
         "model": cfg.model.size, "config": a.config, "params": mcfg.num_params(), "vocab": mcfg.vocab_size,
         "global_batch": batch, "seq_len": seq, "steps": a.steps, "warmup": a.warmup, "gpus": a.gpus,
         "device": device or "cpu", "peak_flops": peak, "flops_per_token": flops,
-        "mfu_formula": "(6*N_matmul + 12*L*H*Q*T) * tokens_per_s / (devices * peak)", "data": source,
+        "flops_per_token_causal": flops_causal,
+        "mfu_formula": "PaLM appendix B: (6*N_matmul + 12*L*H*Q*T) * tokens_per_s / (devices * peak)",
+        "mfu_causal_formula": "(6*N_matmul + 6*L*H*Q*T) * tokens_per_s / (devices * peak)", "data": source,
         "rows": [{**asdict(r), **r.result} for r in rows], "zero3_over_zero1": z31,
         "load_average": {"before": load_before, "after": load_after},
     }  # fmt: skip

@@ -86,12 +86,16 @@ def test_smoke_run_outlasts_the_config_recipe_and_fills_both_rows(smoke):
     assert "ZeRO stage 1" in log and "data exhausted" not in log
     # MFU needs a known peak: none on CPU (and the same one for every row on a GPU)
     if summary["peak_flops"] is None:
-        assert all(r["mfu"] is None for r in rows.values())
-    else:
-        assert all(0 < r["mfu"] < 1 for r in rows.values())
+        assert all(r["mfu"] is None and r["mfu_causal"] is None for r in rows.values())
+    else:  # one convention (PaLM's), the causal count beside it, lower by exactly F_causal / F
+        ratio = summary["flops_per_token_causal"] / summary["flops_per_token"]
+        assert all(
+            0 < r["mfu"] < 1 and r["mfu_causal"] == pytest.approx(r["mfu"] * ratio) for r in rows.values()
+        )
     table = [line.split()[0] for line in out.splitlines() if line.startswith(("z1 ", "ceiling-eager "))]
     assert table == ["z1", "ceiling-eager"]
-    assert "6·N + 12·L·H·Q·T" in out
+    assert "MFU (PaLM appendix B, full attention) = (6·N + 12·L·H·Q·T)" in out
+    assert "causal MFU (attention halved) = (6·N + 6·L·H·Q·T)" in out
 
 
 def test_text_source_is_real_articles_repeated_past_their_size(tmp_path):

@@ -14,7 +14,7 @@ import yaml
 
 from core.errors import ConfigError as CoreConfigError
 from trainer.config import ConfigError, compile_enabled, load_config
-from trainer.metrics import device_peak, flops_per_token, mfu
+from trainer.metrics import causal_flops_per_token, device_peak, flops_per_token, mfu
 from trainer.model import model_config
 from trainer.schedule import batch_at, lr_at
 from trainer.spike import ACCEPT, ROLLBACK, SKIP, SpikeGuard
@@ -207,7 +207,12 @@ def test_flops_formula_by_hand():
     cfg = model_config("124m")  # d 768, 12 layers, MHA, ffn 2048, vocab 50304
     d, layers, ffn, vocab, t = 768, 12, 2048, 50304, 1024
     n_matmul = layers * (4 * d * d + 3 * d * ffn) + vocab * d
-    assert flops_per_token(cfg, t) == 6 * n_matmul + 6 * layers * t * d
+    # PaLM appendix B (full attention): the MFU convention; the causal count (attention halved) beside it
+    assert flops_per_token(cfg, t) == 6 * n_matmul + 12 * layers * cfg.n_heads * cfg.head_dim * t
+    assert causal_flops_per_token(cfg, t) == 6 * n_matmul + 6 * layers * t * d
+    # the docs' conversion factor at the benches' 124m shape (vocabulary 4,096): 0.912
+    small = model_config("124m", vocab_size=4096)
+    assert causal_flops_per_token(small, t) / flops_per_token(small, t) == pytest.approx(0.9118, abs=1e-4)
     # 1 GPU at 100k tok/s on an H100 SXM: F·1e5 / 989.4e12
     peak = device_peak("NVIDIA H100 80GB HBM3")
     assert mfu(flops_per_token(cfg, t), 1e5, 1, peak) == pytest.approx(
