@@ -54,10 +54,10 @@ import threading
 import unicodedata
 from abc import ABC, abstractmethod
 from functools import cache
-from typing import Any
+from itertools import groupby
 
 from core.languages import LID176, MACROLANGUAGE, split_code
-from curation.filters.words import SPLITTER, _import_spacy_without_torch
+from curation.filters.words import SPLITTER, WordSplitter
 
 # What `make install` pins (pyproject.toml); the hint a missing package fails with.
 PIP = {
@@ -126,38 +126,29 @@ class Segmenter(ABC):
 
 
 class SpacySegmenter(Segmenter):
-    """spaCy's rule-based tokenizer of one language (`spacy.blank(code)`; no model, no download)."""
+    """spaCy's rule-based tokenizer of one language (`spacy.blank(code)`; no model, no download),
+    asked once per distinct whitespace-separated chunk (words.WordSplitter: spaCy's rules never look
+    past a chunk, so the words are the same, tests/curation/test_segment.py checks it per sentence)."""
 
     requires = ("spacy",)
 
     def __init__(self, code: str) -> None:
         if code not in spacy_codes():
             raise KeyError(f"spaCy has no language class {code!r}; it has {sorted(spacy_codes())}")
+        if code in _SPACY_SPECIAL:
+            # their tokenizers read across whitespace (and ko's needs mecab-ko): not chunk-cacheable
+            raise KeyError(f"use the segmenter {_SPACY_SPECIAL[code]!r} for {code!r}, not spacy:{code}")
         self.code = code
         self.name = f"spacy:{code}"
         super().__init__()
-        self._nlp: Any = None
+        # English shares the filters' splitter: one cache, and its words are datatrove's exactly
+        self.splitter = SPLITTER if code == "en" else WordSplitter(code)
 
     def load(self) -> None:
-        spacy = _import_spacy_without_torch()
-        self._nlp = spacy.blank(self.code)
+        self.splitter.load()
 
     def _words(self, text: str) -> list[str]:
-        # memory_zone frees the strings this text added to the vocabulary: without it a long-running
-        # worker's StringStore grows with every new token (datatrove does the same)
-        with self._nlp.memory_zone():
-            return [t.text for t in self._nlp.tokenizer(text) if not t.is_space]
-
-
-class EnglishSegmenter(Segmenter):
-    """spaCy's blank English, through the filters' chunk-cached splitter (words.SPLITTER): the
-    same words as spacy.blank("en") (tests/curation/test_filters_parity.py), several times faster."""
-
-    name = "spacy:en"
-    requires = ("spacy",)
-
-    def _words(self, text: str) -> list[str]:
-        return SPLITTER.words(text)
+        return self.splitter.words(text)
 
 
 class WhitespaceSegmenter(SpacySegmenter):
@@ -226,7 +217,7 @@ class SudachiSegmenter(Segmenter):
     def load(self) -> None:
         from sudachipy import Dictionary, SplitMode
 
-        self._tok = Dictionary(dict="core").create(mode=SplitMode.A)
+        self._tok = Dictionary(dict="core").tokenizer(mode=SplitMode.A)
 
     def _words(self, text: str) -> list[str]:
         out: list[str] = []
@@ -287,26 +278,33 @@ class ThaiSegmenter(Segmenter):
         return _strip_tokens(self._tokenize(text, engine="newmm-safe", keep_whitespace=False))
 
 
-class VietnameseSegmenter(SpacySegmenter):
+class VietnameseSegmenter(Segmenter):
     """Vietnamese: spaCy's `vi` tokenizer, which runs pyvi's CRF to join syllables into words
-    (datatrove's choice); a compound is its syllables with the space between them, not pyvi's `_`."""
+    (datatrove's choice); a compound is its syllables with the space between them, not pyvi's `_`.
+    The CRF reads neighbouring syllables, so the whole text goes through it (no chunk cache)."""
 
+    name = "pyvi"
     requires = ("spacy", "pyvi")
 
-    def __init__(self) -> None:
-        super().__init__("vi")
-        self.name = "pyvi"
-
     def load(self) -> None:
-        os.environ.setdefault("PYTHAINLP_READ_ONLY", "1")  # spaCy's vi imports nothing Thai; harmless
-        super().load()
+        from curation.filters.words import _import_spacy_without_torch
+
+        self._nlp = _import_spacy_without_torch().blank("vi")
+
+    def _words(self, text: str) -> list[str]:
+        # the memory zone frees the strings this text added to spaCy's vocabulary (datatrove does the same)
+        with self._nlp.memory_zone():
+            return _strip_tokens(t.text for t in self._nlp.tokenizer(text))
 
 
-# Myanmar asat and Khmer/Myanmar stacking signs; Lao leading vowels (written before the consonant)
-_ASAT = "\u103a"
-_STACKERS = frozenset("\u17d2\u1039")
-_LEADING = frozenset("\u0ec0\u0ec1\u0ec2\u0ec3\u0ec4")
-_TSHEG = frozenset("\u0f0b\u0f0c")
+# Signs the cluster rules look at (Unicode charts of the four blocks)
+_ASAT = "\u103a"  # Myanmar: the consonant before it has no vowel, it closes the syllable
+_STACKERS = frozenset("\u17d2\u1039")  # Khmer coeng, Myanmar virama: the next consonant stacks under
+_LEADING = frozenset("\u0ec0\u0ec1\u0ec2\u0ec3\u0ec4")  # Lao vowels written before their consonant
+_LAO_VOWEL_LETTERS = frozenset("\u0eb0\u0eb2\u0eb3\u0ebd")  # Lao vowels that are letters (Lo), not marks
+_BANTOC = "\u17cb"  # Khmer: shortens the vowel before; written on a final consonant
+_TSHEG = frozenset("\u0f0b\u0f0c")  # Tibetan syllable mark
+_ZWSP = "\u200b"  # the invisible word separator of Khmer, Lao and Myanmar writing
 CLUSTER_SCRIPTS = ("Khmr", "Laoo", "Mymr", "Tibt")
 
 
@@ -320,34 +318,65 @@ def _cluster_char(ch: str) -> bool:
     return unicodedata.category(ch)[0] in "LM" or ch in _TSHEG
 
 
+def _has_vowel(cluster: str) -> bool:
+    """A Khmer or Lao cluster that carries a written vowel (so a bare consonant after it is its final)."""
+    return any(
+        ch in _LAO_VOWEL_LETTERS
+        or ch in _LEADING
+        or (unicodedata.category(ch) in ("Mn", "Mc") and ch != _BANTOC)
+        for ch in cluster
+        if ch not in _STACKERS
+        and not 0x0EC8 <= ord(ch) <= 0x0ECC  # Lao tone marks (and cancellation) are no vowel
+    )
+
+
 def _clusters(run: str) -> list[str]:
-    """Syllables (Tibetan) or orthographic clusters (Khmer, Lao, Myanmar) of a run of their letters."""
-    out: list[str] = []
-    cur = ""
+    """Syllables (Tibetan) or orthographic clusters (Khmer, Lao, Myanmar) of a run of their letters.
+
+    A cluster is a base letter with its marks and any consonant stacked under it. Finals, which
+    these scripts write as plain consonants, are joined back to their syllable where the script
+    shows them: Myanmar's asat; in Khmer and Lao a cluster with no vowel of its own right after
+    one with a written vowel (Khmer's inherent-vowel syllables have no sign, so a bare consonant
+    after a bare one stays a syllable), and Khmer's bantoc.
+    """
+    if 0x0F00 <= ord(run[0]) <= 0x0FFF:
+        out, cur = [], ""
+        for ch in run:
+            cur += ch
+            if ch in _TSHEG:  # the tsheg ends a Tibetan syllable
+                out.append(cur)
+                cur = ""
+        return [*out, cur] if cur else out
+    units: list[str] = []
     for ch in run:
-        if cur and ch in _TSHEG:
-            cur += ch  # the tsheg ends a Tibetan syllable
-            out.append(cur)
-            cur = ""
-            continue
-        is_mark = unicodedata.category(ch)[0] == "M"
-        joins = (
-            not cur
-            or is_mark
-            or cur[-1] in _STACKERS  # the consonant stacked under the previous one
-            or cur[-1] in _LEADING  # a Lao vowel written before its consonant
-            or (0x0F00 <= ord(ch) <= 0x0FFF and not _TSHEG.intersection(cur))  # inside a Tibetan syllable
+        joins = units and (
+            unicodedata.category(ch)[0] == "M"
+            or ch in _LAO_VOWEL_LETTERS
+            or units[-1][-1] in _STACKERS
+            or units[-1][-1] in _LEADING
         )
         if joins:
-            cur += ch
+            units[-1] += ch
         else:
-            out.append(cur)
-            cur = ch
-        if ch == _ASAT and len(out) and len(cur) >= 2 and cur[-2] not in _STACKERS:
-            out[-1] += cur  # a killed (final) Myanmar consonant closes the syllable before it
-            cur = ""
-    if cur:
-        out.append(cur)
+            units.append(ch)
+    out = []
+    for u in units:
+        if out and (
+            (_ASAT in u[1:] and u[u.index(_ASAT) - 1] not in _STACKERS)
+            or (
+                0x1780 <= ord(u[0]) <= 0x17FF
+                and (_BANTOC in u or (not _has_vowel(u) and _has_vowel(out[-1])))
+            )
+            or (
+                0x0E80 <= ord(u[0]) <= 0x0EFF
+                and u[0] not in _LEADING
+                and not _has_vowel(u)
+                and _has_vowel(out[-1])
+            )
+        ):
+            out[-1] += u
+        else:
+            out.append(u)
     return out
 
 
@@ -365,30 +394,23 @@ class ClusterSegmenter(WhitespaceSegmenter):
             if not any(_cluster_char(c) for c in tok):
                 out.append(tok)
                 continue
-            run, other = "", ""
-            for ch in tok:
-                if _cluster_char(ch):
-                    if other:
-                        out.append(other)
-                        other = ""
-                    run += ch
-                else:
-                    if run:
-                        out.extend(_clusters(run))
-                        run = ""
-                    # a sign of these scripts' punctuation (Khmer ។, Tibetan ། ...) is a token of its own
-                    if other and unicodedata.category(ch)[0] in "PS":
-                        out.append(other)
-                        other = ""
-                    other += ch
-                    if unicodedata.category(ch)[0] in "PS":
-                        out.append(other)
-                        other = ""
-            if run:
-                out.extend(_clusters(run))
-            if other:
-                out.append(other)
+            for kind, group in groupby(tok, _kind):
+                if kind == "cluster":
+                    out.extend(_clusters("".join(group)))
+                elif kind == "punct":
+                    out.extend(group)  # the scripts' own punctuation (Khmer ។, Tibetan །) one sign a token
+                elif kind == "other":
+                    out.append("".join(group))
+                # "zwsp": a word boundary, not a word
         return out
+
+
+def _kind(ch: str) -> str:
+    if ch == _ZWSP:
+        return "zwsp"
+    if _cluster_char(ch):
+        return "cluster"
+    return "punct" if unicodedata.category(ch)[0] in "PS" else "other"
 
 
 _NAMED = {
@@ -403,7 +425,7 @@ _NAMED = {
 
 # spaCy classes that need a library of their own: ja/zh/th/vi are reached through the named
 # segmenters above, ko's spaCy class needs mecab-ko (not on PyPI as a wheel): kiwi instead
-_SPACY_SPECIAL = frozenset({"ja", "ko", "th", "vi", "zh"})
+_SPACY_SPECIAL = {"ja": "sudachi", "ko": "kiwi", "th": "pythainlp", "vi": "pyvi", "zh": "jieba"}
 
 
 @cache
@@ -430,8 +452,6 @@ def get_segmenter(name: str) -> Segmenter:
 
 @cache
 def _get(name: str) -> Segmenter:
-    if name == "spacy:en":
-        return EnglishSegmenter()
     if name.startswith("spacy:"):
         return SpacySegmenter(name.removeprefix("spacy:"))
     cls = _NAMED.get(name)
@@ -453,11 +473,11 @@ def spacy_language_map() -> dict[str, str]:
     A two-letter spaCy code is read through lid.176's table (which names the member a macrolanguage
     label stands for: ar -> arb, fa -> pes, ms -> zsm, et -> ekk) or `_ISO1_EXTRA` (nb -> nob);
     a three-letter one (grc, kmr, dsb) is ISO 639-3 already. The member's macrolanguage maps too
-    when exactly one class claims it (ara -> ar, fas -> fa, msa -> ms, nor -> nb; hbs is claimed by
-    hr and sr, so it is left to the fallback).
+    when exactly one class claims it (ara -> ar, fas -> fa, msa -> ms; hbs is claimed by hr and sr,
+    so it is left to the fallback), and `nor` is nb (lid.176 reads `no` as Bokmål).
     """
     out: dict[str, str] = {}
-    for code in sorted(spacy_codes() - _SPACY_SPECIAL - {"xx"}):
+    for code in sorted(spacy_codes() - set(_SPACY_SPECIAL) - {"xx"}):
         iso3 = code if len(code) == 3 else _ISO1_EXTRA.get(code) or LID176.get(code)
         if iso3 is not None:
             out[iso3] = code
@@ -468,23 +488,28 @@ def spacy_language_map() -> dict[str, str]:
     for m, codes in macro.items():
         if len(codes) == 1 and m not in out:
             out[m] = codes.pop()
+    # Norwegian: nb and nn both claim `nor`; lid.176's `no` is Bokmål (nob), as most of the web
+    if "nb" in out.values():
+        out.setdefault("nor", "nb")
     return out
 
 
-# Languages whose own segmenter beats spaCy's class (or stands in for a missing one)
+# Languages whose own segmenter beats spaCy's class (or stands in for a missing one), with the
+# scripts it is for: `cmn_Latn` (pinyin) or `vie_Hani` (chữ Nôm) go by their script instead
+_HAN = frozenset({"Hani", "Hans", "Hant"})
 _BY_LANGUAGE = {
-    **dict.fromkeys(("cmn", "yue", "wuu", "zho", "lzh", "nan", "hak", "gan", "hsn", "cjy", "cdo"), "jieba"),
-    "jpn": "sudachi",
-    "kor": "kiwi",
-    "tha": "pythainlp",
-    "vie": "pyvi",
+    **dict.fromkeys(("cmn", "yue", "wuu", "zho"), ("jieba", _HAN)),
+    "jpn": ("sudachi", _HAN | {"Jpan", "Hira", "Kana"}),
+    "kor": ("kiwi", frozenset({"Hang", "Kore"})),
+    "tha": ("pythainlp", frozenset({"Thai"})),
+    "vie": ("pyvi", frozenset({"Latn"})),
 }
-# A script that settles it whatever the language (a code's script; text in it needs its segmenter)
+# A script that settles it whatever the language (text in it needs its segmenter): lzh_Hani, nan_Hani
 _BY_SCRIPT = {
-    "Hani": "jieba",
-    "Hans": "jieba",
-    "Hant": "jieba",
+    **dict.fromkeys(_HAN, "jieba"),
     "Jpan": "sudachi",
+    "Hira": "sudachi",
+    "Kana": "sudachi",
     "Hang": "kiwi",
     "Kore": "kiwi",
     "Thai": "pythainlp",
@@ -492,19 +517,21 @@ _BY_SCRIPT = {
 }
 # The usual script of languages written in a cluster script, for codes given without one (`bod`)
 _DEFAULT_SCRIPT = {
-    **dict.fromkeys(("bod", "dzo", "xct"), "Tibt"),
-    **dict.fromkeys(("khm", "kxm"), "Khmr"),
+    **dict.fromkeys(("bod", "dzo"), "Tibt"),
+    "khm": "Khmr",
     "lao": "Laoo",
-    **dict.fromkeys(("mya", "shn", "ksw", "mnw", "kac"), "Mymr"),
+    **dict.fromkeys(("mya", "shn"), "Mymr"),
 }
 
 
 def segmenter_name_for(code: str) -> str:
-    """The segmenter name `segmenter_for(code)` picks: the language's own segmenter, else the script's,
-    else its spaCy class, else `whitespace` (a LanguageCodeError for a code no form matches)."""
+    """The segmenter name `segmenter_for(code)` picks: the language's own segmenter (for its scripts),
+    else the script's, else its spaCy class, else `whitespace`. A code no form of split_code matches
+    is a LanguageCodeError; a well-formed code of a language no table knows gets `whitespace`."""
     lang, script = split_code(code)
-    if lang in _BY_LANGUAGE:
-        return _BY_LANGUAGE[lang]
+    own = _BY_LANGUAGE.get(lang)
+    if own is not None and (script is None or script in own[1]):
+        return own[0]
     script = script or _DEFAULT_SCRIPT.get(lang)
     if script in _BY_SCRIPT:
         return _BY_SCRIPT[script]

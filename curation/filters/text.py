@@ -19,6 +19,11 @@ Where the time goes and what we do instead (measured in bench/curation/filters.p
 - paragraph and line duplicates: Counter instead of a Python loop.
 Parity with datatrove is tested per document on every shared WARC and the extraction eval sets
 (tests/curation/test_filters_parity.py).
+
+`language` (issue 43): English (`eng`, datatrove's default, or `eng_Latn`/`en`) keeps the path
+above; any other code splits words with curation.filters.segment.segmenter_for(language) (jieba for
+`cmn_Hani`, spaCy's class for `rus_Cyrl`, ...), and C4 counts a line's words and sentences with it
+(datatrove's C4 counts whitespace runs, which a Chinese or Thai line has one of).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from typing import Any
 
 from core.errors import ConfigError
 from core.stage import Document, DocumentStage, Drop, register
-from curation.filters.words import ENGLISH, SPLITTER, analyse, check_language
+from curation.filters.words import ENGLISH, SPLITTER, analyse, check_language, sentence_count_words
 
 # datatrove's defaults, by argument name (the same in every block that has them)
 _GOPHER_TOP = ((2, 0.2), (3, 0.18), (4, 0.16))
@@ -77,7 +82,7 @@ class GopherRepetition(_TextRules):
         dup_n_grams: Any = _GOPHER_DUP,
         language: str = ENGLISH,
     ) -> None:
-        check_language(language, "gopher_repetition")
+        self.segmenter = check_language(language, "gopher_repetition")
         self.dup_line_frac, self.dup_para_frac = dup_line_frac, dup_para_frac
         self.dup_line_char_frac, self.dup_para_char_frac = dup_line_char_frac, dup_para_char_frac
         self.top_n_grams = tuple((int(n), float(f)) for n, f in top_n_grams)
@@ -99,7 +104,7 @@ class GopherRepetition(_TextRules):
             return "dup_line_frac"
         if self.dup_line_char_frac and dup_chars / n_chars > self.dup_line_char_frac:
             return "dup_line_char_frac"
-        top, dup = analyse(text).ngram_stats(
+        top, dup = analyse(text, self.segmenter).ngram_stats(
             tuple(n for n, _ in self.top_n_grams), tuple(n for n, _ in self.dup_n_grams)
         )
         for (n, frac), chars in zip(self.top_n_grams, top):
@@ -131,7 +136,7 @@ class GopherQuality(_TextRules):
         stop_words: list[str] | None = None,
         language: str = ENGLISH,
     ) -> None:
-        check_language(language, "gopher_quality")
+        self.segmenter = check_language(language, "gopher_quality")
         self.min_doc_words, self.max_doc_words = min_doc_words, max_doc_words
         self.min_avg_word_length, self.max_avg_word_length = min_avg_word_length, max_avg_word_length
         self.max_symbol_word_ratio = max_symbol_word_ratio
@@ -145,7 +150,7 @@ class GopherQuality(_TextRules):
 
     def _word_rules(self, text: str) -> tuple[str | None, int, int, frozenset[str] | set[str]]:
         """The rules on words alone; also (words, words with a letter, stop words seen) for the rest."""
-        words = analyse(text).words
+        words = analyse(text, self.segmenter).words
         n_words = len(words)
         n_kept, kept_chars, n_alpha = SPLITTER.word_stats(words)
         stops = self.stop_words.intersection(words)
@@ -218,7 +223,7 @@ class C4Quality(_TextRules):
         filter_policy: bool = True,
         language: str = ENGLISH,
     ) -> None:
-        check_language(language, "c4_quality")
+        self.segmenter = check_language(language, "c4_quality")
         if not split_paragraph:
             raise ConfigError(
                 "filters.c4_quality: split_paragraph=false (spaCy sentences instead of lines) is datatrove's "
@@ -252,7 +257,9 @@ class C4Quality(_TextRules):
         sentences, need = 0, self.min_num_sentences
         for line in text.splitlines():
             line = line.strip()
-            words = line.split()
+            # datatrove's words of a line are whitespace runs; another language's are its segmenter's
+            # (a Chinese line is one whitespace run, so min_words_per_line would drop every line)
+            words = line.split() if self.segmenter is None else self.segmenter.words(line)
             if self.remove_citations and "[" in line:  # the regex needs a bracket; skip it when there is none
                 line = _CITATION.sub("", line)
             if not self._line_kept(line, words):
@@ -267,7 +274,10 @@ class C4Quality(_TextRules):
             if self.filter_policy and any(p in lower for p in _POLICY):
                 continue
             if need != -1 and sentences < need:
-                sentences += SPLITTER.sentence_count(line, need - sentences)
+                if self.segmenter is None:
+                    sentences += SPLITTER.sentence_count(line, need - sentences)
+                else:
+                    sentences += sentence_count_words(self.segmenter.words(line), need - sentences)
             kept.append(line)
         if sentences < need:
             return [], "too_few_sentences"
@@ -293,7 +303,7 @@ class FineWebQuality(_TextRules):
     ) -> None:
         from datatrove.utils.text import TERMINAL_PUNCTUATION
 
-        check_language(language, "fineweb_quality")
+        self.segmenter = check_language(language, "fineweb_quality")
         self.line_punct_thr, self.line_punct_exclude_zero = line_punct_thr, line_punct_exclude_zero
         self.stop_chars = tuple(stop_chars) if stop_chars is not None else tuple(TERMINAL_PUNCTUATION)
         self.short_line_thr, self.short_line_length = short_line_thr, short_line_length
@@ -310,6 +320,6 @@ class FineWebQuality(_TextRules):
             return "short_line_ratio"
         if duplicates(lines)[1] / (len(text) - text.count("\n")) > self.char_duplicates_ratio:
             return "char_dup_ratio"
-        if text.count("\n") / len(analyse(text).words) > self.new_line_ratio:
+        if text.count("\n") / len(analyse(text, self.segmenter).words) > self.new_line_ratio:
             return "list_ratio"
         return None

@@ -26,6 +26,11 @@ sentences with spaCy's `sentencizer` on the same tokens. We reproduce both exact
 
 `analyse(text)` holds the pre-pass of the last two texts: in the extract job the four blocks see
 the same text object one after the other, so they split it once.
+
+Other languages (issue 43): `analyse(text, segmenter)` takes the words from a segmenter of
+curation/filters/segment.py instead (jieba, Sudachi, ..., or a `WordSplitter(lang)` for a spaCy
+language, cached per chunk like English but without English's letters-only shortcut); the n-gram
+kernel and the per-token facts read words of any language. English stays on SPLITTER.
 """
 
 from __future__ import annotations
@@ -45,12 +50,20 @@ ENGLISH = "eng"
 _CACHE_MAX = 1_000_000  # distinct chunks (or tokens) remembered per process before starting over
 
 
-def check_language(language: str, block: str) -> None:
-    if language != ENGLISH:
-        raise ConfigError(
-            f"filters.{block}: our implementation splits words as datatrove does for English only "
-            f"(language={ENGLISH!r}); got language={language!r}: use class: datatrove_{block}"
-        )
+def check_language(language: str, block: str) -> Any:
+    """The word segmenter of a block's `language` (a code in any form core.languages.split_code reads,
+    datatrove's `eng` included): None for English, which keeps the cached spaCy-en splitter below
+    (datatrove's words exactly), else curation.filters.segment.segmenter_for(language)."""
+    if language == ENGLISH:
+        return None
+    from core.languages import LanguageCodeError
+    from curation.filters.segment import segmenter_for
+
+    try:
+        seg = segmenter_for(language)
+    except LanguageCodeError as e:
+        raise ConfigError(f"filters.{block}: language: {e}") from None
+    return None if seg.name == "spacy:en" else seg
 
 
 @dataclass(slots=True)
@@ -86,9 +99,15 @@ def _import_spacy_without_torch():
 
 
 class WordSplitter:
-    """spaCy's blank English tokenization of a text, spaCy asked once per distinct chunk."""
+    """spaCy's blank tokenization of a text (English unless `lang` names another spaCy language
+    class with the standard rule-based tokenizer), spaCy asked once per distinct chunk."""
 
-    def __init__(self) -> None:
+    def __init__(self, lang: str = "en") -> None:
+        self.lang = lang
+        # "letters or digits only is one token" was checked against English's rules only; other
+        # languages ask spaCy for every new chunk, inside a memory zone so that the strings of
+        # chunks spaCy saw once do not pile up in its vocabulary (our cache is the one that is kept)
+        self._english = lang == "en"
         self._nlp = None
         self._is_punct: Any = None
         self._rules: frozenset[str] = frozenset()
@@ -106,7 +125,7 @@ class WordSplitter:
         from spacy.lang.lex_attrs import is_punct  # spaCy's IS_PUNCT (English does not override it)
         from spacy.pipeline import Sentencizer
 
-        self._nlp = spacy.blank("en")
+        self._nlp = spacy.blank(self.lang)
         self._is_punct = is_punct
         self._rules = frozenset(self._nlp.tokenizer.rules)
         self._sent_chars = frozenset(Sentencizer.default_punct_chars)
@@ -118,6 +137,9 @@ class WordSplitter:
         go to spaCy in one call, separated by newlines so that no special case can span two."""
         self.load()
         hard = []
+        if not self._english:
+            self._add_chunks_other(chunks)
+            return
         for c in chunks:
             if (c.isalpha() or c.isdecimal()) and c not in self._rules:
                 self._chunks[c] = (c,)
@@ -135,6 +157,21 @@ class WordSplitter:
             while t.idx >= ends[j]:
                 j += 1
             toks[j].append(t.text)
+        for c, ts in zip(hard, toks):
+            self._chunks[c] = tuple(ts)
+
+    def _add_chunks_other(self, chunks: set[str]) -> None:
+        hard = list(chunks)
+        ends = list(accumulate(len(c) + 1 for c in hard))
+        toks: list[list[str]] = [[] for _ in hard]
+        j = 0
+        with self._nlp.memory_zone():
+            for t in self._nlp.tokenizer("\n".join(hard)):
+                if t.is_space:
+                    continue
+                while t.idx >= ends[j]:
+                    j += 1
+                toks[j].append(t.text)
         for c, ts in zip(hard, toks):
             self._chunks[c] = tuple(ts)
 
@@ -250,18 +287,35 @@ def _gap_is_token(line: str, start: int, end: int) -> bool:
 SPLITTER = WordSplitter()
 
 
+def sentence_count_words(words: list[str], stop_at: int) -> int:
+    """Sentences the sentencizer's rule finds in a line's words from another segmenter than
+    English's (WordSplitter.sentence_count without its whitespace tokens: those segmenters drop them)."""
+    count, seen_period = 1, False
+    for tok in words:
+        f = SPLITTER.facts(tok)
+        if seen_period and not f.is_punct and not f.sent_punct:
+            count, seen_period = count + 1, False
+            if count >= stop_at:
+                return count
+        elif f.sent_punct:
+            seen_period = True
+    return count
+
+
 @dataclass(slots=True)
 class Analysis:
     """One text's words and the repetition statistics, computed on first use."""
 
     text: str
+    segmenter: Any = None  # a curation.filters.segment.Segmenter; None: English (SPLITTER)
     _words: list[str] | None = None
     _ngrams: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def words(self) -> list[str]:
         if self._words is None:
-            self._words = SPLITTER.words(self.text)
+            seg = self.segmenter
+            self._words = SPLITTER.words(self.text) if seg is None else seg.words(self.text)
         return self._words
 
     def ngram_stats(self, top_ns: tuple[int, ...], dup_ns: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -277,12 +331,13 @@ class Analysis:
 _RECENT: list[Analysis] = []
 
 
-def analyse(text: str) -> Analysis:
-    """The pre-pass of `text`, shared by the filters that run on the same string object."""
+def analyse(text: str, segmenter: Any = None) -> Analysis:
+    """The pre-pass of `text`, shared by the filters that run on the same string object with the
+    same segmenter (None: English, spaCy's blank "en" through SPLITTER; else a Segmenter's words)."""
     for a in _RECENT:
-        if a.text is text:
+        if a.text is text and a.segmenter is segmenter:
             return a
-    a = Analysis(text)
+    a = Analysis(text, segmenter)
     _RECENT.insert(0, a)
     del _RECENT[2:]
     return a
