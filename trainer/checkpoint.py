@@ -7,18 +7,19 @@ Layout of one checkpoint, `<dir>/step_00000120/`:
                               RNG states of this rank (Python, NumPy, torch CPU, CUDA; tensors as base64)
     COMPLETE.json             written last, by rank 0, after every rank finished: file → (size, sha256)
 
-A checkpoint *counts* only with COMPLETE.json (DESIGN: temp → rename → marker). The marker is data: whoever can
-write the checkpoint folder (or its bucket) writes it, and its `files` names are joined to the folder on verify,
-download and load. So it is read as untrusted JSON and every name must be a plain file name of the folder
-(`marker_files`, core/names.py: no `/`, `..`, `%2F`, NUL, absolute or empty name) with a [size, sha256] value,
-before any is opened (CONVENTIONS 14); a folder holding a symbolic link is refused too (the trainer writes none,
-and a load through one reads outside the folder). Either makes the checkpoint one that does not verify, named
-with its field, and resume falls back past it. On object storage
+A checkpoint *counts* only with COMPLETE.json (DESIGN: temp → rename → marker). On object storage
 (`checkpoint.dir=s3://…`) the same folder is made in local staging and uploaded, marker last, and resume
 downloads a checkpoint marker first and verifies the copy: trainer/checkpoint_remote.py. Resume takes the newest
 complete one whose files still match the marker (sha256, or sizes only with checkpoint.verify=size) and
 falls back past any that do not, with a log line naming why. DeepSpeed's own `latest` pointer is not used:
 it is written before other ranks may have finished.
+
+The marker is data: whoever can write the checkpoint folder (or its bucket) writes it, and its `files` names are
+joined to the folder on verify, download and load. So it is read as untrusted JSON and every name must be a plain
+file name of the folder (`marker_files`, core/names.py: no `/`, `..`, `%2F`, NUL, absolute or empty name) with a
+[size, sha256] value before any is opened (CONVENTIONS 14); a folder holding a symbolic link is refused too (the
+trainer writes none, and a load through one reads outside the folder). Either makes the checkpoint one that does
+not verify, the reason naming the marker and the field, and resume falls back past it.
 
 Another world size (elastic resume): the trainer state is the same on every rank but for the RNG
 (`load_trainer_state` gives each new rank its rule's share), and the ZeRO shards are converted on rank 0 to

@@ -10,7 +10,8 @@ folder, then each file is uploaded to its final key, then the marker goes up LAS
             Rank 0 checks every file is listed under the prefix at its size, then writes COMPLETE.json
             (one PUT), then prunes. Only then is the step's local copy dropped.
     resume  rank 0 reads each tag's COMPLETE.json FIRST (newest first); a tag without one is skipped as
-            incomplete, whatever keys it has. It downloads exactly the files the marker lists into a
+            incomplete, whatever keys it has. It downloads exactly the files the marker lists, every
+            name checked first (checkpoint.marker_files: a plain file name, never `../x`), into a
             cleared local folder and runs checkpoint.verify on that copy (sha256 of the downloaded bytes,
             or sizes with checkpoint.verify=size); a tag that fails falls back to the one before, logged.
             The local copy then goes through the trainer's one load path (trainer state as JSON, the
