@@ -342,6 +342,47 @@ class LangIdConfig(ConfigModel):
         return d
 
 
+class LanguagesConfig(ConfigModel):
+    """Per-language curation (FineWeb-2's method): each document is judged with its own language's
+    settings, read from a folder of one file per language (curation/language_settings.py).
+
+    With `settings` set, a document's language (langid's canonical code) chooses its LID threshold
+    (where `langid.thresholds` names none), the arguments of the Gopher repetition, Gopher quality and
+    FineWeb quality blocks and their word segmenter, and whether C4's block runs (English only, as in
+    FineWeb-2); `filters.<block>` keys given in the config override a language's values for every
+    language, and `filters.<block>: null` still turns a block off. A block given another `class`
+    runs as configured, for every language. null (the default): one setting for every language, the
+    `langid` and `filters` sections as written."""
+
+    settings: str | None = None
+    """`builtin` (configs/languages/: FineWeb-2's 50 largest languages, English, a default), a folder
+    of your own (`default.yaml` required), or null (off)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Any:
+        if self.settings is not None:
+            from curation.language_settings import check_folder
+
+            check_folder(self.folder(), "languages.settings")
+        return self
+
+    def folder(self) -> Path | None:
+        if self.settings is None:
+            return None
+        if self.settings == "builtin":
+            from curation.language_settings import FOLDER
+
+            return FOLDER
+        return Path(self.settings)
+
+    def files_sha256(self) -> dict[str, str]:
+        """sha256 of every settings file by name: an edited threshold changes the output, so the fingerprint."""
+        folder = self.folder()
+        if folder is None:
+            return {}
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.yaml"))}
+
+
 class FiltersConfig(ConfigModel):
     """The document stages after language ID: the four heuristic filter blocks, then the user's own.
 
@@ -536,6 +577,7 @@ class ExtractJobConfig(ConfigModel):
     url_filter: UrlFilterConfig = Field(default_factory=UrlFilterConfig)
     extract: ExtractConfig = Field(default_factory=ExtractConfig)
     langid: LangIdConfig = Field(default_factory=LangIdConfig)
+    languages: LanguagesConfig = Field(default_factory=LanguagesConfig)
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
     pii: PiiStageConfig = Field(default_factory=PiiStageConfig)
     quality: QualityStageConfig = Field(default_factory=QualityStageConfig)
@@ -579,6 +621,8 @@ class ExtractJobConfig(ConfigModel):
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
+        if d["languages"]["settings"] is None:
+            del d["languages"]  # off: configs written before the section existed keep their fingerprint
         if not d["annotators"]:
             del d["annotators"]  # configs written before the list existed keep their fingerprint
         if d["filters"].get("mode") == "drop":
@@ -601,6 +645,8 @@ class ExtractJobConfig(ConfigModel):
         d.pop("fetch")  # how records are fetched and grouped does not change them either
         d["extract"] = self.extract.fingerprint_dict()
         d["langid"] = self.langid.fingerprint_dict()
+        if self.languages.settings is not None:
+            d["languages"]["files_sha256"] = self.languages.files_sha256()
         d["url_filter"]["files_sha256"] = self.url_filter.files_sha256()
         # The built-in blocks without `class` run our implementation (curation/filters/text.py), not
         # datatrove's as before: named here so an output folder made by either refuses the other.

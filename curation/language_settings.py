@@ -261,6 +261,26 @@ def settings_for(code: str, folder: str | Path = FOLDER) -> LanguageSettings:
     return _cached(str((folder / f"{DEFAULT}.yaml").resolve()))
 
 
+def check_folder(folder: str | Path, key: str) -> None:
+    """A settings folder a config names: it exists, has default.yaml, and every file in it loads (a
+    ConfigError naming `key` and the file), so a bad file fails on load, before Spark starts."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"{key}: no such folder {str(folder)!r}")
+    if not (folder / f"{DEFAULT}.yaml").is_file():
+        raise ConfigError(f"{key}: {folder} has no {DEFAULT}.yaml (the settings of every language without a file)")
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            _cached(str(path.resolve()))
+        except ConfigError as e:
+            raise ConfigError(f"{key}: {e}") from None
+
+
+def lowest_lid_threshold(folder: str | Path) -> float:
+    """The lowest LID threshold of any file in the folder: what a pre-check may drop below, at most."""
+    return min(_cached(str(p.resolve())).lid_threshold for p in Path(folder).glob("*.yaml"))
+
+
 # --- FineWeb-2's configs -> our files ------------------------------------------------------------
 
 FW2_REPO = "huggingface/fineweb-2"
@@ -326,19 +346,32 @@ def default_from_fineweb2(configs: Sequence[LanguageSettings], source: str) -> L
     - No stop words (min_stop_words null): a list of another language would drop every document.
     - line_punct_thr -1 (off), FineWeb-2's value for 1,613 of its 1,929 languages: whether a
       language's lines end in punctuation datatrove knows depends on its script (Thai's do not).
-    - Every other threshold: the median over `configs` (the 50 largest languages, whose values were
-      measured on web-scale text; FineWeb-2's small subsets are mostly Bible text, whose long lines
-      and verse repetition gave them thresholds no web page resembles, e.g. new_line_ratio 0.07).
+    - Every other threshold: the lenient decile over `configs` (the 50 largest languages, whose values
+      were measured on web-scale text): the value that 90% of them filter harder than, so a language
+      no one measured is judged no harder than nine in ten measured ones (a maximum fraction or
+      length: the 90th percentile; a minimum: the 10th). Not the median: half of the measured
+      languages would then be filtered more leniently than an unknown one, whose prose (its
+      segmenter, punctuation, numerals) nothing here has seen. FineWeb-2's small subsets are not
+      used: they are mostly Bible text, whose verse repetition gave them thresholds no web page
+      resembles (e.g. new_line_ratio 0.07).
     - Segmenter: whitespace (settings_for never changes it: a caller that knows better asks
       curation/filters/segment.py's segmenter_for).
     """
 
-    def med(values: Iterable[float]) -> float:
-        return round(statistics.median(values), 3)
+    def lenient(values: Iterable[float], upper: bool) -> float:
+        xs = sorted(values)
+        q = statistics.quantiles(xs, n=10, method="inclusive")  # 9 cut points: deciles
+        return round(q[-1] if upper else q[0], 3)
 
-    def med_pairs(pairs_of: list[tuple[tuple[int, float], ...]]) -> list[tuple[int, float]]:
+    def hi(values: Iterable[float]) -> float:  # a maximum: lenient is high
+        return lenient(values, upper=True)
+
+    def lo(values: Iterable[float]) -> float:  # a minimum: lenient is low
+        return lenient(values, upper=False)
+
+    def hi_pairs(pairs_of: list[tuple[tuple[int, float], ...]]) -> list[tuple[int, float]]:
         ns = sorted({n for pairs in pairs_of for n, _ in pairs})
-        return [(n, med(f for pairs in pairs_of for m, f in pairs if m == n)) for n in ns]
+        return [(n, hi(f for pairs in pairs_of for m, f in pairs if m == n)) for n in ns]
 
     rep = [c.gopher_repetition for c in configs]
     qual = [c.gopher_quality for c in configs]
@@ -352,21 +385,22 @@ def default_from_fineweb2(configs: Sequence[LanguageSettings], source: str) -> L
             "segmenter": "whitespace",
             "gopher_repetition": {
                 **FW2_SHARED_REPETITION,
-                "dup_line_frac": med(r.dup_line_frac or 0 for r in rep),
-                "top_n_grams": med_pairs([r.top_n_grams for r in rep]),
-                "dup_n_grams": med_pairs([r.dup_n_grams for r in rep]),
+                "dup_line_frac": hi(r.dup_line_frac or 0 for r in rep),
+                "top_n_grams": hi_pairs([r.top_n_grams for r in rep]),
+                "dup_n_grams": hi_pairs([r.dup_n_grams for r in rep]),
             },
             "gopher_quality": {
-                "min_avg_word_length": med(q.min_avg_word_length or 0 for q in qual),
-                "max_avg_word_length": med(q.max_avg_word_length or 0 for q in qual),
-                "max_non_alpha_words_ratio": med(q.max_non_alpha_words_ratio or 0 for q in qual),
+                "min_avg_word_length": lo(q.min_avg_word_length or 0 for q in qual),
+                "max_avg_word_length": hi(q.max_avg_word_length or 0 for q in qual),
+                # datatrove's name, but a minimum share of words with a letter: lenient is low
+                "max_non_alpha_words_ratio": lo(q.max_non_alpha_words_ratio or 0 for q in qual),
                 "min_stop_words": None,
                 "stop_words": (),
             },
             "fineweb_quality": {
                 **FW2_SHARED_FINEWEB,
                 "line_punct_thr": -1,
-                "new_line_ratio": med(f.new_line_ratio for f in fw),
+                "new_line_ratio": hi(f.new_line_ratio for f in fw),
             },
         },
         source,
@@ -477,8 +511,8 @@ def write_fineweb2(
         written.append(write_settings(settings, out / f"{code}.yaml", how))
     written.append(write_settings(english_settings(), out / "eng_Latn.yaml", how))
     source = (
-        f"{FW2_REPO} commit {repo.commit}: medians over configs/<code>.yml of its {top} largest "
-        "languages (fineweb2-language-distribution.csv, words), see default_from_fineweb2"
+        f"{FW2_REPO} commit {repo.commit}: lenient deciles over configs/<code>.yml of its {top} "
+        "largest languages (fineweb2-language-distribution.csv, words), see default_from_fineweb2"
     )
     written.append(write_settings(default_from_fineweb2(shipped, source), out / f"{DEFAULT}.yaml", how))
     return written

@@ -129,7 +129,8 @@ def build_plan(cfg: ExtractJobConfig) -> Plan:
     """The config's stages, warmed up (models loaded once per process)."""
     extractors = _extractors(cfg)
     record = len(extractors) > 1  # the `extractor` column only when there is a choice to record
-    lid = LanguageIdentifier(cfg.langid)
+    settings = cfg.languages.folder()
+    lid = LanguageIdentifier(cfg.langid, settings)
     head: list[DocumentStage] = [
         *([UrlFilter(cfg.url_filter)] if cfg.url_filter.enabled else []),
         *([PreLanguageFilter(lid, cfg.extract.cascade_margin, cfg.extract)] if cascades(cfg) else []),
@@ -138,7 +139,7 @@ def build_plan(cfg: ExtractJobConfig) -> Plan:
         steps = [ExtractStep([ex], record=True) for ex in extractors]
     else:
         steps = [ExtractStep(extractors, record=record)]
-    judges = [lid, *build_filter_steps(cfg.filters)]
+    judges = [lid, *build_filter_steps(cfg.filters, settings)]
     tail: list[DocumentStage] = [PiiStage(cfg.pii.scrub_config())] if cfg.pii.enabled else []
     for spec, args, key in cfg.annotator_specs():
         cls = resolve_stage("annotator", spec, key)

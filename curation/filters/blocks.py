@@ -16,6 +16,7 @@ block and its rule, whichever implementation runs. Blocks are built once per wor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from core.stage import DatatroveFilter, Document, DocumentStage, Drop, build_stage, register
@@ -74,10 +75,77 @@ class FilterStep(DocumentStage):
 WARM_UP_TEXT = "This is a short warm-up text. It loads the models once per worker process."
 
 
-def build_filter_steps(cfg: FiltersConfig) -> list[FilterStep]:
-    """The enabled filters, in pipeline order: the four built-in blocks, then the user's entries."""
+PER_LANGUAGE_BLOCKS = tuple(DATATROVE_FILTERS)
+"""The built-in blocks whose arguments a language's settings file gives (C4: whether it runs)."""
+_MISSING = object()
+_BLOCKS_PER_STAGE = 4096  # languages x scripts a worker remembers blocks for; a label set is far smaller
+
+
+class PerLanguageBlock(DocumentStage):
+    """One built-in block with each document's language's own arguments and word segmenter
+    (`languages.settings`, curation/language_settings.py): built once per language and worker.
+
+    The arguments are the language file's, then the config's `filters.<key>` entries over them (a user's
+    `min_doc_words: 30` holds for every language). C4's block runs only for a language whose file says
+    `c4_quality: true` (English, as in FineWeb-2). A document without a language (`lang` null) gets
+    default.yaml's settings.
+    """
+
+    annotatable = True
+
+    def __init__(self, key: str, overrides: dict[str, Any], folder: Path) -> None:
+        self.key, self.name = key, key
+        self.overrides, self.folder = overrides, folder
+        self._blocks: dict[str | None, DocumentStage | None] = {}
+
+    def block_for(self, lang: str | None) -> DocumentStage | None:
+        block = self._blocks.get(lang, _MISSING)
+        if block is _MISSING:
+            block = self._build(lang)
+            if len(self._blocks) < _BLOCKS_PER_STAGE:
+                self._blocks[lang] = block
+        return block  # type: ignore[return-value]
+
+    def _build(self, lang: str | None) -> DocumentStage | None:
+        from core.languages import is_canonical
+        from curation.filters.segment import get_segmenter
+        from curation.language_settings import settings_for
+
+        code = lang if lang is not None and is_canonical(lang) else None
+        s = settings_for(code or "und_Zyyy", self.folder)
+        if self.key == "c4_quality":
+            if not s.c4_quality:
+                return None
+            args = dict(self.overrides)
+        else:
+            args = {**getattr(s, self.key).kwargs(), **self.overrides}
+        block = build_stage(
+            "filter", self.key, {**args, "language": code or "und_Zyyy"}, f"filters.{self.key}"
+        )
+        if getattr(block, "segmenter", None) is not None:
+            block.segmenter = get_segmenter(
+                s.segmenter
+            )  # the file's choice (a derived file may name another)
+        return block
+
+    def warm_up(self) -> None:
+        self.block_for("eng_Latn")
+        self.block_for(None)
+
+    def process(self, doc: Document) -> Document | Drop:
+        block = self.block_for(doc.metadata.get("lang"))
+        return doc if block is None else block.process(doc)
+
+
+def build_filter_steps(cfg: FiltersConfig, settings: Path | None = None) -> list[FilterStep]:
+    """The enabled filters, in pipeline order: the four built-in blocks, then the user's entries.
+    With a per-language `settings` folder, the built-in blocks without another `class` take each
+    document's language's arguments (PerLanguageBlock)."""
     steps = []
     for key, kwargs in cfg.enabled().items():
+        if settings is not None and key in PER_LANGUAGE_BLOCKS and "class" not in kwargs:
+            steps.append(FilterStep(key, PerLanguageBlock(key, kwargs, settings)))
+            continue
         spec = kwargs.pop("class", key)
         steps.append(FilterStep(key, build_stage("filter", spec, kwargs, f"filters.{key}", name=key)))
     return steps

@@ -1,0 +1,135 @@
+"""The multilingual preset (configs/extract-multilingual.yaml) on real prose in every Leipzig language.
+
+Each language's document is 40 real sentences of its Leipzig file (news and web prose, 5 sentences a
+line), judged by the preset's stages after extraction: language ID, then the per-language filter
+blocks. Where lid.176 names the language (the document's top code is the file's language), the
+document must be kept and labelled with the canonical code; the English default, with its one
+threshold and English Gopher rules, keeps almost none of them (issue 43's motivating run).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.config import load_config
+from core.languages import LID176, split_code
+from core.stage import Document, Drop
+from core.stats import Stats
+from curation.config import ExtractJobConfig
+from curation.pipeline import build_plan
+
+PRESET = Path(__file__).resolve().parents[2] / "configs" / "extract-multilingual.yaml"
+NO_SPACES = {"ja", "zh", "th"}  # scripts written without spaces between words (lines joined without)
+
+
+def _document(path: Path) -> str:
+    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()][:40]
+    sep = "" if path.stem in NO_SPACES else " "
+    return "\n".join(sep.join(lines[i : i + 5]) for i in range(0, len(lines), 5))
+
+
+def _judge(cfg: ExtractJobConfig, text: str) -> tuple[Document | None, str | None, str]:
+    plan = build_plan(cfg)
+    judges = plan.attempts[0][1:]  # langid, then the filters (the extractor's step is first)
+    doc = Document(id="d", text=text, metadata={})
+    stats = Stats()
+    for stage in judges:
+        result = stage.process(doc)
+        if isinstance(result, Drop):
+            return None, f"{stage.name}:{result.reason}", doc.metadata.get("lang")
+        stats.keep(stage.name, 0)
+    return doc, None, doc.metadata.get("lang")
+
+
+@pytest.fixture(scope="module")
+def results(data_dir):
+    preset = load_config(ExtractJobConfig, PRESET)
+    english = ExtractJobConfig()
+    out = {}
+    for f in sorted((data_dir / "langid" / "leipzig" / "sentences").glob("*.txt")):
+        text = _document(f)
+        out[f.stem] = (_judge(preset, text), _judge(english, text))
+    return out
+
+
+def test_preset_keeps_prose_in_every_language_lid_names(results):
+    """Of the languages lid.176 names correctly (top code = the file's language), at least 90% are kept.
+    Not all: FineWeb-2's thresholds were measured on GlotLID's scores and its own tokenisation of web
+    text, and a Leipzig file is news sentences with list numbers and headlines, so a language whose
+    threshold sits close to what this text measures (Urdu's LID 0.847 against lid.176's 0.82, Thai's
+    and Vietnamese's letter-word share) may fall under it. The English default keeps 1 of them."""
+    named, kept, wrong = [], [], []
+    for stem, ((doc, why, lang), _) in results.items():
+        expected = LID176.get(stem) or {"nb": "nob", "lg": "lug", "mi": "mri", "sn": "sna", "st": "sot"}.get(
+            stem
+        )
+        if expected is None or lang is None or split_code(lang)[0] != expected:
+            continue  # lid.176 does not know this language, or names another: not judged here
+        named.append(stem)
+        (kept if doc is not None else wrong).append((stem, lang, why))
+    scripts = {lang.split("_")[1] for _, lang, _ in kept}
+    assert len(kept) >= 0.9 * len(named), wrong
+    assert len(kept) >= 30 and len(scripts) >= 8, (len(kept), sorted(scripts))
+
+
+def test_english_default_keeps_english_only(results):
+    """The same documents through the English default: English kept, every other language dropped by
+    language ID — the default's behaviour is unchanged by the multilingual work."""
+    kept = {stem for stem, (_, (doc, _w, _l)) in results.items() if doc is not None}
+    assert kept == {"en"}, kept
+
+
+def test_labels_are_canonical_codes(results):
+    for stem, ((_doc, _why, lang), _) in results.items():
+        assert lang is not None and len(lang) == 8 and lang[3] == "_", (stem, lang)
+
+
+def test_per_language_blocks_take_each_languages_file_and_the_configs_overrides(data_dir):
+    from curation.filters.blocks import PerLanguageBlock
+    from curation.language_settings import FOLDER, settings_for
+
+    quality = PerLanguageBlock("gopher_quality", {"min_doc_words": 7}, FOLDER)
+    ru = quality.block_for("rus_Cyrl")
+    assert ru.stop_words == frozenset(settings_for("rus_Cyrl").gopher_quality.stop_words)
+    assert ru.min_doc_words == 7  # the config's key holds for every language
+    assert quality.block_for("rus_Cyrl") is ru  # built once per language
+    zh = quality.block_for("cmn_Hani")
+    assert zh.segmenter is not None and zh.segmenter.name == settings_for("cmn_Hani").segmenter
+    c4 = PerLanguageBlock("c4_quality", {"filter_no_terminal_punct": False}, FOLDER)
+    assert c4.block_for("eng_Latn") is not None and c4.block_for("rus_Cyrl") is None  # English only
+    russian = _document(data_dir / "langid" / "leipzig" / "sentences" / "ru.txt")
+    doc = Document(id="r", text=russian, metadata={"lang": "rus_Cyrl"})
+    assert c4.process(doc) is doc  # no C4 for Russian, whatever its lines look like
+    # a document without a language: default.yaml's settings, which have no stop-word rule
+    assert quality.block_for(None).min_stop_words is None
+
+
+def test_languages_settings_are_checked_on_load(tmp_path):
+    from core.errors import ConfigError
+
+    for bad in (str(tmp_path / "missing"), str(tmp_path)):  # no folder; a folder without default.yaml
+        with pytest.raises(ConfigError, match=r"languages\.settings"):
+            ExtractJobConfig.from_dict({"languages": {"settings": bad}})
+    on = ExtractJobConfig.from_dict({"languages": {"settings": "builtin"}})
+    assert on.fingerprint() != ExtractJobConfig().fingerprint()
+    assert "languages" not in ExtractJobConfig().to_dict()  # off: the default config's record is as before
+
+
+def test_a_macrolanguage_family_shares_its_probability(data_dir):
+    """lid.176 splits clean Croatian between hr, bs, sr and sh: the family's sum is judged against
+    Croatian's threshold, and the document keeps `hrv_Latn` and the top label's own probability."""
+    from curation.config import LangIdConfig
+    from curation.filters.langid import LanguageIdentifier
+
+    text = _document(data_dir / "langid" / "leipzig" / "sentences" / "hr.txt")
+    lid = LanguageIdentifier(LangIdConfig(languages=()))
+    lang, score = lid.predict(text)
+    family = lid.family_score(lang, text)
+    assert lang == "hrv_Latn" and family > score
+    between = (score + family) / 2
+    strict = LanguageIdentifier(LangIdConfig(languages=(), thresholds={"hrv_Latn": between}))
+    r = strict(text)
+    assert r.reason is None and r.lang == "hrv_Latn" and r.score == pytest.approx(score)
+    assert LanguageIdentifier(LangIdConfig(languages=(), thresholds={"hrv_Latn": family + 0.01}))(text).reason
