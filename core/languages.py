@@ -68,6 +68,19 @@ LID176 = {
     "zh": "cmn",
 }  # fmt: skip
 
+# The rest of ISO 639-1 (codes lid.176 has no label for) -> ISO 639-3, so a user may write any
+# two-letter code (`nb`, `zu`, `sw`): the ISO 639-2 registration authority's list (loc.gov/standards/iso639-2).
+ISO639_1 = {
+    "aa": "aar", "ab": "abk", "ae": "ave", "ak": "aka", "ay": "aym", "bi": "bis", "bm": "bam", "ch": "cha",
+    "cr": "cre", "cu": "chu", "dz": "dzo", "ee": "ewe", "ff": "ful", "fj": "fij", "fo": "fao", "ha": "hau",
+    "ho": "hmo", "hz": "her", "ig": "ibo", "ii": "iii", "ik": "ipk", "iu": "iku", "kg": "kon", "ki": "kik",
+    "kj": "kua", "kl": "kal", "kr": "kau", "ks": "kas", "lg": "lug", "ln": "lin", "lu": "lub", "mh": "mah",
+    "mi": "mri", "na": "nau", "nb": "nob", "nd": "nde", "ng": "ndo", "nr": "nbl", "nv": "nav", "ny": "nya",
+    "oj": "oji", "om": "orm", "pi": "pli", "rn": "run", "rw": "kin", "se": "sme", "sg": "sag", "sm": "smo",
+    "sn": "sna", "ss": "ssw", "st": "sot", "ti": "tir", "tn": "tsn", "to": "ton", "ts": "tso", "tw": "twi",
+    "ty": "tah", "ve": "ven", "wo": "wol", "xh": "xho", "za": "zha", "zu": "zul",
+}  # fmt: skip
+
 # ISO 639-3 individual language -> its macrolanguage (SIL's macrolanguage mappings), for the
 # members named above and their common siblings: a user's `zho`, `ara`, `msa` or `nor` matches them.
 MACROLANGUAGE = {
@@ -197,8 +210,8 @@ def split_code(code: str) -> tuple[str, str | None]:
         return code[:3], code[4:]
     if re.fullmatch(r"[a-z]{3}", code):
         return code, None
-    if re.fullmatch(r"[a-z]{2}", code) and code in LID176:
-        return LID176[code], None
+    if re.fullmatch(r"[a-z]{2}", code) and (code in LID176 or code in ISO639_1):
+        return LID176.get(code) or ISO639_1[code], None
     raise LanguageCodeError(
         f"unknown language code {code!r}: give ISO 639-3 with its ISO 15924 script (`rus_Cyrl`), "
         "ISO 639-3 alone (`rus`, any script) or an ISO 639-1 code (`ru`)"

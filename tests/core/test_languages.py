@@ -53,6 +53,16 @@ def test_each_lid176_label_maps_to_its_iso639_3_language(label):
         assert macro is not None and macro.pt3 == ref3, (label, code, ref.name, target.name)
 
 
+def test_every_iso639_1_code_is_read():
+    """A user may write any ISO 639-1 code: lid.176's labels and the rest of the standard."""
+    from iso639 import iter_langs
+
+    for lang in iter_langs():
+        if lang.pt1:
+            code = split_code(lang.pt1)[0]
+            assert code == lang.pt3 or Lang(code).macro().pt3 == lang.pt3, (lang.pt1, code)
+
+
 @pytest.mark.parametrize("member", sorted(MACROLANGUAGE))
 def test_macrolanguage_table_agrees_with_iso639_3(member):
     assert Lang(member).macro().pt3 == MACROLANGUAGE[member]
@@ -140,7 +150,8 @@ def test_split_code_forms_and_refusals():
     assert split_code("rus") == ("rus", None)
     assert split_code("ru") == ("rus", None)
     assert split_code("zh") == ("cmn", None)
-    for bad in ("", "english", "EN", "rus_cyrl", "ru_Cyrl", "r", "xx", "rus-Cyrl", 7, None):
+    assert split_code("nb") == ("nob", None) and split_code("zu") == ("zul", None)
+    for bad in ("", "english", "EN", "rus_cyrl", "ru_Cyrl", "r", "xx", "qq", "rus-Cyrl", 7, None):
         with pytest.raises(LanguageCodeError):
             split_code(bad)  # type: ignore[arg-type]
 

@@ -38,7 +38,7 @@ def test_yaml_overrides_and_fingerprint(tmp_path):
     [
         (
             "langid:\n  treshold: 0.5\n",
-            "unknown key langid.treshold; allowed: languages, model_path, threshold",
+            "unknown key langid.treshold; allowed: labels, languages, model_path, threshold, thresholds, top_scores_min",
         ),
         ("langid:\n  threshold: 2\n", "langid.threshold must be in [0, 1]"),
         ("extract:\n  timeout_s: fast\n", "extract.timeout_s must be a number"),
