@@ -6,6 +6,8 @@ rows of the trainer's seq_len + 1 against the shards less the held-out documents
 held-out documents are a large share of a source (16 rows of 257 tokens of a 14K-token source), so a
 plan of 2.33 epochs passed and the sampler refused 3.65. Now both call the functions here:
 
+- `resolve_weights`: a recipe's by-tokens temperature weights (p_i ∝ n_i^T) from its sources' token
+  counts, so the plan prints and the sampler draws the same floats;
 - `phase_quotas`: rows of `seq_len` tokens per source and phase (largest remainder of the weights);
 - `heldout_documents`: the documents a source sets aside for evaluation (whole ones, seeded), so the
   pool it repeats is its shards' tokens less theirs (`pool`);
@@ -22,7 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -51,8 +54,47 @@ def largest_remainder(total: int, weights: dict[str, float]) -> dict[str, int]:
     return out
 
 
+def temperature_weights(tokens: Mapping[str, int], temperature: float) -> dict[str, float]:
+    """p_i = n_i^T / sum_j n_j^T over `tokens` (n_i: source i's tokens), in mapping order.
+
+    mT5 (Xue et al. 2021, §3.1, T = 1/alpha = 0.3) and XLM-R (Conneau et al. 2020, alpha = 0.3) sample
+    languages so: T = 1 draws as much as there is, T -> 0 evenly. A source with 0 tokens gets no
+    weight (it is not drawn); none with tokens is an error.
+    """
+    powered = {name: float(n) ** temperature for name, n in tokens.items() if n > 0}
+    total = math.fsum(powered.values())
+    if not total:
+        raise RecipeError(f"weights by tokens: no source has tokens ({dict(tokens)})")
+    return {name: w / total for name, w in powered.items()}
+
+
+def resolve_weights(recipe: Recipe, tokens: Mapping[str, int | None]) -> Recipe:
+    """`recipe` with its temperature phases weighted from `tokens` (source -> tokens in its shards).
+
+    The plan passes what it found (manifests, or estimates for sources not tokenized yet), the sampler
+    its shards' manifest counts: for tokenized sources the same integers, so the same weights. A recipe
+    without temperature phases is returned as is; one whose phases are weighted already is left alone
+    (resolving twice is harmless)."""
+    if not any(ph.unresolved for ph in recipe.phases):
+        return recipe
+    assert recipe.temperature is not None  # only a recipe-level `weights:` makes unresolved phases
+    unknown = [name for name in recipe.sources if tokens.get(name) is None]
+    if unknown:
+        raise RecipeError(
+            f"{recipe.path or recipe.name}: weights by tokens need every source's token count; "
+            f"unknown for {', '.join(f'sources.{n}' for n in unknown)} (no manifest.json, no documents): "
+            "tokenize it, or give the phases `weights:` of their own"
+        )
+    counts = {name: int(tokens[name] or 0) for name in recipe.sources}
+    weights = temperature_weights(counts, recipe.temperature)
+    phases = tuple(replace(ph, weights=dict(weights)) if ph.unresolved else ph for ph in recipe.phases)
+    return replace(recipe, phases=phases)
+
+
 def phase_quotas(phase: Phase, seq_len: int) -> dict[str, int]:
     """Sequences of `seq_len` tokens each source contributes to `phase` (seq_len=1: tokens)."""
+    if phase.unresolved:  # an empty split would draw nothing without saying why
+        raise RecipeError(f"phase {phase.name}: weights by tokens are not resolved (draw.resolve_weights)")
     return largest_remainder(phase.tokens // seq_len, phase.weights)
 
 

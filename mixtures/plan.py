@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from core.errors import ConfigError, InputError
 from core.files import doc_parquet_files, parquet_schema
 from core.selectors import resolve_percentiles, selection_mask
-from mixtures.draw import SourceDraw, cap_problems, fit_total_tokens, source_draws
+from mixtures.draw import SourceDraw, cap_problems, fit_total_tokens, resolve_weights, source_draws
 from mixtures.recipe import Recipe
 from mixtures.sampler import SourceStream
 from mixtures.validate import check_sources, drawn_sources, has_manifest, read_manifest
@@ -64,6 +64,7 @@ class SourcePlan:
 @dataclass
 class Plan:
     recipe: Recipe
+    """The recipe with its weights by tokens resolved (draw.resolve_weights), as the sampler draws it."""
     seq_len: int
     """Tokens per row the sampler cuts (1: counted in tokens)."""
     heldout_sequences: int
@@ -139,8 +140,11 @@ def make_plan(recipe: Recipe, seq_len: int = 1, heldout_sequences: int = 0) -> P
         raise ConfigError(f"held-out sequences must be 0 or more, got {heldout_sequences}")
     # what the sampler and the trainer refuse, plan refuses too (sources not tokenized yet are estimated)
     check_sources(recipe, require_shards=False)
-    drawn = set(drawn_sources(recipe))
     found = {name: available_tokens(recipe, name) for name in recipe.sources}
+    # the sampler resolves from the manifests' counts: the same integers where there is a manifest
+    # (an estimate before tokenizing gives estimated weights, marked ~ in the printout)
+    recipe = resolve_weights(recipe, {name: found[name][0] for name in recipe.sources})
+    drawn = set(drawn_sources(recipe))
     # the sampler holds out only from the sources it draws from
     pools = {
         name: training_pool(recipe, name, *found[name], heldout_sequences * seq_len if name in drawn else 0)
@@ -198,6 +202,22 @@ def _granularity(plan: Plan) -> str:
     return f"rows of {plan.seq_len} tokens, {plan.heldout_sequences} rows held out per source"
 
 
+def _temperature_lines(plan: Plan) -> list[str]:
+    """The resolved weights by tokens: each source's count and weight, and the temperature."""
+    r = plan.recipe
+    if r.temperature is None:
+        return []
+    weights = next((ph.weights for ph in r.phases if ph.temperature is not None), {})
+    per = ", ".join(
+        f"{name} {weights.get(name, 0.0):.4f} (n={'' if s.exact else '~'}{_fmt(s.available)})"
+        for name, s in plan.sources.items()
+    )
+    phases = ", ".join(ph.name for ph in r.phases if ph.temperature is not None)
+    return [
+        f"weights by tokens, temperature {r.temperature:g} (p_i ∝ n_i^{r.temperature:g}; phases {phases}): {per}"
+    ]
+
+
 def format_plan(
     plan: Plan, params: float | None = None, mfu: float = 0.4, peak_flops: float = H100_BF16_DENSE_FLOPS
 ) -> str:
@@ -215,6 +235,7 @@ def format_plan(
             + "]"
             for ph in r.phases
         ),
+        *_temperature_lines(plan),
         "",
     ]
     split = plan.heldout_sequences > 0  # then epochs count against the pool, not what is available

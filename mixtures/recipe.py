@@ -29,6 +29,22 @@ selectors are parsed. Token counts may be written with a suffix: `400K`, `2.5B`,
       - name: anneal
         share: 0.2
         weights: {web: 1}
+
+Temperature weights (mT5, Xue et al. 2021 §3.1; XLM-R, Conneau et al. 2020 §3.1): a recipe-level
+`weights: {by: tokens, temperature: T}` weights every phase that gives no `weights:` of its own by
+p_i ∝ n_i^T over all sources, n_i the tokens of source i's shards (manifest.json; the plan estimates
+a source not tokenized yet). T = 1 is the natural mixture, T -> 0 uniform; T in (0, 1]. A phase with
+its own `weights:` keeps them (an anneal phase of chosen sources beside a temperature main phase).
+The counts are only known from the shards, so `resolve` leaves such phases unweighted
+(`Phase.temperature` set, `weights` empty) and mixtures/draw.py's `resolve_weights`, which the plan
+and the sampler both call, fills them in.
+
+    weights: {by: tokens, temperature: 0.3}
+    sources:
+      deu: {shards: ../out/tokens/shards/deu, select: {lang: deu_Latn}}
+      fra: {shards: ../out/tokens/shards/fra, select: {lang: fra_Latn}}
+    phases:
+      - {name: main, share: 1.0}      # no weights: the temperature's
 """
 
 from __future__ import annotations
@@ -37,7 +53,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -110,8 +126,18 @@ class PhaseSpec(ConfigModel):
     share: Number | None = None
     """fraction of total_tokens, in (0, 1]; or `tokens`"""
     tokens: TokenCount | None = None
-    weights: dict[str, Number]
-    """source name -> relative weight (> 0); sources not listed are not drawn in this phase"""
+    weights: dict[str, Number] | None = None
+    """source name -> relative weight (> 0); sources not listed are not drawn in this phase.
+    Omitted: the recipe-level `weights: {by: tokens, temperature: T}` over all sources."""
+
+
+class WeightsSpec(ConfigModel):
+    """The recipe-level `weights:`: source weights from the sources' token counts at a temperature."""
+
+    by: Literal["tokens"]
+    """what the weights are proportional to (a power of): the tokens of each source's shards"""
+    temperature: Number
+    """T in (0, 1]: p_i ∝ n_i^T; 1 = natural (as much as there is), towards 0 = uniform"""
 
 
 class RecipeSpec(ConfigModel):
@@ -128,6 +154,8 @@ class RecipeSpec(ConfigModel):
     """only to estimate sources that are not tokenized yet (plan)"""
     sources: dict[str, SourceSpec]
     phases: tuple[PhaseSpec, ...]
+    weights: WeightsSpec | None = None
+    """source weights by token count at a temperature, for the phases that give none"""
     train: dict[str, Any] | None = None
     """trainer overrides (`optimizer.lr: 1e-3`) for `python -m workflows ablate`; nothing else reads it"""
 
@@ -135,6 +163,18 @@ class RecipeSpec(ConfigModel):
     def _check(self) -> RecipeSpec:
         self._check_sources()
         self._check_phases()
+        if self.weights is not None and not 0 < self.weights.temperature <= 1:
+            # T > 1 would favour the largest source beyond its natural share, T <= 0 invert or flatten
+            # it completely: neither is what a temperature over languages is for (mT5 uses 0.3)
+            raise RecipeError(
+                f"weights.temperature must be in (0, 1] (1: natural mixture, towards 0: uniform), "
+                f"got {self.weights.temperature:g}"
+            )
+        if self.weights is not None and all(ph.weights is not None for ph in self.phases):
+            raise RecipeError(
+                "weights: {by: tokens, ...} weights only phases without `weights:` of their own, and "
+                "every phase has them; drop it or a phase's weights"
+            )
         return self
 
     def _check_sources(self) -> None:
@@ -164,6 +204,13 @@ class RecipeSpec(ConfigModel):
             where = f"phases.{ph.name}"
             if (ph.share is None) == (ph.tokens is None):
                 raise RecipeError(f"{where} needs exactly one of `share` (of total_tokens) or `tokens`")
+            if ph.weights is None and self.weights is None:
+                raise RecipeError(
+                    f"{where}.weights: missing; give a mapping of source -> weight, or a recipe-level "
+                    "`weights: {by: tokens, temperature: T}` for the phases that give none"
+                )
+            if ph.weights is None:
+                continue
             if not ph.weights:
                 raise RecipeError(f"{where}.weights must be a non-empty mapping of source -> weight")
             for src, w in ph.weights.items():
@@ -205,8 +252,19 @@ class Phase:
     """As written in the recipe, None when the recipe gave `tokens`."""
     weights: dict[str, float] = field(default_factory=dict)
     """Source name -> relative weight (> 0); sources not listed are not drawn in this phase."""
+    temperature: float | None = None
+    """Set when the weights are the recipe's by-tokens temperature weights over all sources: empty
+    until mixtures/draw.py's `resolve_weights` fills them from the sources' token counts."""
+
+    @property
+    def unresolved(self) -> bool:
+        return self.temperature is not None and not self.weights
 
     def fractions(self) -> dict[str, float]:
+        if self.unresolved:
+            raise RecipeError(
+                f"phase {self.name}: weights by tokens are not resolved yet (mixtures.draw.resolve_weights)"
+            )
         total = sum(self.weights.values())
         return {k: v / total for k, v in self.weights.items()}
 
@@ -221,6 +279,8 @@ class Recipe:
     bytes_per_token: float
     sources: dict[str, Source]
     phases: tuple[Phase, ...]
+    temperature: float | None = None
+    """The recipe-level `weights: {by: tokens, temperature: T}`'s T; None without one."""
     train: dict[str, Any] = field(default_factory=dict)
     """Trainer overrides of an ablation arm (workflows/ablate.py), as written."""
 
@@ -275,8 +335,11 @@ def resolve(spec: RecipeSpec, base: Path, path: Path | None) -> Recipe:
         )
         for name, s in spec.sources.items()
     }
+    temperature = spec.weights.temperature if spec.weights is not None else None
     phases = tuple(
         Phase(name=ph.name, tokens=tokens, share=ph.share, weights=dict(ph.weights))
+        if ph.weights is not None
+        else Phase(name=ph.name, tokens=tokens, share=ph.share, temperature=temperature)
         for ph, tokens in zip(spec.phases, phase_tokens(spec.total_tokens, spec.phases), strict=True)
     )
     return Recipe(
@@ -288,6 +351,7 @@ def resolve(spec: RecipeSpec, base: Path, path: Path | None) -> Recipe:
         bytes_per_token=spec.bytes_per_token,
         sources=sources,
         phases=phases,
+        temperature=temperature,
         train=dict(spec.train or {}),
     )
 

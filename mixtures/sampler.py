@@ -50,7 +50,14 @@ from typing import Any
 import numpy as np
 
 from core.storage import is_object_store
-from mixtures.draw import cap_problems, heldout_documents, name_key, phase_quotas, source_draws
+from mixtures.draw import (
+    cap_problems,
+    heldout_documents,
+    name_key,
+    phase_quotas,
+    resolve_weights,
+    source_draws,
+)
 from mixtures.recipe import Recipe, RecipeError
 from mixtures.validate import check_sources, drawn_sources, has_manifest, read_manifest
 from tokens.shard_cache import Prefetcher, ShardCache, open_cached_shards
@@ -196,9 +203,11 @@ class MixtureSampler:
                 "need seq_len > 0, 0 <= rank < world_size, heldout_sequences >= 0; "
                 f"got {seq_len}, {rank}, {world_size}, {heldout_sequences}"
             )
-        self.recipe, self.seq_len, self.rank, self.world_size = recipe, seq_len, rank, world_size
         self.heldout_sequences = heldout_sequences
-        check_sources(recipe)  # the recipe against its shards' manifests: the same check as plan and trainer
+        manifests = check_sources(recipe)  # against its shards' manifests: the same check as plan and trainer
+        # weights by tokens from the manifests' counts, by the function the plan prints with (draw.py)
+        recipe = resolve_weights(recipe, {n: int(m["tokens"]) for n, m in manifests.items()})
+        self.recipe, self.seq_len, self.rank, self.world_size = recipe, seq_len, rank, world_size
         drawn = drawn_sources(recipe)
         if shard_cache is None and any(is_object_store(recipe.sources[n].shards or "") for n in drawn):
             shard_cache = ShardCache()

@@ -42,8 +42,9 @@ from tokens.manifest import ManifestError, parse_manifest
 
 
 def drawn_sources(recipe: Recipe) -> list[str]:
-    """Sources some phase draws from (weight > 0), in recipe order."""
-    return [s for s in recipe.sources if any(s in ph.weights for ph in recipe.phases)]
+    """Sources some phase draws from (weight > 0), in recipe order. A phase weighted by tokens and not
+    resolved yet draws from every source (its weights come from all of their counts)."""
+    return [s for s in recipe.sources if any(ph.unresolved or s in ph.weights for ph in recipe.phases)]
 
 
 def check_sources(recipe: Recipe, require_shards: bool = True) -> dict[str, dict[str, Any]]:

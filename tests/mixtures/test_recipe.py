@@ -46,7 +46,7 @@ def test_valid_recipe_resolves(tmp_path):
             "seed: 7",
             "seeds: 7",
             r"r\.yaml: unknown key seeds; allowed: bytes_per_token, max_epochs, name, phases, seed, sources, "
-            r"total_tokens, train$",
+            r"total_tokens, train, weights$",
         ),
         (
             "a: {shards: sa}",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -25,9 +26,13 @@ SEQ = 64
 
 
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory):
+def corpus(tmp_path_factory):
+    return build_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory, corpus):
     root = tmp_path_factory.mktemp("mix")
-    corpus = build_corpus(tmp_path_factory.mktemp("corpus"))
     tok = train_tokenizer(corpus, root / "tok", TokenizerConfig(vocab_size=512))
     docs = sorted((corpus / "docs").glob("*.parquet"))
     multi = [d for d in docs if d.name == "multi.parquet"]
@@ -37,6 +42,36 @@ def sources(tmp_path_factory):
         "multi": build_source(root / "tokens", tok, "multi", multi),
     }
     return root, out
+
+
+@pytest.fixture(scope="module")
+def lang_sources(sources, corpus):
+    """One source per language (`select: {lang: xx}`) of the real Leipzig documents, with the web
+    source beside them: the use temperature weights are for (mT5's languages)."""
+    root, srcs = sources
+    multi = [corpus / "docs" / "multi.parquet"]
+    out = {
+        lang: build_source(root / "langs", root / "tok" / "tokenizer.json", lang, multi, {"lang": lang})
+        for lang in ("zh", "ru", "ar", "de")
+    }
+    return root, {**out, "web": srcs["web"]}
+
+
+def _temperature_recipe(root, srcs, temperature, total=12_800, caps=None, anneal=None):
+    data = {
+        "name": "t",
+        "seed": 5,
+        "total_tokens": total,
+        "max_epochs": 1000,
+        "weights": {"by": "tokens", "temperature": temperature},
+        "sources": {
+            k: {"shards": str(v), **({"max_epochs": caps[k]} if caps else {})} for k, v in srcs.items()
+        },
+        "phases": [{"name": "main", "share": 0.8 if anneal else 1.0}],
+    }
+    if anneal:  # a phase with its own weights keeps them beside the temperature phase
+        data["phases"].append({"name": "anneal", "share": 0.2, "weights": anneal})
+    return Recipe.from_dict(data, source="test", base=root)
 
 
 def _recipe(root, sources, total=12_800, main_share=0.75, w=(3, 1), cap=4):
@@ -386,6 +421,38 @@ def test_plan_counts_exactly_what_the_sampler_draws(sources, case):
             assert sp.epochs <= caps[name]
 
 
+@pytest.mark.parametrize("case", range(8))
+def test_plan_counts_exactly_what_the_sampler_draws_by_temperature(lang_sources, case):
+    """The same property over weights by tokens: the plan's resolved weights are the sampler's (one
+    function, draw.resolve_weights), and so are the draws, the caps and the refusals."""
+    import random
+
+    root, srcs = lang_sources
+    rnd = random.Random(100 + case)
+    seq = rnd.choice([8, 33, 64, 65])
+    held = rnd.choice([0, 1, 3])
+    temperature = rnd.choice([1.0, 0.7, 0.3, 0.05])
+    caps = {n: rnd.choice([1, 2, 3, 8]) for n in srcs}
+    anneal = rnd.choice([None, {"web": 1, "de": 2}])
+    r = _temperature_recipe(root, srcs, temperature, rnd.randrange(2_000, 60_000), caps, anneal)
+    for total in (r.total_tokens, *(t for t in [make_plan(r, seq, held).fit_total_tokens()] if t)):
+        rt = r.with_total_tokens(total)
+        p = make_plan(rt, seq, held)
+        try:
+            sampler = MixtureSampler(rt, seq, heldout_sequences=held)
+        except RecipeError as e:
+            assert p.warnings, f"plan passed, sampler refused: {e}"
+            assert str(e).split(":\n  ", 1)[1].split("\n  ") == p.warnings
+            continue
+        assert not p.warnings
+        assert [ph.weights for ph in sampler.recipe.phases] == [ph.weights for ph in p.recipe.phases]
+        for _ in sampler:
+            pass
+        for name, sp in p.sources.items():
+            assert _consumed(sampler, name) == sp.total_drawn
+            assert sp.epochs <= caps[name]
+
+
 def test_fit_total_tokens_is_the_budget_the_caps_allow(sources):
     """The fitted budget passes the sampler; 10% more does not; the refusal names it."""
     root, srcs = sources
@@ -397,3 +464,102 @@ def test_fit_total_tokens_is_the_budget_the_caps_allow(sources):
         MixtureSampler(r.with_total_tokens(int(fit * 1.1)), SEQ, heldout_sequences=3)
     with pytest.raises(RecipeError, match=f"total_tokens to at most {fit:,} "):
         MixtureSampler(r, SEQ, heldout_sequences=3)
+
+
+def _manifest_tokens(srcs) -> dict[str, int]:
+    """Each source's tokens read straight from its manifest.json (not through the planner)."""
+    return {n: json.loads((p / "manifest.json").read_text())["tokens"] for n, p in srcs.items()}
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 0.3, 0.01])
+def test_temperature_weights_are_n_to_the_t(lang_sources, temperature):
+    """p_i = n_i^T / sum n_j^T from the manifests' counts, in the plan and in the sampler's quotas."""
+    root, srcs = lang_sources
+    n = _manifest_tokens(srcs)
+    expected = {k: v**temperature / sum(x**temperature for x in n.values()) for k, v in n.items()}
+    r = _temperature_recipe(root, srcs, temperature, anneal={"web": 1})
+    plan = make_plan(r, SEQ)
+    main_w = plan.recipe.phases[0].weights
+    assert main_w == pytest.approx(expected, rel=1e-12, abs=0)
+    assert plan.recipe.phases[1].weights == {"web": 1}  # a phase's own weights are kept
+    sampler = MixtureSampler(r, SEQ)
+    assert sampler.recipe.phases[0].weights == main_w  # the same floats, not merely close
+    assert sampler.quotas[0] == largest_remainder(r.phases[0].tokens // SEQ, expected)
+    if temperature == 1.0:  # natural: each source as much as it has
+        total = sum(n.values())
+        assert main_w == pytest.approx({k: v / total for k, v in n.items()}, rel=1e-12, abs=0)
+
+
+def test_small_temperature_approaches_uniform(lang_sources):
+    root, srcs = lang_sources
+    n = _manifest_tokens(srcs)
+    assert max(n.values()) > 5 * min(n.values())  # the web source dwarfs each language: not uniform
+    gaps = []
+    for t in (1.0, 0.3, 0.1, 0.01):
+        w = make_plan(_temperature_recipe(root, srcs, t), SEQ).recipe.phases[0].weights
+        gaps.append(max(w.values()) - min(w.values()))
+    assert gaps == sorted(gaps, reverse=True) and gaps[-1] < 0.01 * gaps[0]
+    assert max(w.values()) / min(w.values()) < 1.05  # T = 0.01: within 5% of 1/5 each
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ({"by": "tokens", "temperature": 0}, "weights.temperature must be in (0, 1]"),
+        ({"by": "tokens", "temperature": 1.5}, "weights.temperature must be in (0, 1]"),
+        ({"by": "tokens", "temperature": -0.3}, "weights.temperature must be in (0, 1]"),
+        ({"by": "tokens", "temperature": True}, "weights.temperature"),
+        ({"by": "tokens", "temperature": "warm"}, "weights.temperature"),
+        ({"by": "tokens"}, "weights.temperature"),
+        ({"by": "bytes", "temperature": 0.3}, "weights.by"),
+        ({"by": "tokens", "temperature": 0.3, "alpha": 0.3}, "weights.alpha"),
+    ],
+)
+def test_invalid_temperature_is_refused_on_load_naming_the_key(sources, tmp_path, weights, message):
+    from mixtures.__main__ import main
+
+    root, srcs = sources
+    data = {**_recipe_dict(root, srcs), "weights": weights}
+    data["phases"] = [{"name": "main", "share": 1.0}]
+    path = tmp_path / "r.yaml"
+    path.write_text(json.dumps(data))  # JSON is YAML
+    with pytest.raises(RecipeError, match=re.escape(message)) as e:
+        Recipe.load(path)
+    assert str(path) in str(e.value)
+    assert main(["plan", str(path)]) == 2
+
+
+def test_weights_needed_somewhere(sources):
+    root, srcs = sources
+    data = {**_recipe_dict(root, srcs), "phases": [{"name": "main", "share": 1.0}]}
+    with pytest.raises(RecipeError, match=r"phases.main.weights: missing"):
+        Recipe.from_dict(data, source="t", base=root)
+    # a recipe-level `weights:` that no phase uses is a mistake, not a default
+    with pytest.raises(RecipeError, match=r"weights: \{by: tokens, \.\.\.\} weights only phases"):
+        Recipe.from_dict(
+            {**_recipe_dict(root, srcs), "weights": {"by": "tokens", "temperature": 0.3}},
+            source="t",
+            base=root,
+        )
+
+
+def test_plan_prints_the_resolved_weights(lang_sources, tmp_path, capsys):
+    from mixtures.__main__ import main
+
+    _root, srcs = lang_sources
+    n = _manifest_tokens(srcs)
+    data = {
+        "total_tokens": 10_000,
+        "weights": {"by": "tokens", "temperature": 0.3},
+        "sources": {k: {"shards": str(v)} for k, v in srcs.items()},
+        "phases": [{"name": "main", "share": 1.0}],
+    }
+    path = tmp_path / "langs.yaml"
+    path.write_text(json.dumps(data))
+    assert main(["plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("weights by tokens"))
+    assert "temperature 0.3" in line and "phases main" in line
+    total = sum(v**0.3 for v in n.values())
+    for k, v in n.items():
+        assert f"{k} {v**0.3 / total:.4f} (n=" in line
