@@ -29,6 +29,7 @@ from pydantic import model_validator
 
 from core.config import ConfigError, ConfigModel, check_choice
 from dedup import kernels
+from dedup.words import WORDS
 
 _MASK64 = (1 << 64) - 1
 # One set of constants for the reference and the compiled kernels (defined there: numba needs them
@@ -62,6 +63,11 @@ class MinHashConfig(ConfigModel):
     verify: str = "none"
     """Candidate pairs from band collisions are kept as edges as they are ("none"), or only when the
     signature estimate ("signature") or the exact shingle Jaccard ("exact") reaches the threshold."""
+    words: str = "normalized"
+    """What a shingle's tokens are (dedup.words): "normalized" text (one token per letter of scripts
+    without spaces), or "language": FineWeb-2's words of the document's `lang` segmenter for
+    scripts without spaces (Chinese, Japanese, Thai, Khmer, Lao, Myanmar, Tibetan), normalized
+    text for the rest"""
 
     @model_validator(mode="after")
     def _check(self) -> MinHashConfig:
@@ -84,6 +90,7 @@ class MinHashConfig(ConfigModel):
                 )
         check_choice("minhash.hash", self.hash, HASHES)
         check_choice("minhash.verify", self.verify, VERIFY)
+        check_choice("minhash.words", self.words, WORDS)
         return self
 
     @property
@@ -99,12 +106,16 @@ class MinHashConfig(ConfigModel):
 
     def __str__(self) -> str:
         b, r = self.band_rows
-        return f"{self.ngram}ng_{self.num_perm}p_{b}x{r}_t{self.threshold:g}_s{self.seed}_{self.hash}_v{self.verify}"
+        name = f"{self.ngram}ng_{self.num_perm}p_{b}x{r}_t{self.threshold:g}_s{self.seed}_{self.hash}_v{self.verify}"
+        # the default is left out, so every folder made before the key existed keeps its name
+        return name if self.words == "normalized" else f"{name}_w{self.words}"
 
     def to_dict(self) -> dict[str, Any]:
         """The fields with bands and rows resolved (what `_config.json` records)."""
         d = super().to_dict()
         d["bands"], d["rows"] = self.band_rows
+        if self.words == "normalized":
+            del d["words"]  # the default: configs recorded before the key existed keep their fingerprint
         return d
 
 

@@ -2,6 +2,7 @@
 
 - `real_documents()`: Wikipedia articles cut into article-sized chunks, ABC news documents, human-
   labelled Common Crawl documents, cc_net-extracted CC documents and the Clough-Stevenson sources.
+- `leipzig_documents()`: documents of real sentences in one of 75 languages (Leipzig samples).
 - `edit()`: a copy of a document with known edits (word deletions, insertions of words taken from
   other real documents, substitutions, sentence swaps, an appended or removed tail), at a given
   fraction of words, so the pair's true Jaccard spans the whole range around a threshold.
@@ -71,7 +72,21 @@ def real_documents(data_dir: Path | None = None, chunk_words: int = 400) -> list
 
 def edit(text: str, fraction: float, rng: random.Random, vocabulary: list[str]) -> str:
     """A copy of `text` with about `fraction` of its words edited (a known, mixed edit pattern)."""
-    words = text.split(" ")
+    out = " ".join(edit_tokens(text.split(" "), fraction, rng, vocabulary))
+    if rng.random() < 0.3:  # reorder two sentences: shingles change only at the seams
+        sents = _SENT.split(out)
+        if len(sents) > 2:
+            a, b = rng.sample(range(len(sents)), 2)
+            sents[a], sents[b] = sents[b], sents[a]
+            out = " ".join(sents)
+    return out
+
+
+def edit_tokens(words: list[str], fraction: float, rng: random.Random, vocabulary: list[str]) -> list[str]:
+    """A copy of a token list with about `fraction` of them deleted, inserted or replaced (from
+    `vocabulary`): `edit`'s word edits, for text whose words are not separated by spaces (give it
+    a segmenter's words and join the result without them)."""
+    words = list(words)
     n_edits = max(1, round(fraction * len(words)))
     for _ in range(n_edits):
         op = rng.random()
@@ -82,14 +97,35 @@ def edit(text: str, fraction: float, rng: random.Random, vocabulary: list[str]) 
             words.insert(i, rng.choice(vocabulary))
         else:
             words[i] = rng.choice(vocabulary)
-    out = " ".join(words)
-    if rng.random() < 0.3:  # reorder two sentences: shingles change only at the seams
-        sents = _SENT.split(out)
-        if len(sents) > 2:
-            a, b = rng.sample(range(len(sents)), 2)
-            sents[a], sents[b] = sents[b], sents[a]
-            out = " ".join(sents)
-    return out
+    return words
+
+
+def edit_segmented(text: str, segmenter, fraction: float, rng: random.Random, vocabulary: list[str]) -> str:
+    """`edit_tokens` on a segmenter's words (`.words(text)`, curation.filters.segment), for any
+    script: each whitespace run of `text` is segmented on its own and its last word keeps the space
+    after it, so only the edits change the text (Chinese stays unspaced, Latin words stay apart)."""
+    tokens = []
+    for chunk in text.split():
+        words = segmenter.words(chunk)
+        if words:
+            tokens += [*words[:-1], words[-1] + " "]
+    return "".join(edit_tokens(tokens, fraction, rng, vocabulary)).strip()
+
+
+def leipzig_documents(
+    iso639_1: str, sentences: int = 10, limit: int = 100, data_dir: Path | None = None
+) -> list[str]:
+    """Up to `limit` distinct documents of `sentences` consecutive real sentences each, from the
+    Leipzig sample of one language (../shared/data/langid/leipzig/sentences/<code>.txt)."""
+    d = Path(data_dir) if data_dir else shared_data_dir()
+    lines = [
+        s.strip()
+        for s in (d / "langid" / "leipzig" / "sentences" / f"{iso639_1}.txt").read_text().splitlines()
+    ]
+    lines = list(dict.fromkeys(s for s in lines if s))  # a repeated sentence would tie two documents
+    return ["\n".join(lines[i : i + sentences]) for i in range(0, len(lines) - sentences + 1, sentences)][
+        :limit
+    ]
 
 
 def vocabulary(docs: Iterable[str], limit: int = 50_000) -> list[str]:

@@ -13,8 +13,9 @@ from typing import Any
 import pyarrow as pa
 
 from dedup.minhash import MinHashConfig, estimate_jaccard, exact_jaccard, shingle_hashes
-from dedup.normalize import normalize_text
+from dedup.normalize import normalize_bytes, normalize_text
 from dedup.stages.base import StageContext
+from dedup.words import shingle_texts
 
 ADDED_COLUMNS = ("dup_cluster", "dup_cluster_size")
 DECISION_COLS = ("_row", "id", "stage", "reason", "partner_id", "_bytes")
@@ -120,14 +121,17 @@ def group_dedup(
 def verify_pairs(ctx: StageContext, pairs, side, path: str):
     """The (a, b) rows of `pairs` whose documents reach the threshold by `minhash.verify`.
 
-    side: (k, v) with v the signature or the text of the document keyed k (a and b are keys).
+    side: (k, v) with v the signature or the text of the document keyed k (a and b are keys), and
+    `lang` where `minhash.words` is language (the text is then shingled as the signature was).
     """
     mh = ctx.cfg.minhash
     sfx = "sig" if mh.verify == "signature" else "text"
-    eab = pairs.join(side.withColumnsRenamed({"k": "a", "v": f"{sfx}_a"}), "a").join(
-        side.withColumnsRenamed({"k": "b", "v": f"{sfx}_b"}), "b"
-    )
-    ok = eab.select("a", "b", f"{sfx}_a", f"{sfx}_b").mapInArrow(_verify_fn(mh), "a long, b long")
+    extra = ["lang"] if "lang" in side.columns else []
+    eab = pairs.join(
+        side.withColumnsRenamed({"k": "a", "v": f"{sfx}_a", **{c: f"{c}_a" for c in extra}}), "a"
+    ).join(side.withColumnsRenamed({"k": "b", "v": f"{sfx}_b", **{c: f"{c}_b" for c in extra}}), "b")
+    cols = ["a", "b", f"{sfx}_a", f"{sfx}_b", *(f"{c}_{e}" for c in extra for e in "ab")]
+    ok = eab.select(*cols).mapInArrow(_verify_fn(mh), "a long, b long")
     ctx.write(ok, path)
     return ctx.read(path)
 
@@ -144,6 +148,14 @@ def _verify_fn(mh_config: MinHashConfig):
                     a = _u32(d["sig_a"][i])
                     b = _u32(d["sig_b"][i])
                     sim = estimate_jaccard(a, b)
+                elif "lang_a" in d:  # minhash.words = language: the tokens the signatures had
+                    ha, hb = (
+                        shingle_hashes(
+                            shingle_texts([normalize_bytes(t)], [t], [d[f"lang_{e}"][i]])[0], mh_config.ngram
+                        )
+                        for e, t in (("a", d["text_a"][i]), ("b", d["text_b"][i]))
+                    )
+                    sim = exact_jaccard(ha, hb)
                 else:
                     ha = shingle_hashes(normalize_text(d["text_a"][i]), mh_config.ngram)
                     hb = shingle_hashes(normalize_text(d["text_b"][i]), mh_config.ngram)

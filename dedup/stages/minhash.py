@@ -25,6 +25,7 @@ from dedup.config import DedupJobConfig
 from dedup.minhash import MinHashConfig, MinHasher
 from dedup.stages.base import DocBatch, Feature, Stage, StageContext
 from dedup.stages.common import alive, verify_pairs
+from dedup.words import shingle_texts
 
 ORDER_HASH_BITS = 64
 """How many high bits of xxhash64(id) order the nodes (1..64; ties are broken by the id). Only the
@@ -140,7 +141,13 @@ def _signer(mh: MinHashConfig, keep_sig: bool):
 
     def sign(docs: DocBatch) -> dict[str, pa.Array]:
         # One compiled call per batch; a text with no shingle (count 0) gets no bands.
-        sig_mat, counts = hasher.sign_batch([n or b"" for n in docs.norms])
+        if mh.words == "language":
+            names = docs.batch.schema.names
+            langs = docs.batch.column("lang").to_pylist() if "lang" in names else None
+            texts = shingle_texts(docs.norms, docs.texts, langs)
+        else:
+            texts = [n or b"" for n in docs.norms]
+        sig_mat, counts = hasher.sign_batch(texts)
         keys = hasher.band_keys_batch(sig_mat)
         has = (counts > 0).tolist()
         bands = [k if ok else None for k, ok in zip(keys.tolist(), has)]
@@ -160,5 +167,6 @@ def _verify_side(ctx: StageContext, nodes, node_map):
 
     if ctx.cfg.minhash.verify == "signature":
         return nodes.select(F.col("node").alias("k"), F.col("_sig").alias("v"))
-    side = ctx.prep.select("_row", F.col("text").alias("v")).join(node_map, "_row")
-    return side.select(F.col("node").alias("k"), "v")
+    lang = ["lang"] if ctx.cfg.minhash.words == "language" and "lang" in ctx.prep.columns else []
+    side = ctx.prep.select("_row", F.col("text").alias("v"), *lang).join(node_map, "_row")
+    return side.select(F.col("node").alias("k"), "v", *lang)
