@@ -24,6 +24,13 @@ shards). Rows the recipe's selectors reject, and rows with a null or empty `text
 reason in the part's stats, never dropped silently. `tokenize_unit` is what a Spark task runs for
 its file (core.runner.run_per_file); `tokenize_file` runs one file without Spark (tests, bench).
 
+Per language: where the input has a `lang` column, each part counts, per `lang` value of the documents
+it tokenizes, documents, UTF-8 bytes and tokens (EOD not counted: bytes per token is the tokenizer's
+compression of that language's text), in its marker and stats as `languages`; the manifest sums them.
+The mapping is bounded (tokens/languages.py: `MAX_LANGUAGE_KEYS` values, the rest under "other"): the column is data, and
+a column of ids mistaken for languages must not grow a marker without end. The report's "bytes per
+token by language" table reads it.
+
 Encoding uses `tokens.tokenizer.build_encoder`: tiktoken when it gives exactly the HF ids for this
 tokenizer.json (~4x faster), else HF with the reason logged; the part's marker records which
 (`encoder`). Both give byte-identical shards (tests/tokens/test_tokenizer_fast.py).
@@ -58,6 +65,7 @@ from core.selectors import (
 from core.spark import DEFAULT_SPARK, SparkOptions, check_master
 from core.stats import Stats
 from core.storage import is_object_store, join, local_input
+from tokens.languages import LANGUAGE_COLUMN, count_languages
 from tokens.shards import build_manifest, dtype_for_vocab, write_shard_files
 from tokens.tokenizer import build_encoder, load_tokenizer
 
@@ -124,7 +132,7 @@ def tokenize_unit(path: str, unit: str, task: TokenizeTask, out_root: str) -> di
     stats = Stats()
     with local_input(path) as local:  # an object-store input is downloaded for the task
         schema = pq.read_schema(local)
-        needed = [task.text_column, "id", *(s.column for s in task.selectors)]
+        needed = [task.text_column, "id", LANGUAGE_COLUMN, *(s.column for s in task.selectors)]
         columns = [c for c in dict.fromkeys(needed) if c in schema.names]
         table = pq.read_table(local, columns=columns)
         input_sha256 = sha256_file(local)
@@ -141,7 +149,7 @@ def tokenize_unit(path: str, unit: str, task: TokenizeTask, out_root: str) -> di
 
     enc = encoder_for(task)
     dtype = dtype_for_vocab(enc.hf.get_vocab_size())
-    kept_ids, arrays = _encode(sel, task.text_column, enc, dtype, stats)
+    kept_ids, arrays, languages = _encode(sel, task.text_column, enc, dtype, stats)
     tmp = {ext: out.tmp_path("", unit, ext) for ext in (".bin", ".idx", ".ids.parquet")}
     info = write_shard_files(tmp[".bin"], tmp[".idx"], arrays, enc.hf.token_to_id(task.eod_token), dtype)
     _write_ids(tmp[".ids.parquet"], kept_ids, arrays)
@@ -161,6 +169,7 @@ def tokenize_unit(path: str, unit: str, task: TokenizeTask, out_root: str) -> di
         "bin_bytes": info["bin_bytes"],
         "dtype": str(dtype),
         "encoder": enc.backend,
+        **({"languages": languages} if languages is not None else {}),
     }
     unit_stats = {
         "input": str(path),
@@ -172,6 +181,7 @@ def tokenize_unit(path: str, unit: str, task: TokenizeTask, out_root: str) -> di
         # CPU time of this process: per-core throughput that a busy, shared machine does not skew.
         "cpu_seconds": round(cpu_seconds, 6),
         "tokenize_seconds": round(stats.stage("tokenize").seconds, 6),
+        **({"languages": languages} if languages is not None else {}),
         **stats.to_dict(),
     }
     # .bin, .idx and .ids.parquet are renamed into place, then stats, then the marker (last): a
@@ -183,16 +193,20 @@ def tokenize_unit(path: str, unit: str, task: TokenizeTask, out_root: str) -> di
 
 def _encode(
     sel: Any, text_column: str, enc: Any, dtype: np.dtype, stats: Stats
-) -> tuple[list[Any], list[np.ndarray]]:
-    """(document ids, token arrays without EOD) of the selected rows that have text, in order."""
+) -> tuple[list[Any], list[np.ndarray], dict[str, dict[str, int]] | None]:
+    """(document ids, token arrays without EOD, per-language counts or None without a `lang` column)
+    of the selected rows that have text, in order."""
     texts = sel.column(text_column).to_pylist()
     ids = sel.column("id").to_pylist() if "id" in sel.column_names else [None] * len(texts)
+    has_lang = LANGUAGE_COLUMN in sel.column_names
+    langs = sel.column(LANGUAGE_COLUMN).to_pylist() if has_lang else [None] * len(texts)
+    kept_langs: list[Any] = []
     kept_ids: list[Any] = []
     arrays: list[np.ndarray] = []
     with stats.timed("tokenize"):
         st = stats.stage("tokenize")
         good: list[str] = []
-        for doc_id, text in zip(ids, texts, strict=True):
+        for doc_id, text, lang in zip(ids, texts, langs, strict=True):
             st.docs_in += 1
             if not isinstance(text, str):
                 st.drops["null_text"] += 1
@@ -205,9 +219,11 @@ def _encode(
                 st.docs_out += 1
                 good.append(text)
                 kept_ids.append(doc_id)
+                kept_langs.append(lang)
         for i in range(0, len(good), BATCH_DOCS):
             arrays += [np.asarray(a, dtype=dtype) for a in enc.encode_batch(good[i : i + BATCH_DOCS])]
-    return kept_ids, arrays
+    languages = count_languages(kept_langs, good, arrays) if has_lang else None
+    return kept_ids, arrays, languages
 
 
 def _write_ids(path: Path, kept_ids: list[Any], arrays: list[np.ndarray]) -> None:

@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from tokens.languages import merge_languages
+
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
 HEADER_BYTES = 34
@@ -253,4 +255,12 @@ def build_manifest(
         "documents": sum(d["documents"] for d in parts),
         "tokens": sum(d["tokens"] for d in parts),
         "files": [{k: d[k] for k in PART_KEYS} for d in parts],
+        **_languages(parts),
     }
+
+
+def _languages(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """`languages`: the parts' per-`lang` documents, bytes and tokens summed (tokens/job.py counts
+    them); absent when no part has a `lang` column, so a manifest without it reads as before."""
+    counts = [d["languages"] for d in parts if "languages" in d]
+    return {"languages": merge_languages(counts)} if counts else {}
