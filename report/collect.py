@@ -7,7 +7,8 @@ Layout read (what `python -m workflows demo` writes; any part may be missing, it
     DIR/dedup/docs/*.parquet    dup_cluster_size of the kept documents (one kept per cluster)
     DIR/scored/stats.json       counters quality_bin_0 … quality_bin_9 (tenths of P(high quality))
     DIR/scored/docs/*.parquet   quality, perplexity and toxicity columns: histograms and quantiles
-    DIR/tokens/shards/*/manifest.json   tokens and documents per source
+    DIR/tokens/shards/*/manifest.json   tokens and documents per source; documents, bytes and tokens
+                                        per language (`languages`, tokens/languages.py) summed over sources
     DIR/recipe.yaml or mixtures/demo.yaml   the recipe: its plan gives tokens per source and phase
     DIR/train/metrics.jsonl     per-step loss, tokens/s, phase; the `end` event
     DIR/timings.json            seconds per demo stage
@@ -244,13 +245,32 @@ def tokens(run: Path) -> dict[str, Any]:
             "tokens": man["tokens"],
             "documents": man["documents"],
             "select": man.get("select", {}),
+            "languages": man.get("languages", {}),  # absent in manifests made before it was counted
         }
+    out["bytes_per_token"] = bytes_per_token([m.get("languages", {}) for m in out["manifests"].values()])
     if rp is not None and out["manifests"]:
         plan = make_plan(Recipe.load(rp))
         out["recipe"] = str(rp)
         out["plan"] = {name: dict(sp.drawn) for name, sp in plan.sources.items()}
         out["plan_warnings"] = list(plan.warnings)
     return out
+
+
+def bytes_per_token(per_source: list[dict[str, dict[str, int]]]) -> list[dict[str, Any]]:
+    """Per language over all sources: documents, UTF-8 bytes, tokens (EOD not counted) and bytes per
+    token, most tokens first: how well the tokenizer compresses each language's text."""
+    total: dict[str, Counter] = {}
+    for langs in per_source:
+        for lang, c in langs.items():
+            total.setdefault(lang, Counter()).update({k: int(c[k]) for k in ("documents", "bytes", "tokens")})
+    return [
+        {
+            "lang": lang,
+            **dict(c),
+            "bytes_per_token": c["bytes"] / c["tokens"] if c["tokens"] else None,
+        }
+        for lang, c in sorted(total.items(), key=lambda kv: (-kv[1]["tokens"], kv[0]))
+    ]
 
 
 def quality_thresholds(run: Path) -> list[float]:

@@ -338,6 +338,12 @@ def _section_tables(r: dict[str, Any]) -> dict[str, str]:
             for p, v in d.items()
         ],
     )
+    bpt = tok.get("bytes_per_token") or []
+    if bpt:  # manifests of tokenize runs that counted per `lang` (tokens/languages.py)
+        t["tokens"] += "<h3>Bytes per token by language</h3>" + _table(
+            ["language", "documents", "bytes", "tokens", "bytes per token"],
+            [[x["lang"], x["documents"], x["bytes"], x["tokens"], x["bytes_per_token"] or "—"] for x in bpt],
+        )
     t.update(_training_tables(r["training"]))
     return t
 
