@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from curation.pii.boundary import digit_before, glued_after
 from curation.pii.isbn import CONTEXT_CHARS as _CONTEXT_CHARS
 from curation.pii.isbn import ISBN as _ISBN
 
@@ -46,7 +47,9 @@ def find_cards(text: str) -> list[tuple[int, int]]:
             continue  # the run hit the cap: part of a longer table of numbers
         stripped = value.rstrip(" -")
         end = m.start() + len(stripped)
-        if end < n and (text[end].isalnum() or text[end] == "_"):
+        # Glued to an ASCII word or to digits of another script: not a card. A Han or Thai letter
+        # right after is not glue ("卡号4111111111111111谢谢"), see boundary.py.
+        if glued_after(text, end) or digit_before(text, m.start()):
             continue
         if end + 1 < n and text[end] in ".," and text[end + 1].isdigit():
             continue  # a decimal amount, not a card

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from curation.pii.boundary import glued_after
+
 # ASCII patterns: `\d` must not match Arabic-Indic or full-width digits that no check here
 # understands, and `\w` means [A-Za-z0-9_] (curation/pii/scrub.py).
 _A = re.ASCII
@@ -85,6 +87,8 @@ def find_ibans(text: str) -> list[tuple[int, int]]:
         compact = value[:cut].replace(" ", "")
         if not (compact.isupper() or compact.islower()):
             continue  # "Gb82West..." mixed case: a word, not an identifier
+        if glued_after(text, m.start() + cut):
+            continue  # "...7654 32٣": digits of another script continue it (boundary.py)
         if iban_valid(compact.upper()):
             found.append((m.start(), m.start() + cut))
     return found

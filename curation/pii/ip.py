@@ -14,6 +14,8 @@ import string
 from bisect import bisect_right
 from typing import Final
 
+from curation.pii.boundary import digit_before, glued_after
+
 # ASCII patterns: `\d` must not match Arabic-Indic or full-width digits that no check here
 # understands, and `\w` means [A-Za-z0-9_] (curation/pii/scrub.py).
 _A = re.ASCII
@@ -119,7 +121,12 @@ def _is_public(address: str) -> bool:
 def find_ips(text: str) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     if "." in text:
-        found.extend(m.span() for m in _IPV4.finditer(text) if _is_public(m.group()))
+        # The ASCII lookarounds cannot see other scripts' digits ("8.8.8.8٣"): boundary.py.
+        found.extend(
+            m.span()
+            for m in _IPV4.finditer(text)
+            if _is_public(m.group()) and not (digit_before(text, m.start()) or glued_after(text, m.end()))
+        )
     # One C call per run: the hint ':' and the whole run of hex/':'/'.' after it. No address can
     # start inside that run (the lookbehind refuses), so finditer resuming after the run, whatever
     # the outcome, misses none: each run is scanned once.
@@ -130,8 +137,11 @@ def find_ips(text: str) -> list[tuple[int, int]]:
         m = _IPV6.match(text, start)
         if m is not None:
             stripped = m.group().rstrip(".")  # "... from 2001:4860::8888." ends a sentence
+            end = start + len(stripped)
+            if digit_before(text, start) or glued_after(text, end):
+                continue
             if stripped.count(":") >= 2 and _is_public(stripped):
-                found.append((start, start + len(stripped)))
+                found.append((start, end))
     # The families interleave and may even overlap (NAT64 "64:ff9b::8.8.8.8" holds a public
     # IPv4 address); scrub's `find_pii` resolves that like any other overlap.
     found.sort()

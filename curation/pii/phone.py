@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from curation.pii.boundary import digit_before, glued_after
 from curation.pii.isbn import CONTEXT_CHARS as _CONTEXT_CHARS
 from curation.pii.isbn import ISBN as _ISBN
 
@@ -47,6 +48,16 @@ _PHONE_CONTEXT_AFTER = re.compile(r"(?i)[ ]?[(\-]?(?:phone|tel|mobile|cell|fax|o
 # the sentence's own parentheses, which the span must not take.
 _AREA_CODE_PARENS = re.compile(r"\(\+?\d{1,5}\)", _A)
 _YEAR_MIN, _YEAR_MAX = 1000, 2099
+# Thai dates count years in the Buddhist Era (CE + 543: 2558 is 2015), in ASCII digits as often as
+# Thai ones: "2558 15-01-59" in the Leipzig Thai sentences is a year then a date, not a phone.
+_BE_YEAR_MIN, _BE_YEAR_MAX = 2400, 2699
+# No national plan has an area code (the first group of a national number) this long (ITU-T E.164
+# national destination codes; with the trunk 0): "โทร 0875975877 25 มี.ค." is a bare mobile number
+# then the day of a date, which the group rules would otherwise join into one number.
+_AREA_CODE_MAX_DIGITS: Final = 6
+# DIN 5008 "030/1234567", Vienna "01/1234567", Belgium "050/12 34 56": the subscriber number after
+# the slash has 5+ digits; "ศธ 04002/1257" (a Thai ministry's document number) has 4.
+_SLASH_SUBSCRIBER_MIN_DIGITS: Final = 5
 # The fewest digits `_phone_shape` accepts (national numbers: 7; international: 8). Candidates with
 # fewer ("10.0.0.1 " in IPv6-like text, 60,000 per MB) are skipped before its ~10 us of work.
 _PHONE_MIN_DIGITS: Final = 7
@@ -69,6 +80,34 @@ def _is_date(a: str, b: str, c: str) -> bool:
         x, y = int(a), int(b)
         return 1 <= x <= 31 and 1 <= y <= 31 and (x <= 12 or y <= 12)
     return False
+
+
+def _is_time(hours: str, minutes: str) -> bool:
+    """H.MM / HH.MM, how German, Thai and many other texts write the time of day."""
+    return len(hours) <= 2 and int(hours) <= 24 and len(minutes) == 2 and int(minutes) <= 59
+
+
+def _ends_in_range(groups: list[str], seps: list[str]) -> bool:
+    """Space-separated numbers, then two 2-digit numbers joined by a dash, the second larger: a range
+    ("65-68") after columns of numbers (a Chinese odds table in the 2020-34 sample). Phone layouts that
+    end "NN-NN" put a dash before them too (Russia's "123-45-67"), and so stay phones."""
+    if len(groups) < 3 or seps[-1] != "-" or seps[-2] != " ":
+        return False
+    low, high = groups[-2], groups[-1]
+    return len(low) == len(high) == 2 and int(low) < int(high)
+
+
+def _is_year_then_date(groups: list[str], seps: list[str]) -> bool:
+    """A year (CE or Buddhist Era), a space, then a D-M-YY or M-D-YY date with one separator."""
+    if len(groups) != 4 or seps[0] != " " or seps[1] != seps[2] or seps[1] not in ("-", "/", "."):
+        return False
+    year = int(groups[0]) if len(groups[0]) == 4 else 0
+    if not (_YEAR_MIN <= year <= _YEAR_MAX or _BE_YEAR_MIN <= year <= _BE_YEAR_MAX):
+        return False
+    if any(len(g) != 2 for g in groups[1:]):
+        return False
+    x, y = int(groups[1]), int(groups[2])
+    return 1 <= x <= 31 and 1 <= y <= 31 and (x <= 12 or y <= 12)
 
 
 def _phone_core(s: str) -> tuple[str, bool]:
@@ -129,6 +168,8 @@ def _phone_slash(core: str) -> str | None:
     slash = core.find("/")
     if core.count("/") != 1 or not (2 <= slash <= 5 and core[0] == "0" and core[:slash].isdigit()):
         return None
+    if len(core[slash + 1 :].translate(_NON_DIGITS)) < _SLASH_SUBSCRIBER_MIN_DIGITS:
+        return None
     return core.replace("/", " ")
 
 
@@ -180,6 +221,14 @@ def _national_shape(
     # phone layouts only: NNN.NNN.NNNN (US) and NN.NN.NN.NN.NN (France).
     if real_seps == {"."} and shape not in ([3, 3, 4], [2, 2, 2, 2, 2]):
         return 0, False
+    if len(real_seps) > 1 and any(
+        sep == "." and _is_time(groups[i], groups[i + 1]) for i, sep in enumerate(seps)
+    ):
+        return 0, False  # a time among other separators: "13.00-16.00", "Mo-Fr 8.30-12.30", "2008 01.51"
+    if _ends_in_range(groups, seps):
+        return 0, False  # "300 215 65-68", "赚105 50-52": columns of a table ending in a range
+    if shape[0] > _AREA_CODE_MAX_DIGITS:
+        return 0, False  # a bare digit run with more numbers after it, see _AREA_CODE_MAX_DIGITS
     if shape == [3, 2, 4] and len(real_seps) == 1:
         return 0, False  # the SSN shape is the SSN finder's (an invalid SSN is no phone either)
     if shape[0] == 3 and groups[0] in ("978", "979") and n_digits == 13:
@@ -188,6 +237,8 @@ def _national_shape(
         return 0, False  # "1990-2000", "1914 1918"
     if any(_is_date(*groups[i : i + 3]) for i in range(len(groups) - 2)):
         return 0, False  # "2000-04-16 11", "16.04.2000", "4 12 1999"
+    if _is_year_then_date(groups, seps):
+        return 0, False  # Thai "2558 15-01-59": a Buddhist-Era year, then D-M-YY
     if len(groups) >= 3 and all(n == 3 for n in shape[1:]) and (shape[0] == 1 or groups[-1] == "000"):
         return 0, False  # SI thousands grouping: "4 148 000", "19 082 000"
     # Two groups with neither an area code in parentheses nor a national trunk 0 ("0961-7596216")
@@ -215,8 +266,10 @@ def find_phones(text: str) -> list[tuple[int, int]]:
         end = start + length
         if m["ext"] is not None and end >= m.end("body") - 1:
             end = m.end()  # "555-123-4567x89" / "555-123-4567 ext. 89"
-        # Right boundary: not glued to a word ("555-1234abc") or continued as a decimal/time.
-        if end < n and (text[end].isalnum() or text[end] == "_"):
+        # Right boundary: not glued to a word ("555-1234abc") or continued as a decimal/time. A Han,
+        # kana, Thai or Arabic letter is not glue ("電話03-1234-5678まで"); other scripts' digits are
+        # (boundary.py).
+        if glued_after(text, end) or digit_before(text, start):
             continue
         if end + 1 < n and text[end] in ",:/" and text[end + 1].isdigit():
             continue

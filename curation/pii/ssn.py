@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from curation.pii.boundary import digit_before, glued_after
+
 # ASCII patterns: `\d` must not match Arabic-Indic or full-width digits that no check here
 # understands, and `\w` means [A-Za-z0-9_] (curation/pii/scrub.py).
 _A = re.ASCII
@@ -24,7 +26,12 @@ _SSN = re.compile(
 
 
 def find_ssns(text: str) -> list[tuple[int, int]]:
-    return [m.span() for m in _SSN.finditer(text)]
+    # The pattern's ASCII lookarounds cannot see digits of other scripts ("٥536-22-8726"): boundary.py.
+    return [
+        m.span()
+        for m in _SSN.finditer(text)
+        if not (digit_before(text, m.start()) or glued_after(text, m.end()))
+    ]
 
 
 PATTERNS: Final[dict[str, re.Pattern[str]]] = {"ssn": _SSN}
