@@ -29,7 +29,8 @@ each with its own patterns (`PATTERNS`) and finder, holds the details:
 - address (address.py): the grammar of USPS Pub 28, Royal Mail and Canada Post addresses (house number,
   street name, street type from their lists, units, city/state/ZIP or postcode), and street
   lines written number-last as most of Europe does (address_eu.py), see the modules.
-Cards and phones share the ISBN context rule (isbn.py). This module owns what is common to all:
+Cards and phones share the ISBN context rule (isbn.py); the ASCII-digit detectors share where a match
+may begin and end next to text of other scripts (boundary.py, docs/extract.md "PII in other scripts"). This module owns what is common to all:
 the configuration, the overlap resolution, the stage, and `PATTERNS`, every detector's together.
 Names and other free-text PII need NER, not regexes, and are out of scope.
 
