@@ -268,7 +268,9 @@ def check_folder(folder: str | Path, key: str) -> None:
     if not folder.is_dir():
         raise ConfigError(f"{key}: no such folder {str(folder)!r}")
     if not (folder / f"{DEFAULT}.yaml").is_file():
-        raise ConfigError(f"{key}: {folder} has no {DEFAULT}.yaml (the settings of every language without a file)")
+        raise ConfigError(
+            f"{key}: {folder} has no {DEFAULT}.yaml (the settings of every language without a file)"
+        )
     for path in sorted(folder.glob("*.yaml")):
         try:
             _cached(str(path.resolve()))
