@@ -40,6 +40,9 @@ LONGEST_UNITS = (
     "dedup-isolated",  # 633 s: the dedup job tests, the isolated tier, the S3 chain
     "demo",  # 340 s
     "tests/trainer/test_train_deepspeed.py",  # 216 s
+    # 264 s on a loaded machine (2026-11-28, test_multinode.py took 170 s there, 97 s quiet): the isolated
+    # tier's proof and a two-node job, run again from a copy of the checkout in /tmp
+    "tests/isolated/test_checkout_under_tmp.py",
     "tests/curation/test_filters_parity.py",  # 106 s (133 s before it shared datatrove's split cache)
     "tests/trainer/test_multinode.py",  # 97 s
     "tests/dedup/test_node_ids.py",  # 91 s
