@@ -66,10 +66,11 @@ def test_remote_fetch_over_http(http_server, warc_dir):
     assert data == (warc_dir / "cc-main-2020-34-sample.warc.gz").read_bytes()
 
 
-def test_remote_missing_raises_after_retries(http_server):
+def test_remote_missing_raises_at_once(http_server):
+    """A missing object is permanent: raised on the first 404, naming it, not retried (issue 44 item 7)."""
     with (
-        pytest.raises(OSError, match="failed after 1 attempts"),
-        local_input(f"{http_server}/nope.warc.gz", retries=1),
+        pytest.raises(OSError, match=r"no such object, not retried"),
+        local_input(f"{http_server}/nope.warc.gz", retries=3),
     ):
         pass
 
