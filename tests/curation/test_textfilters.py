@@ -437,7 +437,9 @@ def test_datatrove_blocks_stay_selectable():
 def test_our_blocks_refuse_what_they_do_not_implement_before_spark():
     # any language code is taken (its segmenter splits the words); one that is no code is refused on load
     FiltersConfig(gopher_quality={"language": "fra"})
-    with pytest.raises(ConfigError, match=r"filters\.gopher_quality: language: unknown language code 'french'"):
+    with pytest.raises(
+        ConfigError, match=r"filters\.gopher_quality: language: unknown language code 'french'"
+    ):
         FiltersConfig(gopher_quality={"language": "french"})
     with pytest.raises(ConfigError, match="split_paragraph=false"):
         FiltersConfig(c4_quality={"split_paragraph": False})
