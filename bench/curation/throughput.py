@@ -163,8 +163,15 @@ class LocalLanguageFilter(LanguageFilter):
 
 
 def datatrove_pipeline(
-    data_folder: str, paths_file: str, cfg: ExtractJobConfig, timeout: float, writer_dir: str | None
+    data_folder: str,
+    paths_file: str,
+    cfg: ExtractJobConfig,
+    timeout: float,
+    writer_dir: str | None,
+    judges: list | None = None,
 ) -> list:
+    """Reader, URL filter and extractor as FineWeb runs them, then `judges` (default: the LanguageFilter
+    and the four blocks of `cfg`; bench/curation/multilingual.py gives per-language ones), then the writer."""
     from datatrove.pipeline import filters as dt_filters
     from datatrove.pipeline.extractors import Trafilatura
     from datatrove.pipeline.readers import WarcReader
@@ -183,13 +190,17 @@ def datatrove_pipeline(
             include_tables=cfg.extract.include_tables,  # datatrove hard-codes include_comments=False
             fast=cfg.extract.fast,  # passed on to trafilatura.extract
         ),
-        here.LocalLanguageFilter(
-            model_path=cfg.langid.model_path or default_model_path(),
-            languages=list(cfg.langid.languages) or None,
-            language_threshold=cfg.langid.threshold,
-        ),
-        *(getattr(dt_filters, DATATROVE_FILTERS[k])(**kw) for k, kw in cfg.filters.enabled().items()),
     ]
+    if judges is None:
+        judges = [
+            here.LocalLanguageFilter(
+                model_path=cfg.langid.model_path or default_model_path(),
+                languages=list(cfg.langid.languages) or None,
+                language_threshold=cfg.langid.threshold,
+            ),
+            *(getattr(dt_filters, DATATROVE_FILTERS[k])(**kw) for k, kw in cfg.filters.enabled().items()),
+        ]
+    pipeline += judges
     if writer_dir is not None:
         pipeline.append(ParquetWriter(writer_dir, compression="zstd"))
     return pipeline
@@ -375,7 +386,14 @@ def datatrove_tasks(logging_dir: Path, t0: float) -> list[tuple[float, float]]:
 
 
 def run_datatrove(
-    files: list[str], cfg: ExtractJobConfig, cores: int, timeout: float, work: Path, writer: str, spark_pids
+    files: list[str],
+    cfg: ExtractJobConfig,
+    cores: int,
+    timeout: float,
+    work: Path,
+    writer: str,
+    spark_pids,
+    judges: list | None = None,
 ) -> Run:
     from datatrove.executor import LocalPipelineExecutor
 
@@ -386,7 +404,7 @@ def run_datatrove(
     writer_dir = str(work / "docs") if writer == "parquet" else None
     logging_dir = work / "logs"
     executor = LocalPipelineExecutor(
-        datatrove_pipeline(root, str(paths_file), cfg, timeout, writer_dir),
+        datatrove_pipeline(root, str(paths_file), cfg, timeout, writer_dir, judges),
         tasks=len(files),
         workers=cores,
         logging_dir=str(logging_dir),
