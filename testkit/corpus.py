@@ -119,6 +119,21 @@ def build_source(
     return out
 
 
+def two_source_recipe(srcs: dict) -> dict:
+    """The mixture tests' two-phase recipe over build_two_sources' `web` and `multi` (paths or URIs):
+    3:1 in the main phase (75% of 12,800 tokens), `multi` alone in the anneal."""
+    return {
+        "name": "t",
+        "seed": 11,
+        "total_tokens": 12_800,
+        "sources": {k: {"shards": str(v)} for k, v in srcs.items()},
+        "phases": [
+            {"name": "main", "share": 0.75, "weights": {"web": 3, "multi": 1}},
+            {"name": "anneal", "share": 0.25, "weights": {"multi": 1}},
+        ],
+    }
+
+
 def build_two_sources(root: Path) -> dict[str, Path]:
     """The mixture tests' two real sources under `root`: `web` (the extracted WARC pages and edge rows)
     and `multi` (Leipzig sentences), tokenized with a 512-token BPE trained on them; name -> shards folder."""

@@ -18,7 +18,7 @@ from mixtures.draw import largest_remainder
 from mixtures.plan import compute_budget, make_plan
 from mixtures.recipe import Recipe, RecipeError
 from mixtures.sampler import MixtureSampler
-from testkit.corpus import build_corpus, build_source
+from testkit.corpus import build_corpus, build_source, two_source_recipe
 from tokens.shards import IndexedShard
 from tokens.tokenizer import TokenizerConfig, train_tokenizer
 
@@ -132,21 +132,8 @@ def test_deterministic_and_seed_sensitive(sources):
     a = _stream(MixtureSampler(_recipe(root, srcs), SEQ))
     b = _stream(MixtureSampler(_recipe(root, srcs), SEQ))
     assert a == b
-    r2 = Recipe.from_dict({**_recipe_dict(root, srcs), "seed": 12}, source="t", base=root)
+    r2 = Recipe.from_dict({**two_source_recipe(srcs), "seed": 12}, source="t", base=root)
     assert _stream(MixtureSampler(r2, SEQ)) != a
-
-
-def _recipe_dict(root, srcs):
-    return {
-        "name": "t",
-        "seed": 11,
-        "total_tokens": 12_800,
-        "sources": {k: {"shards": str(v)} for k, v in srcs.items()},
-        "phases": [
-            {"name": "main", "share": 0.75, "weights": {"web": 3, "multi": 1}},
-            {"name": "anneal", "share": 0.25, "weights": {"multi": 1}},
-        ],
-    }
 
 
 @pytest.mark.parametrize("cut", [1, 77, 149, 150, 151, 199])
@@ -518,8 +505,8 @@ def test_small_temperature_approaches_uniform(lang_sources):
 def test_invalid_temperature_is_refused_on_load_naming_the_key(sources, tmp_path, weights, message):
     from mixtures.__main__ import main
 
-    root, srcs = sources
-    data = {**_recipe_dict(root, srcs), "weights": weights}
+    _root, srcs = sources
+    data = {**two_source_recipe(srcs), "weights": weights}
     data["phases"] = [{"name": "main", "share": 1.0}]
     path = tmp_path / "r.yaml"
     path.write_text(json.dumps(data))  # JSON is YAML
@@ -531,13 +518,13 @@ def test_invalid_temperature_is_refused_on_load_naming_the_key(sources, tmp_path
 
 def test_weights_needed_somewhere(sources):
     root, srcs = sources
-    data = {**_recipe_dict(root, srcs), "phases": [{"name": "main", "share": 1.0}]}
+    data = {**two_source_recipe(srcs), "phases": [{"name": "main", "share": 1.0}]}
     with pytest.raises(RecipeError, match=r"phases.main.weights: missing"):
         Recipe.from_dict(data, source="t", base=root)
     # a recipe-level `weights:` that no phase uses is a mistake, not a default
     with pytest.raises(RecipeError, match=r"weights: \{by: tokens, \.\.\.\} weights only phases"):
         Recipe.from_dict(
-            {**_recipe_dict(root, srcs), "weights": {"by": "tokens", "temperature": 0.3}},
+            {**two_source_recipe(srcs), "weights": {"by": "tokens", "temperature": 0.3}},
             source="t",
             base=root,
         )

@@ -20,9 +20,8 @@ from mixtures.plan import make_plan
 from mixtures.recipe import Recipe, RecipeError
 from mixtures.sampler import MixtureSampler
 from mixtures.validate import check_sources
-from testkit.corpus import build_two_sources
+from testkit.corpus import build_two_sources, two_source_recipe
 from testkit.s3 import upload_tree
-from tests.mixtures.test_sampler import _recipe_dict
 from tokens.shard_cache import ShardCache, ShardIntegrityError
 
 SEQ = 64
@@ -47,7 +46,7 @@ def s3_sources(local_sources, s3_bucket):
 
 def _recipe(sources) -> Recipe:
     """test_sampler.py's two-phase recipe over these folders (local paths or s3:// URIs)."""
-    return Recipe.from_dict(_recipe_dict(None, sources), source="test")
+    return Recipe.from_dict(two_source_recipe(sources), source="test")
 
 
 def _stream(sampler):

@@ -24,7 +24,7 @@ import pytest
 from mixtures.recipe import Recipe, RecipeError
 from mixtures.sampler import MixtureSampler
 from testkit.audit import recording, tree
-from testkit.corpus import build_two_sources
+from testkit.corpus import build_two_sources, two_source_recipe
 from testkit.s3 import upload_tree
 from tokens.manifest import ManifestError, parse_manifest
 from tokens.shard_cache import Remote, ShardCache, open_cached_shards
@@ -65,20 +65,6 @@ CASES = (
     + [(f, v) for f in ("bin_bytes", "documents", "tokens") for v in HOSTILE_COUNTS]
     + [("bin_bytes", 10**15), ("bin_bytes", "+2")]  # past S3's largest object; 2 bytes off its token count
 )
-
-
-def _recipe_dict(root, srcs: dict) -> dict:
-    """tests/mixtures/test_sampler.py's two-phase recipe over the `web` and `multi` folders (paths or URIs)."""
-    return {
-        "name": "t",
-        "seed": 11,
-        "total_tokens": 12_800,
-        "sources": {k: {"shards": str(v)} for k, v in srcs.items()},
-        "phases": [
-            {"name": "main", "share": 0.75, "weights": {"web": 3, "multi": 1}},
-            {"name": "anneal", "share": 0.25, "weights": {"multi": 1}},
-        ],
-    }
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +171,7 @@ def test_hostile_manifest_on_s3_opens_and_creates_nothing_outside_the_cache(
     s3fs.S3FileSystem().pipe_file(f"{uri}/manifest.json".removeprefix("s3://"), json.dumps(m).encode())
     _plant_victim(tmp_path, sources)
     cache = ShardCache(tmp_path / "node" / "cache", 10**9)
-    recipe = Recipe.from_dict(_recipe_dict(None, {"web": uri, "multi": sources["multi"]}), source="t")
+    recipe = Recipe.from_dict(two_source_recipe({"web": uri, "multi": sources["multi"]}), source="t")
     before = tree(tmp_path)
     with recording() as opened, pytest.raises(RecipeError, match=rf"manifest\.json: files\[{i}\]\.{field} "):
         MixtureSampler(recipe, 64, shard_cache=cache)
@@ -201,7 +187,7 @@ def test_hostile_manifest_in_a_local_folder_opens_nothing_outside_it(sources, tm
     m, i = _hostile(folder, field, value)
     (folder / "manifest.json").write_text(json.dumps(m))
     _plant_victim(tmp_path / "shards", sources)  # shards/victim.bin: what "../victim.bin" names
-    recipe = Recipe.from_dict(_recipe_dict(None, {"web": folder, "multi": sources["multi"]}), source="t")
+    recipe = Recipe.from_dict(two_source_recipe({"web": folder, "multi": sources["multi"]}), source="t")
     with recording() as opened, pytest.raises(RecipeError, match=rf"manifest\.json: files\[{i}\]\.{field} "):
         MixtureSampler(recipe, 64)
     assert not [p for p in opened if "victim" in p]

@@ -26,24 +26,10 @@ import core.storage
 from core.storage import download
 from mixtures.recipe import Recipe, RecipeError
 from mixtures.sampler import MixtureSampler
-from testkit.corpus import build_two_sources
+from testkit.corpus import build_two_sources, two_source_recipe
 from testkit.range_server import serving
 from testkit.s3 import upload_tree
 from tokens.shard_cache import Remote, ShardCache, ShardCacheError, ShardMissingError, open_cached_shards
-
-
-def _recipe_dict(root, srcs: dict) -> dict:
-    """tests/mixtures/test_sampler.py's two-phase recipe over the `web` and `multi` folders (paths or URIs)."""
-    return {
-        "name": "t",
-        "seed": 11,
-        "total_tokens": 12_800,
-        "sources": {k: {"shards": str(v)} for k, v in srcs.items()},
-        "phases": [
-            {"name": "main", "share": 0.75, "weights": {"web": 3, "multi": 1}},
-            {"name": "anneal", "share": 0.25, "weights": {"multi": 1}},
-        ],
-    }
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +164,7 @@ def test_an_impossible_bin_bytes_is_a_manifest_error_not_the_cache_bound(sources
     s3fs.S3FileSystem().pipe_file(
         f"{on_s3['web']}/manifest.json".removeprefix("s3://"), json.dumps(m).encode()
     )
-    recipe = Recipe.from_dict(_recipe_dict(None, on_s3), source="t")
+    recipe = Recipe.from_dict(two_source_recipe(on_s3), source="t")
     with pytest.raises(RecipeError) as e:
         MixtureSampler(recipe, 64, shard_cache=ShardCache(tmp_path / "cache", 10**6))
     assert f"manifest.json: files[{i}].bin_bytes " in str(e.value)

@@ -21,25 +21,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testkit.corpus import build_two_sources
+from testkit.corpus import build_two_sources, two_source_recipe
 from testkit.s3 import upload_tree
 from tests.trainer.test_train_startup import _config, no_process_group  # noqa: F401 (a fixture)
 from trainer import train
 from trainer.evaluation import checked_tokenizer
-
-
-def _recipe_dict(root, srcs: dict) -> dict:
-    """tests/mixtures/test_sampler.py's two-phase recipe over the `web` and `multi` folders (paths or URIs)."""
-    return {
-        "name": "t",
-        "seed": 11,
-        "total_tokens": 12_800,
-        "sources": {k: {"shards": str(v)} for k, v in srcs.items()},
-        "phases": [
-            {"name": "main", "share": 0.75, "weights": {"web": 3, "multi": 1}},
-            {"name": "anneal", "share": 0.25, "weights": {"multi": 1}},
-        ],
-    }
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +45,7 @@ def _s3_config(tmp_path: Path, sources, s3_bucket: str, manifest: dict | None = 
             f"{uri}/manifest.json".removeprefix("s3://"), json.dumps(manifest).encode()
         )
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(yaml.safe_dump(_recipe_dict(None, {"web": uri, "multi": sources["multi"]})))
+    recipe.write_text(yaml.safe_dump(two_source_recipe({"web": uri, "multi": sources["multi"]})))
     return _config(tmp_path, str(recipe))
 
 
