@@ -1,0 +1,69 @@
+"""The machinery of bench/curation/multilingual.py without running a pipeline: datatrove's language
+codes, the family sum, the per-language blocks and LID on real datatrove Documents, the agreement."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from datatrove.data import Document
+
+from curation.filters.langid import default_model_path
+from curation.language_settings import FOLDER
+from tests.support.bench import load_bench
+
+ml = load_bench("curation/multilingual")
+
+RUSSIAN = (
+    "Москва является столицей России и крупнейшим городом страны. В городе находится много музеев, "
+    "театров и парков, которые каждый год посещают миллионы туристов из разных стран мира.\n"
+) * 3
+
+
+def test_datatrove_language_takes_canonical_codes_and_falls_back_to_whitespace():
+    assert ml.datatrove_language("rus_Cyrl", "rus_Cyrl") == "rus_Cyrl"
+    assert ml.datatrove_language("cmn_Hani", "cmn_Hani") == "cmn_Hani"
+    ws = ml.datatrove_language("qqq_Latn", "default")
+    assert type(ws).__name__ == "WhitespaceTokenizer"
+    assert ml.datatrove_language("qqa_Latn", "default") is ws  # one per process
+
+
+def test_family_sum_adds_members_of_the_macrolanguage_in_the_script():
+    text = "Ovo je rečenica na latinici."
+    assert abs(ml.family_sum("hrv_Latn", {"hr": 0.46, "bs": 0.3, "sr": 0.1, "sl": 0.1}, text) - 0.86) < 1e-9
+    assert ml.family_sum("rus_Cyrl", {"ru": 0.5, "uk": 0.4}, "Привет") == 0.0  # no macrolanguage
+
+
+def test_per_language_lid_labels_and_judges_with_the_language_threshold():
+    lid = ml.PerLanguageLID(default_model_path(), str(FOLDER))
+    doc = Document(text=RUSSIAN, id="1")
+    assert lid.filter(doc) is True
+    assert doc.metadata["lang"] == "rus_Cyrl"
+    assert not any(k.startswith("top_language_") for k in doc.metadata)
+    assert lid.stats["lang:rus_Cyrl"].total == 1
+
+
+def test_per_language_block_builds_datatrove_filters_with_the_files_kwargs():
+    c4 = ml.PerLanguageBlock("c4_quality", {"filter_no_terminal_punct": False}, str(FOLDER))
+    assert c4.block_for("rus_Cyrl") is None  # C4: English only
+    assert c4.block_for("eng_Latn") is not None
+    gq = ml.PerLanguageBlock("gopher_quality", {}, str(FOLDER))
+    block = gq.block_for("rus_Cyrl")
+    assert "в" in block.stop_words and block.max_avg_word_length == 11.0
+    short = Document(text="Короткий текст.", id="2", metadata={"lang": "rus_Cyrl"})
+    assert gq.filter(short) == (False, "gopher_short_doc")
+
+
+def test_agreement_per_language():
+    ours = {"a": "rus_Cyrl", "b": "rus_Cyrl", "c": "deu_Latn"}
+    theirs = {"a": "rus_Cyrl", "d": "rus_Cyrl"}
+    rows = ml.agreement(ours, theirs, Counter({"rus_Cyrl": 30, "deu_Latn": 20, "fra_Latn": 25, "x": 1}), 20)
+    by = {r["lang"]: r for r in rows}
+    assert set(by) == {"rus_Cyrl", "deu_Latn", "fra_Latn"}
+    assert (by["rus_Cyrl"]["both"], by["rus_Cyrl"]["ours_only"], by["rus_Cyrl"]["datatrove_only"]) == (
+        1,
+        1,
+        1,
+    )
+    assert abs(by["rus_Cyrl"]["agreement"] - 1 / 3) < 1e-9
+    assert by["deu_Latn"]["agreement"] == 0.0
+    assert by["fra_Latn"]["agreement"] is None  # neither side kept one
