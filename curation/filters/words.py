@@ -145,13 +145,15 @@ class WordSplitter:
                 self._chunks[c] = (c,)
             else:
                 hard.append(c)
-        if not hard:
-            return
-        joined = "\n".join(hard)
+        if hard:
+            self._tokenize_chunks(hard)
+
+    def _tokenize_chunks(self, hard: list[str]) -> None:
+        """spaCy over `hard` in one call, chunks joined by newlines (no special case spans two)."""
         ends = list(accumulate(len(c) + 1 for c in hard))  # chunk j ends before ends[j] - 1
         toks: list[list[str]] = [[] for _ in hard]
         j = 0
-        for t in self._nlp.tokenizer(joined):
+        for t in self._nlp.tokenizer("\n".join(hard)):
             if t.is_space:
                 continue
             while t.idx >= ends[j]:
@@ -161,19 +163,10 @@ class WordSplitter:
             self._chunks[c] = tuple(ts)
 
     def _add_chunks_other(self, chunks: set[str]) -> None:
-        hard = list(chunks)
-        ends = list(accumulate(len(c) + 1 for c in hard))
-        toks: list[list[str]] = [[] for _ in hard]
-        j = 0
+        # another language's class: every chunk to spaCy, inside a memory zone so its string store
+        # does not grow with each new chunk (the English path keeps its behaviour exactly)
         with self._nlp.memory_zone():
-            for t in self._nlp.tokenizer("\n".join(hard)):
-                if t.is_space:
-                    continue
-                while t.idx >= ends[j]:
-                    j += 1
-                toks[j].append(t.text)
-        for c, ts in zip(hard, toks):
-            self._chunks[c] = tuple(ts)
+            self._tokenize_chunks(list(chunks))
 
     def _make_room(self) -> None:
         if len(self._chunks) >= _CACHE_MAX:
