@@ -79,12 +79,15 @@ def test_message_names_the_place_the_column_and_the_empty_range():
 
 @pytest.mark.parametrize("spec", [[], "[]"])
 def test_empty_list_is_refused(spec):
-    """`lang: []` (YAML's empty list); as a string "[]" it is the word "[]" compared for equality."""
+    """`tag: []` (YAML's empty list); as a string "[]" it is the word "[]" compared for equality. On
+    `lang` the word is no language code, refused on load like any other (core/languages.py)."""
     if spec == []:
-        with pytest.raises(SelectorError, match=r"select\.lang: an empty list selects no document"):
-            parse_selectors({"lang": spec})
+        with pytest.raises(SelectorError, match=r"select\.tag: an empty list selects no document"):
+            parse_selectors({"tag": spec})
     else:
-        assert parse_selectors({"lang": spec})[0].op == "=="
+        assert parse_selectors({"tag": spec})[0].op == "=="
+        with pytest.raises(SelectorError, match=r"select\.lang: unknown language code '\[\]'"):
+            parse_selectors({"lang": spec})
 
 
 def test_what_it_cannot_tell_it_lets_run():
