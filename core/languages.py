@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import string
 from collections.abc import Iterable
 
 CODE_RE = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")
@@ -156,12 +157,15 @@ def letter_script(ch: str) -> str:
     return "Zzzz"
 
 
+_ASCII_LETTERS = string.ascii_letters.encode()
+
+
 def script_counts(text: str, limit: int = SCRIPT_SAMPLE_CHARS) -> dict[str, int]:
     """Letters per script in the first `limit` characters (letters: `str.isalpha`, so digits,
     punctuation and combining marks count for no script)."""
     head = text[:limit]
-    if head.isascii():  # most of the web: no per-character lookup
-        n = sum(1 for c in head if c.isalpha())
+    if head.isascii():  # most of the web: counted in C (an ASCII letter is isalpha exactly when [A-Za-z])
+        n = len(head) - len(head.encode("ascii").translate(None, _ASCII_LETTERS))
         return {"Latn": n} if n else {}
     counts: dict[str, int] = {}
     for c in head:
@@ -171,14 +175,16 @@ def script_counts(text: str, limit: int = SCRIPT_SAMPLE_CHARS) -> dict[str, int]
     return counts
 
 
-def text_script(text: str, lang: str | None = None) -> str:
+def text_script(text: str, lang: str | None = None, counts: dict[str, int] | None = None) -> str:
     """The text's script: the one most of its letters belong to, with the composite scripts of
     Japanese (`Jpan`: Han and kana together) and Korean (`Hang`, Hangul with any Hanja).
 
     `lang` (ISO 639-3) settles what letters alone cannot: a Japanese page written mostly in kanji is
     still `Jpan`, a Korean one with Hanja or Latin acronyms `Hang`. Without letters: `Zyyy`.
+    `counts`: the text's `script_counts`, when a caller judges one text for several languages.
     """
-    counts = script_counts(text)
+    if counts is None:
+        counts = script_counts(text)
     if not counts:
         return NO_SCRIPT
     native = _NATIVE.get(lang or "")
@@ -218,12 +224,13 @@ def split_code(code: str) -> tuple[str, str | None]:
     )
 
 
-def from_lid176(label: str, text: str) -> str:
-    """A lid.176 label (without `__label__`) as a canonical code; the script from `text`."""
+def from_lid176(label: str, text: str, counts: dict[str, int] | None = None) -> str:
+    """A lid.176 label (without `__label__`) as a canonical code; the script from `text` (or from its
+    `script_counts`, counted once for all the labels of one text)."""
     lang = LID176.get(label)
     if lang is None:  # a label outside the 176 (a retrained model in lid.176's format): kept if ISO-shaped
         lang = label if re.fullmatch(r"[a-z]{3}", label) else UNDETERMINED
-    return f"{lang}_{text_script(text, lang)}"
+    return f"{lang}_{text_script(text, lang, counts)}"
 
 
 def is_canonical(code: str) -> bool:

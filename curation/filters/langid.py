@@ -36,6 +36,7 @@ from core.languages import (
     LanguageSet,
     from_lid176,
     is_canonical,
+    script_counts,
     split_code,
     text_script,
 )
@@ -158,8 +159,10 @@ class LanguageIdentifier(DocumentStage):
         pairs = self.model.f.predict(text.replace("\n", " "), k, 0.0, "replace")
         if self.scheme == "iso639_3_script":
             return [(label.removeprefix("__label__"), min(float(p), 1.0)) for p, label in pairs]
+        counts = script_counts(text)  # once for the k labels: the script depends on the text alone
         return [
-            (from_lid176(label.removeprefix("__label__"), text), min(float(p), 1.0)) for p, label in pairs
+            (from_lid176(label.removeprefix("__label__"), text, counts), min(float(p), 1.0))
+            for p, label in pairs
         ]
 
     def keeps(self, lang: str) -> bool:
