@@ -311,19 +311,19 @@ def stalled(servers, stall: str) -> str:
 
 @pytest.mark.parametrize("stall", list(STALLS))
 def test_a_try_ends_at_its_deadline_whatever_phase_stalls(servers, stall):
-    """timeout_s=5 per read, deadline_s=1 per try: every stall ends within 1 s + margin, counted as a
-    deadline. The margin: the watchdog wakes on a Condition at the deadline and shuts the socket down,
-    and the worker's recv returns at once (measured: ~5 ms); a loaded 2-core machine delays a thread's
-    wake-up by up to a few hundred ms. 1.5 s stays well below timeout_s, so only the deadline can pass."""
+    """timeout_s=30 per read, deadline_s=1 per try: every stall ends at the deadline, counted as one.
+    Not a speed bound: the try may not end before 1 s, and must end before any read's own timeout could
+    have ended it (30 s), which only the deadline's watchdog can do (measured: 1.0 s + ~5 ms, a loaded
+    machine delays the watchdog's wake-up by a few hundred ms at most)."""
     url = stalled(servers, stall)
-    c = client(url, timeout_s=5.0, deadline_s=1.0)
+    c = client(url, timeout_s=30.0, deadline_s=1.0)
     t0 = time.monotonic()
     with pytest.raises(
         RequestFailed, match=r"^deadline: no complete reply within client\.deadline_s=1, 1 tries"
     ):
         c.complete("x", 1)
     took = time.monotonic() - t0
-    assert 1.0 <= took < 2.5, took
+    assert 1.0 <= took < 30.0, took
     assert c.counts["retried_deadline"] == 1
 
 
@@ -407,8 +407,9 @@ WAITS = {
 
 @pytest.mark.parametrize("where", list(WAITS))
 def test_ctrl_c_exits_130_promptly_wherever_the_workers_wait(labelled, servers, tmp_path, where):
-    """SIGINT to a running `annotate`: exit 130 with `interrupted` within 10 s (measured: under 1 s;
-    before the fix the process waited for timeout_s=120 s, the Retry-After or the pacer), no traceback,
+    """SIGINT to a running `annotate`: exit 130 with `interrupted` before any wait it was in could have
+    ended (measured: under 1 s; before the fix the process waited for timeout_s=120 s, the Retry-After
+    of 120 s or the pacer's 10 minutes: 60 s is not a speed bound but half the shortest), no traceback,
     summary.json written, progress lines printed meanwhile (a stuck run is not silent)."""
     respond, extra, seen = WAITS[where]
     server = servers(Hostile, respond)
@@ -427,14 +428,14 @@ def test_ctrl_c_exits_130_promptly_wherever_the_workers_wait(labelled, servers, 
         time.sleep(0.6)  # a progress line or more, and every worker settled in its wait
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
+        _, stderr = proc.communicate(timeout=90)
         took = time.monotonic() - t0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, stderr[-2000:]
-    assert took < 10, took
+    assert took < 60, took
     assert stderr.rstrip().endswith("interrupted") and "Traceback" not in stderr
     assert "annotate: " in stderr and "/12 done" in stderr
     assert json.loads((out / "summary.json").read_text())["counts"]["sampled"] == 12
