@@ -19,6 +19,10 @@ LANGUAGE_FILES = [p for p in FILES if p.stem != ls.DEFAULT]
 FW2_SOURCE = re.compile(r"^# Source: huggingface/fineweb-2 commit [0-9a-f]{40}, file configs/(\w+)\.yml")
 
 
+# ReferenceStats' rates, the ones derive_settings scales thresholds by
+STAT_FIELDS = ("chars_per_word", "token_length", "mean_word_length", "alpha_word_share", "line_punct_share")
+
+
 def test_the_folder_ships_fineweb2s_50_largest_english_and_a_default():
     cited = [p for p in LANGUAGE_FILES if FW2_SOURCE.match(p.read_text("utf-8").splitlines()[1])]
     assert len(cited) == 50
@@ -231,13 +235,7 @@ def test_english_wikipedia_gives_gophers_stop_words_and_finewebs_thresholds():
     seg = segmenter_for("eng_Latn")
     stats = ls.reference_stats(docs, seg.words)
     # ENGLISH_BASELINE is this measurement (rounded), not a number tuned elsewhere
-    for field in (
-        "chars_per_word",
-        "token_length",
-        "mean_word_length",
-        "alpha_word_share",
-        "line_punct_share",
-    ):
+    for field in STAT_FIELDS:
         assert getattr(stats, field) == pytest.approx(getattr(ls.ENGLISH_BASELINE, field), abs=1e-4), field
     words = ls.stop_words(docs, seg.words)
     assert len(set(words) & set(ls.ENGLISH_STOP_WORDS)) >= 4, words
@@ -255,13 +253,7 @@ def test_derive_stats_do_not_depend_on_how_the_text_is_cut():
     by_20 = ls.reference_stats(ls.read_reference([LEIPZIG / "de.txt"], 20), words)
     by_100 = ls.reference_stats(ls.read_reference([LEIPZIG / "de.txt"], 100), words)
     # equal but for the newline between two documents' lines, which only one cut counts
-    for field in (
-        "chars_per_word",
-        "token_length",
-        "mean_word_length",
-        "alpha_word_share",
-        "line_punct_share",
-    ):
+    for field in STAT_FIELDS:
         assert getattr(by_20, field) == pytest.approx(getattr(by_100, field), rel=2e-3), field
 
 

@@ -16,7 +16,6 @@ import pytest
 from core.config import load_config
 from core.languages import LID176, split_code
 from core.stage import Document, Drop
-from core.stats import Stats
 from curation.config import ExtractJobConfig
 from curation.pipeline import build_plan
 
@@ -30,23 +29,24 @@ def _document(path: Path) -> str:
     return "\n".join(sep.join(lines[i : i + 5]) for i in range(0, len(lines), 5))
 
 
-def _judge(cfg: ExtractJobConfig, text: str) -> tuple[Document | None, str | None, str]:
-    plan = build_plan(cfg)
-    judges = plan.attempts[0][1:]  # langid, then the filters (the extractor's step is first)
+def _judges(cfg: ExtractJobConfig) -> list:
+    """The config's stages after extraction: langid, then the filters (the extractor's step is first)."""
+    return build_plan(cfg).attempts[0][1:]
+
+
+def _judge(judges: list, text: str) -> tuple[Document | None, str | None, str]:
     doc = Document(id="d", text=text, metadata={})
-    stats = Stats()
     for stage in judges:
         result = stage.process(doc)
         if isinstance(result, Drop):
             return None, f"{stage.name}:{result.reason}", doc.metadata.get("lang")
-        stats.keep(stage.name, 0)
     return doc, None, doc.metadata.get("lang")
 
 
 @pytest.fixture(scope="module")
 def results(data_dir):
-    preset = load_config(ExtractJobConfig, PRESET)
-    english = ExtractJobConfig()
+    preset = _judges(load_config(ExtractJobConfig, PRESET))
+    english = _judges(ExtractJobConfig())
     out = {}
     for f in sorted((data_dir / "langid" / "leipzig" / "sentences").glob("*.txt")):
         text = _document(f)

@@ -363,6 +363,20 @@ def _consumed(sampler: MixtureSampler, name: str) -> int:
     return epoch * st.n_train_tokens + int(st.lengths[st.permutation(epoch)[:pos]].sum()) + offset
 
 
+def _plan_and_sampler(rt, seq, held):
+    """The plan of `rt` and its sampler, or None where the sampler refuses: it refuses exactly when the
+    plan warns, with the plan's lines."""
+    p = make_plan(rt, seq, held)
+    try:
+        sampler = MixtureSampler(rt, seq, heldout_sequences=held)
+    except RecipeError as e:
+        assert p.warnings, f"plan passed, sampler refused: {e}"
+        assert str(e).split(":\n  ", 1)[1].split("\n  ") == p.warnings
+        return p, None
+    assert not p.warnings
+    return p, sampler
+
+
 @pytest.mark.parametrize("case", range(24))
 def test_plan_counts_exactly_what_the_sampler_draws(sources, case):
     """Issue 44 item 6: on 4 small WARCs the plan said 2.33 epochs and passed, the sampler refused 3.65.
@@ -390,15 +404,10 @@ def test_plan_counts_exactly_what_the_sampler_draws(sources, case):
     budgets = [r.total_tokens] + ([fit, fit + seq] if fit and fit < r.total_tokens else [])
     for total in budgets:
         rt = r.with_total_tokens(total)
-        p = make_plan(rt, seq, held)
-        try:
-            sampler = MixtureSampler(rt, seq, heldout_sequences=held)
-        except RecipeError as e:
-            assert p.warnings, f"plan passed, sampler refused: {e}"
-            assert str(e).split(":\n  ", 1)[1].split("\n  ") == p.warnings
+        p, sampler = _plan_and_sampler(rt, seq, held)
+        if sampler is None:
             assert total != fit  # the budget fit_total_tokens finds always passes
             continue
-        assert not p.warnings
         for _ in sampler:  # the whole stream, tokens not copied (world size 1: every row is ours)
             pass
         for name, sp in p.sources.items():
@@ -424,14 +433,9 @@ def test_plan_counts_exactly_what_the_sampler_draws_by_temperature(lang_sources,
     r = _temperature_recipe(root, srcs, temperature, rnd.randrange(2_000, 60_000), caps, anneal)
     for total in (r.total_tokens, *(t for t in [make_plan(r, seq, held).fit_total_tokens()] if t)):
         rt = r.with_total_tokens(total)
-        p = make_plan(rt, seq, held)
-        try:
-            sampler = MixtureSampler(rt, seq, heldout_sequences=held)
-        except RecipeError as e:
-            assert p.warnings, f"plan passed, sampler refused: {e}"
-            assert str(e).split(":\n  ", 1)[1].split("\n  ") == p.warnings
+        p, sampler = _plan_and_sampler(rt, seq, held)
+        if sampler is None:
             continue
-        assert not p.warnings
         assert [ph.weights for ph in sampler.recipe.phases] == [ph.weights for ph in p.recipe.phases]
         for _ in sampler:
             pass
