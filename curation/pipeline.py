@@ -71,7 +71,6 @@ from curation.filters.langid import LanguageIdentifier, PreLanguageFilter
 from curation.filters.url_filter import UrlFilter
 from curation.pii.scrub import PiiScrubber, PiiStage
 from curation.schema import DOC_SCHEMA, REJECTED_SCHEMA, doc_id
-from curation.spark_daemon import SPARK_CONF
 from curation.warc.ranges import parse_range_unit
 from curation.warc.records import Page, Skip, crawl_from_name, iter_records
 
@@ -334,6 +333,12 @@ def doc_schema(stages: list[DocumentStage], annotate: bool = False) -> pa.Schema
             if name not in schema.names:
                 schema = schema.append(pa.field(name, typ))
     return schema
+
+
+SPARK_CONF = {"spark.python.daemon.module": "curation.spark_daemon"}
+"""What every session the extract job starts is given: curation/spark_daemon.py as the executors' Python
+daemon (its workers fork with the default stages built). Named as a string: the daemon imports this
+module, and an import back would close a circle."""
 
 
 def extract_job(cfg: ExtractJobConfig, process, **fields: Any) -> PerFileJob:

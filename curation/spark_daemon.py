@@ -1,7 +1,8 @@
 """The extract job's Spark daemon: the default config's stages built before workers are forked.
 
 `spark.python.daemon.module` names this module for every session the extract job starts
-(`SPARK_CONF`, core/runner.py), so each executor builds the default config's plan once
+(curation/pipeline.py's `SPARK_CONF`, which names it as a string so that the pipeline never imports
+the daemon that imports it; core/runner.py), so each executor builds the default config's plan once
 (`plan_for`: trafilatura and lxml imported, lid.176 loaded, spaCy's tokenizer and numba's n-gram
 kernels ready) and every Python worker forked from it starts with that done, instead of paying
 ~1.7 s each (core/spark_daemon.py says how, and when it falls back to Spark's plain daemon). A job
@@ -14,7 +15,6 @@ worker's PSS drops by ~140 MB (docs/extract.md has the measurement).
 from __future__ import annotations
 
 MODULE = "curation.spark_daemon"
-SPARK_CONF = {"spark.python.daemon.module": MODULE}
 
 
 def preload() -> None:

@@ -111,7 +111,7 @@ def warc_dir(data_dir: Path) -> Path:
 def spark():
     """A real local[2] SparkSession (2 cores, as CI has), shared by the `spark` tier."""
     from core.spark import get_spark
-    from curation.spark_daemon import SPARK_CONF
+    from curation.pipeline import SPARK_CONF
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # 4 shuffle partitions, not 200: test data is small, and each partition is a task to schedule.

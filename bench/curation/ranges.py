@@ -70,7 +70,7 @@ def build_warc(path: Path, size_mb: int) -> int:
 def start_spark(cores: int) -> set[int]:
     """A warm session started as `extract` starts its own (curation/spark_daemon.py's daemon)."""
     from core.spark import get_spark
-    from curation.spark_daemon import SPARK_CONF
+    from curation.pipeline import SPARK_CONF
 
     before = child_pids()
     spark = get_spark(f"local[{cores}]", "refinery-extract", SPARK_CONF)

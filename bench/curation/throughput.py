@@ -447,7 +447,7 @@ def start_spark(cores: int, preload: bool = True) -> tuple[float, float, set[int
     `preload`, the settings `extract` starts its session with (curation/spark_daemon.py: the
     daemon builds the default stages once, workers fork from it); without, Spark's plain daemon."""
     from core.spark import get_spark
-    from curation.spark_daemon import SPARK_CONF
+    from curation.pipeline import SPARK_CONF
 
     before = child_pids()
     t0 = time.time()

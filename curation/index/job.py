@@ -74,8 +74,7 @@ from curation.index.ccindex import LOCATION_COLUMNS, read_cdxj
 from curation.index.fetch import RangeFetcher, RecordRange, check_base, record_url
 from curation.index.where import parse_where, spark_where
 from curation.inputs import UnsafeLocation
-from curation.pipeline import UnitRun, extract_job, run_unit_stages
-from curation.spark_daemon import SPARK_CONF
+from curation.pipeline import SPARK_CONF, UnitRun, extract_job, run_unit_stages
 from curation.warc.warcio_reader import crawl_from_name
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
@@ -37,7 +37,11 @@ from core.output import atomic_write_json
 from core.stats import Stats
 from core.storage import join
 from core.tables import Tables
-from dedup.config import DedupJobConfig
+
+if TYPE_CHECKING:
+    # Annotations only: dedup/config.py builds a config's own stages against `Stage` (so a wrong class
+    # is refused on load), and a runtime import back would close a circle between the two files.
+    from dedup.config import DedupJobConfig
 
 
 class StageStore:

@@ -94,7 +94,7 @@ _SESSION = """
 import json, os, sys
 from pathlib import Path
 from core.spark import get_spark
-from curation.spark_daemon import SPARK_CONF
+from curation.pipeline import SPARK_CONF
 
 def parent(_):
     ppid = os.getppid()
@@ -110,7 +110,7 @@ spark.stop()
 
 @pytest.mark.spark
 def test_extract_sessions_fork_workers_from_the_preloaded_daemon():
-    """A session started with the extract job's settings (curation.spark_daemon.SPARK_CONF, as
+    """A session started with the extract job's settings (curation.pipeline.SPARK_CONF, as
     `extract` starts its own; in a process of its own, since a process has one SparkContext and
     the suite's may have been started by another job): its Python workers' parent is the curation
     daemon, which has spaCy's tokenizer, fastText and numba's LLVM mapped: loaded before the fork."""
