@@ -12,7 +12,21 @@ A document stage is a small class with one method, as datatrove's filters are:
             return doc
 
 `process` returns the document (possibly changed: an extractor sets `text`, an annotator adds a
-metadata column) or a `Drop` with a reason. It knows nothing of Spark, stats or output files:
+metadata column) or a `Drop` with a reason.
+
+A rule that compares a measured value with a threshold says so in structured form, so a reader
+can print "stop_words 1 < 2" rather than parse prose (the rejected sample's `metric`, `value`,
+`threshold` and `op` columns, curation/schema.py):
+
+    Drop("too_few_words", metric="words", value=n, op="<", threshold=self.min_words)
+
+`op` is the comparison that held when the rule dropped the document (`value op threshold` is
+true), one of `OPS`. `Rules.check` builds that Drop, and on a pass records the value with
+`self.measure(metric, value)`; in annotate mode `run_stages` writes what a document's stages
+measured into its `evidence` map (`<stage>/<metric>` -> value), so a kept document carries the
+values of the rules it passed. A rule that is no comparison (a URL on a blocklist, "lorem ipsum"
+in a line) leaves the four fields None; so does `DatatroveFilter`, since datatrove's
+`filter(doc)` returns only a reason. It knows nothing of Spark, stats or output files:
 `run_stages` does the counting (documents and bytes in/out per stage, drops per reason), the
 timing, the counters a stage adds with `self.count(...)`, and calls `on_drop` so the job can keep
 a sample of dropped documents. A stage that raises on one document does not end the file: by
@@ -34,6 +48,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import operator
 import time
 import typing
 from collections import Counter
@@ -47,13 +62,16 @@ from core.stats import Stats
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "OPS",
     "DatatroveFilter",
     "Document",
     "DocumentStage",
     "Drop",
+    "Rules",
     "build_class",
     "build_stage",
     "class_entries",
+    "evidence_key",
     "is_document_stage",
     "register",
     "register_path",
@@ -81,14 +99,69 @@ class Document:
     """The decoded page, set just before the extractor runs."""
 
 
+OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+"""The comparisons a Drop's `op` may name: `value op threshold` held when the rule dropped."""
+
+
 @dataclass(frozen=True, slots=True)
 class Drop:
-    """A stage's decision to drop a document: a reason (counted) and a detail (sampled)."""
+    """A stage's decision to drop a document: a reason (counted), a detail (sampled), and for a rule
+    that compares a measured value with a threshold, the evidence (`value op threshold` held)."""
 
     reason: str
     detail: str = ""
     snippet: str | None = None
     """What the rejected sample shows; None: the document's text (or its HTML before extraction)."""
+    metric: str | None = None
+    """What the rule measured (`stop_words`, `lang_score`): unique within its stage, no `/`."""
+    value: float | None = None
+    """The measured value on this document."""
+    threshold: float | None = None
+    """The rule's threshold, as configured for this document (its language's, where per language)."""
+    op: str | None = None
+    """One of `OPS`: `value op threshold` is the condition that dropped the document."""
+
+    def __post_init__(self) -> None:
+        if self.op is not None and self.op not in OPS:
+            raise ValueError(f"Drop.op must be one of {', '.join(OPS)}, got {self.op!r}")
+
+    def evidence(self) -> str:
+        """`stop_words 1 < 2`, or "" for a drop without a measured value."""
+        if self.metric is None or self.value is None:
+            return ""
+        if self.threshold is None or self.op is None:
+            return f"{self.metric} {self.value:g}"
+        return f"{self.metric} {self.value:g} {self.op} {self.threshold:g}"
+
+
+class Rules:
+    """Judges a stage's rules on one document, in order: `check` returns the Drop of a rule that
+    fails, and records the value of one that passes on `stage` (`DocumentStage.measure`).
+    `stage=None` records nothing (a caller outside `run_stages` that wants only the verdict)."""
+
+    __slots__ = ("stage",)
+
+    def __init__(self, stage: DocumentStage | None = None) -> None:
+        self.stage = stage
+
+    def check(
+        self, reason: str, metric: str, value: float, op: str, threshold: float, detail: str = ""
+    ) -> Drop | None:
+        if OPS[op](value, threshold):
+            return Drop(reason, detail, metric=metric, value=value, threshold=threshold, op=op)
+        if self.stage is not None:
+            self.stage.measure(metric, value)
+        return None
+
+
+def evidence_key(stage: str, metric: str) -> str:
+    """The `evidence` map's key of a stage's metric: `filter:gopher_quality/stop_words`."""
+    return f"{stage}/{metric}"
 
 
 class DocumentStage:
@@ -137,9 +210,26 @@ class DocumentStage:
     def take_counters(self) -> Counter | None:
         return self.__dict__.pop("_counters", None)
 
+    def measure(self, metric: str, value: float) -> None:
+        """Record the value a rule measured on the current document and let pass (annotate mode
+        writes it into the document's `evidence` map; drop mode discards it)."""
+        self.__dict__.setdefault("_evidence", {})[metric] = value
+
+    def take_evidence(self) -> dict[str, float] | None:
+        return self.__dict__.pop("_evidence", None)
+
+    def adopt(self, inner: DocumentStage) -> None:
+        """Take the counters and measured values of a stage this one wraps (a FilterStep's block)."""
+        for k, n in (inner.take_counters() or {}).items():
+            self.count(k, n)
+        for metric, value in (inner.take_evidence() or {}).items():
+            self.measure(metric, value)
+
 
 class DatatroveFilter(DocumentStage):
-    """Adapts a datatrove filter block (`filter(doc) -> bool | (bool, reason)`) to the contract."""
+    """Adapts a datatrove filter block (`filter(doc) -> bool | (bool, reason)`) to the contract.
+
+    Its drops carry no metric, value or threshold: datatrove's `filter` returns only a reason."""
 
     def __init__(self, block: Any, name: str = "") -> None:
         self.block = block
@@ -333,7 +423,9 @@ def run_stages(
 
     `annotate`: a drop by an `annotatable` stage (a filter) is counted and sampled exactly as in
     drop mode, then recorded on the document (`drop_stage`, `drop_reason`) instead of ending it; the
-    document goes on through the later stages that are not filters (see `_after_annotation`).
+    document goes on through the later stages that are not filters (see `_after_annotation`). The
+    values each stage measured (`DocumentStage.measure`, and the failing rule's `Drop.value`) go
+    into the document's `evidence` map, keyed `evidence_key(stage, metric)`.
     """
     stages = list(stages)
     if annotate and doc.metadata.get("drop_stage") is not None:
@@ -345,22 +437,38 @@ def run_stages(
         st.docs_in += 1
         st.bytes_in += nbytes
         result = _call(stage, doc, stats, t0, keep_counters=True)
+        measured = stage.take_evidence()  # taken in every mode: a value never outlives its document
         if isinstance(result, Drop):
             st.drops[result.reason] += 1
             st.drop_bytes[result.reason] += nbytes
             st.seconds += _clock() - t0
             on_drop(stage.name, doc, result)
             if annotate and stage.annotatable:
+                _record_evidence(doc, stage.name, measured, result)
                 doc.metadata["drop_stage"], doc.metadata["drop_reason"] = stage.name, result.reason
                 return _after_annotation(doc, stages[i + 1 :], stats)
             return None
         doc = result
+        if annotate and measured:
+            _record_evidence(doc, stage.name, measured)
         if doc.text is not text:
             text, nbytes = doc.text, (utf8_len(doc.text) if doc.text is not None else 0)
         st.docs_out += 1
         st.bytes_out += nbytes
         st.seconds += _clock() - t0
     return doc
+
+
+def _record_evidence(
+    doc: Document, stage: str, measured: dict[str, float] | None, drop: Drop | None = None
+) -> None:
+    """Add a stage's measured values (and the failing rule's) to the document's `evidence` map.
+    A new dict each time: an attempt of `extract.mode: union` works on a shallow copy of the metadata."""
+    new = {evidence_key(stage, m): float(v) for m, v in (measured or {}).items()}
+    if drop is not None and drop.metric is not None and drop.value is not None:
+        new[evidence_key(stage, drop.metric)] = float(drop.value)
+    if new:
+        doc.metadata["evidence"] = {**(doc.metadata.get("evidence") or {}), **new}
 
 
 def _call(
@@ -370,12 +478,14 @@ def _call(
     try:
         result = stage.process(doc)
     except Exception as e:  # one bad document never ends the file
+        stage.take_evidence()  # what a stage that raised half-way measured is not kept
         result = _on_exception(stage, doc, e, stats if keep_counters else Stats())
     counters = stage.take_counters()
     budget = stage.time_budget_s
     if budget is not None and _clock() - t0 > budget:
         result = _over_budget(stage, doc, _clock() - t0)
         counters = None  # the result is discarded, so are the counts of what it found
+        stage.take_evidence()  # and the values it measured
     if counters and keep_counters:
         stats.counters.update(counters)
     return result
@@ -396,6 +506,7 @@ def _after_annotation(doc: Document, rest: list[DocumentStage], stats: Stats) ->
             continue
         stats.counters[f"annotated:{stage.name}"] += 1
         result = _call(stage, doc, stats, _clock(), keep_counters=False)
+        stage.take_evidence()  # the document's evidence is that of the stages up to its drop
         if isinstance(result, Drop):
             stats.counters[f"annotated_drop:{result.reason}"] += 1
             return None
@@ -408,7 +519,15 @@ def _over_budget(stage: DocumentStage, doc: Document, seconds: float) -> Drop:
         "stage %s took %.1f s on %s (budget %s s): dropped", stage.name, seconds, doc.id, stage.time_budget_s
     )
     detail = f"{seconds:.1f} s > time budget {stage.time_budget_s} s"
-    return Drop(stage.time_budget_reason, detail, snippet=None if stage.snippet_on_error else "")
+    return Drop(
+        stage.time_budget_reason,
+        detail,
+        snippet=None if stage.snippet_on_error else "",
+        metric="seconds",
+        value=seconds,
+        threshold=stage.time_budget_s,
+        op=">",
+    )
 
 
 def _on_exception(stage: DocumentStage, doc: Document, e: Exception, stats: Stats) -> Document | Drop:

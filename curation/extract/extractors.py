@@ -63,6 +63,12 @@ class Extracted:
     title: str | None
     reason: str | None  # None when text was extracted, else the drop reason
     detail: str = ""
+    metric: str | None = None
+    """A size rule's evidence, as core.stage.Drop's: `html_chars` > max_html_chars (extract_oversize),
+    `text_chars` < min_text_chars (extract_empty)."""
+    value: float | None = None
+    threshold: float | None = None
+    op: str | None = None
 
 
 @contextlib.contextmanager
@@ -95,6 +101,17 @@ def _warn_no_timer() -> None:
         _warned = True
 
 
+def _oversize(html: str, limit: int) -> Extracted:
+    return Extracted(
+        None, None, "extract_oversize", f"{len(html)} chars", "html_chars", len(html), limit, ">"
+    )
+
+
+def _empty(text: str | None, title: str | None, minimum: int) -> Extracted:
+    n = len(text.strip()) if text is not None else 0
+    return Extracted(None, title, "extract_empty", "", "text_chars", n, minimum, "<")
+
+
 class HtmlExtractor(DocumentStage, abc.ABC):
     """An extractor as a document stage: `doc.html` -> text and title through `self(html, url)`,
     or the drop its `Extracted` names. A subclass that lacks `__call__` fails when it is made."""
@@ -107,7 +124,9 @@ class HtmlExtractor(DocumentStage, abc.ABC):
     def process(self, doc: Document) -> Document | Drop:
         ex = self(doc.html or "", doc.metadata.get("url"))
         if ex.reason is not None:
-            return Drop(ex.reason, ex.detail)
+            return Drop(
+                ex.reason, ex.detail, metric=ex.metric, value=ex.value, threshold=ex.threshold, op=ex.op
+            )
         doc.text = ex.text
         doc.metadata["title"] = ex.title
         return doc
@@ -149,7 +168,7 @@ class Extractor(HtmlExtractor):
     def __call__(self, html: str, url: str | None = None) -> Extracted:
         cfg = self.cfg
         if len(html) > cfg.max_html_chars:
-            return Extracted(None, None, "extract_oversize", f"{len(html)} chars")
+            return _oversize(html, cfg.max_html_chars)
         try:
             with time_limit(cfg.timeout_s):
                 text, title = self._extract(html, url)
@@ -160,7 +179,7 @@ class Extractor(HtmlExtractor):
         except Exception as e:  # trafilatura and lxml raise many types on broken markup
             return Extracted(None, None, "extract_error", f"{type(e).__name__}: {str(e)[:200]}")
         if text is None or len(text.strip()) < cfg.min_text_chars:
-            return Extracted(None, title, "extract_empty")
+            return _empty(text, title, cfg.min_text_chars)
         return Extracted(text, title, None)
 
     def _extract(self, html: str, url: str | None) -> tuple[str | None, str | None]:
@@ -205,7 +224,7 @@ class Resiliparse(HtmlExtractor):
 
     def __call__(self, html: str, url: str | None = None) -> Extracted:
         if len(html) > self.cfg.max_html_chars:
-            return Extracted(None, None, "extract_oversize", f"{len(html)} chars")
+            return _oversize(html, self.cfg.max_html_chars)
         html, depth = bound_depth(html, self.cfg.max_tag_depth)
         if depth.cut is not None:
             self.count("html_too_deep")
@@ -214,7 +233,7 @@ class Resiliparse(HtmlExtractor):
         except Exception as e:  # resiliparse raises on markup its parser refuses
             return Extracted(None, None, "extract_error", f"{type(e).__name__}: {str(e)[:200]}")
         if len(text.strip()) < self.cfg.min_text_chars:
-            return Extracted(None, title, "extract_empty")
+            return _empty(text, title, self.cfg.min_text_chars)
         return Extracted(text, title, None)
 
 

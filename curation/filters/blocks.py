@@ -10,12 +10,14 @@ The "filter" registry (core/stage.py) holds two implementations of each of FineW
 
 Each configured entry runs as a `FilterStep`: funnel row `filter:<key>`, drop reason
 `<key>:<stage's reason>` (e.g. `gopher_quality:gopher_short_doc`), so the funnel shows both the
-block and its rule, whichever implementation runs. Blocks are built once per worker process.
+block and its rule, whichever implementation runs. Blocks are built once per worker process. A
+block's evidence (the Drop's metric, value, op and threshold; the values it measured on a document
+it kept) passes through unchanged: the metric is not prefixed, the stage column says whose it is.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +65,9 @@ class FilterStep(DocumentStage):
 
     def process(self, doc: Document) -> Document | Drop:
         result = self.inner.process(doc)
-        counters = self.inner.take_counters()
-        if counters:
-            for k, n in counters.items():
-                self.count(k, n)
+        self.adopt(self.inner)
         if isinstance(result, Drop):
-            return Drop(f"{self.key}:{result.reason}", result.detail, result.snippet)
+            return replace(result, reason=f"{self.key}:{result.reason}")
         return result
 
 
@@ -134,7 +133,11 @@ class PerLanguageBlock(DocumentStage):
 
     def process(self, doc: Document) -> Document | Drop:
         block = self.block_for(doc.metadata.get("lang"))
-        return doc if block is None else block.process(doc)
+        if block is None:
+            return doc
+        result = block.process(doc)
+        self.adopt(block)
+        return result
 
 
 def build_filter_steps(cfg: FiltersConfig, settings: Path | None = None) -> list[FilterStep]:

@@ -111,6 +111,9 @@ class LangResult:
     lang: str
     score: float
     reason: str | None  # None when kept
+    judged: float | None = None
+    """The probability compared with the threshold: the score, or the macrolanguage's summed
+    probability where that is higher (`family_score`); None for a language not on the keep-list."""
 
 
 class LanguageIdentifier(DocumentStage):
@@ -234,9 +237,12 @@ class LanguageIdentifier(DocumentStage):
         if lang not in self._keep:
             return LangResult(lang, score, "lang_not_kept")
         t = self.threshold(lang)
-        if score < t and self.family_score(lang, text, top) < t:
-            return LangResult(lang, score, "lang_low_score")
-        return LangResult(lang, score, None)
+        if score < t:
+            family = self.family_score(lang, text, top)
+            if family < t:
+                return LangResult(lang, score, "lang_low_score", max(score, family))
+            return LangResult(lang, score, None, family)  # kept by its macrolanguage's sum
+        return LangResult(lang, score, None, score)
 
     def family_score(self, lang: str, text: str, top: list[tuple[str, float]] | None = None) -> float:
         """The probability that `text` is in `lang`'s macrolanguage: the sum over the labels of its
@@ -277,9 +283,18 @@ class LanguageIdentifier(DocumentStage):
         # Every identified language is counted, kept or not: the report's language chart.
         self.count(f"lang:{r.lang}")
         if r.reason is None:
+            self.measure("lang_score", r.score)
+            if r.judged != r.score:
+                self.measure("family_score", r.judged)
             return doc
-        low = r.reason == "lang_low_score"
-        return Drop(r.reason, f"{r.lang} {r.score:.2f} < {self.threshold(r.lang):.2f}" if low else "")
+        if r.reason != "lang_low_score":
+            return Drop(r.reason, "")
+        t = self.threshold(r.lang)
+        # the evidence is the probability judged: the top label's, or its macrolanguage's sum when higher
+        metric = "lang_score" if r.judged == r.score else "family_score"
+        return Drop(
+            r.reason, f"{r.lang} {r.score:.2f} < {t:.2f}", metric=metric, value=r.judged, threshold=t, op="<"
+        )
 
 
 class PreLanguageFilter(DocumentStage):
@@ -321,6 +336,7 @@ class PreLanguageFilter(DocumentStage):
             return doc
         lang, score, kept = self.lid.kept_probability(text)
         if kept >= self.floor:
+            self.measure("kept_lang_probability", kept)
             return doc
         doc.metadata["lang"], doc.metadata["lang_score"] = lang, score
         self.count(f"lang:{lang}")
@@ -328,4 +344,12 @@ class PreLanguageFilter(DocumentStage):
         detail = (
             f"pre-extraction: {lang} {score:.2f}, kept-language probability {kept:.2f} < {self.floor:.2f}"
         )
-        return Drop(reason, detail, snippet=text)
+        return Drop(
+            reason,
+            detail,
+            snippet=text,
+            metric="kept_lang_probability",
+            value=kept,
+            threshold=self.floor,
+            op="<",
+        )

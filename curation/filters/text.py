@@ -24,6 +24,20 @@ Parity with datatrove is tested per document on every shared WARC and the extrac
 above; any other code splits words with curation.filters.segment.segmenter_for(language) (jieba for
 `cmn_Hani`, spaCy's class for `rus_Cyrl`, ...), and C4 counts a line's words and sentences with it
 (datatrove's C4 counts whitespace runs, which a Chinese or Thai line has one of).
+
+Evidence (issue 46): each rule that compares a measured value with a threshold is judged through
+`core.stage.Rules`, so its Drop carries `metric`, `value`, `op`, `threshold` (`gopher_quality`'s
+`gopher_enough_stop_words`: `stop_words 1 < 2`), and a rule passed records its value (annotate mode's
+`evidence` column). The comparisons are the ones above, unchanged: the same documents are dropped for
+the same reasons. The metrics, per block (the reason they can give in brackets):
+- gopher_repetition: dup_para_frac, dup_para_char_frac, dup_line_frac, dup_line_char_frac (the reasons
+  of the same names), top_<n>_gram_char_frac (top_<n>_gram), dup_<n>_gram_char_frac (duplicated_<n>_n_grams);
+- gopher_quality: words (gopher_short_doc, gopher_long_doc), avg_word_length (gopher_below/above_avg_threshold),
+  hash_word_ratio, ellipsis_word_ratio, bullet_lines_ratio, end_ellipsis_lines_ratio, alpha_words_ratio,
+  stop_words (gopher_enough_stop_words: distinct stop words seen);
+- c4_quality: sentences (too_few_sentences; counted up to the minimum, so a kept page records the minimum);
+  lorem_ipsum and curly_bracket are matches, not measures: no metric;
+- fineweb_quality: line_punct_ratio, short_line_ratio, char_dup_ratio, list_ratio.
 """
 
 from __future__ import annotations
@@ -35,7 +49,7 @@ from collections import Counter
 from typing import Any
 
 from core.errors import ConfigError
-from core.stage import Document, DocumentStage, Drop, register
+from core.stage import Document, DocumentStage, Drop, Rules, register
 from curation.filters.words import ENGLISH, SPLITTER, analyse, check_language, sentence_count_words
 
 # datatrove's defaults, by argument name (the same in every block that has them)
@@ -58,12 +72,17 @@ class _TextRules(DocumentStage, ABC):
     """A block whose rules read the text alone: a document is dropped for the first rule it fails."""
 
     def process(self, doc: Document) -> Document | Drop:
-        why = self.reason(doc.text)
-        return doc if why is None else Drop(why)
+        drop = self.judge(doc.text, Rules(self))
+        return doc if drop is None else drop
 
-    @abstractmethod
     def reason(self, text: str) -> str | None:
         """The drop reason of the first rule `text` fails (datatrove's), None when it passes them all."""
+        drop = self.judge(text, Rules())
+        return None if drop is None else drop.reason
+
+    @abstractmethod
+    def judge(self, text: str, rules: Rules) -> Drop | None:
+        """The Drop of the first rule `text` fails, with its evidence; None when it passes them all."""
 
 
 @register("filter", "gopher_repetition")
@@ -88,31 +107,50 @@ class GopherRepetition(_TextRules):
         self.top_n_grams = tuple((int(n), float(f)) for n, f in top_n_grams)
         self.dup_n_grams = tuple((int(n), float(f)) for n, f in dup_n_grams)
 
-    def reason(self, text: str) -> str | None:
+    def judge(self, text: str, rules: Rules) -> Drop | None:
         if not text:
-            return "empty"
+            return Drop("empty")
         n_chars = len(text)
         paragraphs = _PARAGRAPH_SPLIT.split(text.strip())
         dups, dup_chars = duplicates(paragraphs)
-        if self.dup_para_frac and dups / len(paragraphs) > self.dup_para_frac:
-            return "dup_para_frac"
-        if self.dup_para_char_frac and dup_chars / n_chars > self.dup_para_char_frac:
-            return "dup_para_char_frac"
+        if self.dup_para_frac and (
+            drop := rules.check(
+                "dup_para_frac", "dup_para_frac", dups / len(paragraphs), ">", self.dup_para_frac
+            )
+        ):
+            return drop
+        if self.dup_para_char_frac and (
+            drop := rules.check(
+                "dup_para_char_frac", "dup_para_char_frac", dup_chars / n_chars, ">", self.dup_para_char_frac
+            )
+        ):
+            return drop
         lines = _LINE_SPLIT.split(text)
         dups, dup_chars = duplicates(lines)
-        if self.dup_line_frac and dups / len(lines) > self.dup_line_frac:
-            return "dup_line_frac"
-        if self.dup_line_char_frac and dup_chars / n_chars > self.dup_line_char_frac:
-            return "dup_line_char_frac"
+        if self.dup_line_frac and (
+            drop := rules.check("dup_line_frac", "dup_line_frac", dups / len(lines), ">", self.dup_line_frac)
+        ):
+            return drop
+        if self.dup_line_char_frac and (
+            drop := rules.check(
+                "dup_line_char_frac", "dup_line_char_frac", dup_chars / n_chars, ">", self.dup_line_char_frac
+            )
+        ):
+            return drop
         top, dup = analyse(text, self.segmenter).ngram_stats(
             tuple(n for n, _ in self.top_n_grams), tuple(n for n, _ in self.dup_n_grams)
         )
         for (n, frac), chars in zip(self.top_n_grams, top):
-            if chars >= 0 and chars / n_chars > frac:
-                return f"top_{n}_gram"
+            # chars < 0: too few words for an n-gram, no rule to judge (datatrove's)
+            if chars >= 0 and (
+                drop := rules.check(f"top_{n}_gram", f"top_{n}_gram_char_frac", chars / n_chars, ">", frac)
+            ):
+                return drop
         for (n, frac), chars in zip(self.dup_n_grams, dup):
-            if chars / n_chars > frac:
-                return f"duplicated_{n}_n_grams"
+            if drop := rules.check(
+                f"duplicated_{n}_n_grams", f"dup_{n}_gram_char_frac", chars / n_chars, ">", frac
+            ):
+                return drop
         return None
 
 
@@ -148,45 +186,88 @@ class GopherQuality(_TextRules):
         self.min_stop_words = min_stop_words
         self.stop_words = frozenset(_STOP_WORDS if stop_words is None else stop_words)
 
-    def _word_rules(self, text: str) -> tuple[str | None, int, int, frozenset[str] | set[str]]:
+    def _word_rules(self, text: str, rules: Rules) -> tuple[Drop | None, int, int, frozenset[str] | set[str]]:
         """The rules on words alone; also (words, words with a letter, stop words seen) for the rest."""
         words = analyse(text, self.segmenter).words
         n_words = len(words)
         n_kept, kept_chars, n_alpha = SPLITTER.word_stats(words)
         stops = self.stop_words.intersection(words)
-        if self.min_doc_words and n_kept < self.min_doc_words:
-            return "gopher_short_doc", n_words, n_alpha, stops
-        if self.max_doc_words and n_kept > self.max_doc_words:
-            return "gopher_long_doc", n_words, n_alpha, stops
+        drop = None
+        if self.min_doc_words:
+            drop = rules.check("gopher_short_doc", "words", n_kept, "<", self.min_doc_words)
+        if drop is None and self.max_doc_words:
+            drop = rules.check("gopher_long_doc", "words", n_kept, ">", self.max_doc_words)
+        if drop is not None:
+            return drop, n_words, n_alpha, stops
         avg = kept_chars / n_kept if n_kept else math.nan  # numpy's mean of nothing is nan
-        if self.min_avg_word_length and avg < self.min_avg_word_length:
-            return "gopher_below_avg_threshold", n_words, n_alpha, stops
-        if self.max_avg_word_length and avg > self.max_avg_word_length:
-            return "gopher_above_avg_threshold", n_words, n_alpha, stops
-        return None, n_words, n_alpha, stops
+        if self.min_avg_word_length:
+            drop = rules.check(
+                "gopher_below_avg_threshold", "avg_word_length", avg, "<", self.min_avg_word_length
+            )
+        if drop is None and self.max_avg_word_length:
+            drop = rules.check(
+                "gopher_above_avg_threshold", "avg_word_length", avg, ">", self.max_avg_word_length
+            )
+        return drop, n_words, n_alpha, stops
 
-    def reason(self, text: str) -> str | None:
-        why, n_words, n_alpha, stops = self._word_rules(text)
-        if why is not None:
-            return why
+    def judge(self, text: str, rules: Rules) -> Drop | None:
+        drop, n_words, n_alpha, stops = self._word_rules(text, rules)
+        if drop is not None:
+            return drop
         ratio = self.max_symbol_word_ratio
-        if ratio and text.count("#") / n_words > ratio:
-            return "gopher_too_many_hashes"
-        if ratio and (text.count("...") + text.count("…")) / n_words > ratio:
-            return "gopher_too_many_ellipsis"
+        if ratio and (
+            drop := rules.check(
+                "gopher_too_many_hashes", "hash_word_ratio", text.count("#") / n_words, ">", ratio
+            )
+        ):
+            return drop
+        if ratio and (
+            drop := rules.check(
+                "gopher_too_many_ellipsis",
+                "ellipsis_word_ratio",
+                (text.count("...") + text.count("…")) / n_words,
+                ">",
+                ratio,
+            )
+        ):
+            return drop
         lines = text.splitlines()
         if self.max_bullet_lines_ratio:
             bullets = sum(1 for s in lines if s.lstrip().startswith(("•", "-")))
-            if bullets / len(lines) > self.max_bullet_lines_ratio:
-                return "gopher_too_many_bullets"
+            if drop := rules.check(
+                "gopher_too_many_bullets",
+                "bullet_lines_ratio",
+                bullets / len(lines),
+                ">",
+                self.max_bullet_lines_ratio,
+            ):
+                return drop
         if self.max_ellipsis_lines_ratio:
             ellipses = sum(1 for s in lines if s.rstrip().endswith(("...", "…")))
-            if ellipses / len(lines) > self.max_ellipsis_lines_ratio:
-                return "gopher_too_many_end_ellipsis"
-        if self.max_non_alpha_words_ratio and n_alpha / n_words < self.max_non_alpha_words_ratio:
-            return "gopher_below_alpha_threshold"
-        if self.min_stop_words and len(stops) < self.min_stop_words:
-            return "gopher_enough_stop_words"
+            if drop := rules.check(
+                "gopher_too_many_end_ellipsis",
+                "end_ellipsis_lines_ratio",
+                ellipses / len(lines),
+                ">",
+                self.max_ellipsis_lines_ratio,
+            ):
+                return drop
+        if self.max_non_alpha_words_ratio and (
+            drop := rules.check(
+                "gopher_below_alpha_threshold",
+                "alpha_words_ratio",
+                n_alpha / n_words,
+                "<",
+                self.max_non_alpha_words_ratio,
+            )
+        ):
+            return drop
+        if self.min_stop_words and (
+            drop := rules.check(
+                "gopher_enough_stop_words", "stop_words", len(stops), "<", self.min_stop_words
+            )
+        ):
+            return drop
         return None
 
 
@@ -235,8 +316,8 @@ class C4Quality(_TextRules):
         self.filter_lorem_ipsum, self.filter_javascript = filter_lorem_ipsum, filter_javascript
         self.filter_curly_bracket, self.filter_policy = filter_curly_bracket, filter_policy
 
-    def reason(self, text: str) -> str | None:
-        return self.kept_lines(text)[1]
+    def judge(self, text: str, rules: Rules) -> Drop | None:
+        return self._kept_lines(text, rules)[1]
 
     def kept_text(self, text: str) -> str | None:
         """The text datatrove's block leaves in a document it keeps; None when it drops it."""
@@ -253,6 +334,10 @@ class C4Quality(_TextRules):
 
     def kept_lines(self, text: str) -> tuple[list[str], str | None]:
         """(kept lines, None), or ([], the reason the page is dropped)."""
+        kept, drop = self._kept_lines(text, Rules())
+        return kept, None if drop is None else drop.reason
+
+    def _kept_lines(self, text: str, rules: Rules) -> tuple[list[str], Drop | None]:
         kept: list[str] = []
         sentences, need = 0, self.min_num_sentences
         for line in text.splitlines():
@@ -266,11 +351,11 @@ class C4Quality(_TextRules):
                 continue
             lower = line.lower()
             if self.filter_lorem_ipsum and "lorem ipsum" in lower:
-                return [], "lorem_ipsum"
+                return [], Drop("lorem_ipsum")
             if self.filter_javascript and "javascript" in lower:
                 continue
             if self.filter_curly_bracket and "{" in line:
-                return [], "curly_bracket"
+                return [], Drop("curly_bracket")
             if self.filter_policy and any(p in lower for p in _POLICY):
                 continue
             if need != -1 and sentences < need:
@@ -279,8 +364,9 @@ class C4Quality(_TextRules):
                 else:
                     sentences += sentence_count_words(self.segmenter.words(line), need - sentences)
             kept.append(line)
-        if sentences < need:
-            return [], "too_few_sentences"
+        # need == -1: the rule is off (sentences >= 0 > -1 always passed it)
+        if need != -1 and (drop := rules.check("too_few_sentences", "sentences", sentences, "<", need)):
+            return [], drop
         return kept, None
 
 
@@ -309,17 +395,23 @@ class FineWebQuality(_TextRules):
         self.short_line_thr, self.short_line_length = short_line_thr, short_line_length
         self.char_duplicates_ratio, self.new_line_ratio = char_duplicates_ratio, new_line_ratio
 
-    def reason(self, text: str) -> str | None:
+    def judge(self, text: str, rules: Rules) -> Drop | None:
         lines = [line for line in text.split("\n") if line.strip() != ""]
         if not lines:
-            return "empty"
+            return Drop("empty")
         ratio = sum(1 for line in lines if line.endswith(self.stop_chars)) / len(lines)
-        if ratio < self.line_punct_thr and not (ratio == 0 and self.line_punct_exclude_zero):
-            return "line_punct_ratio"
-        if sum(1 for line in lines if len(line) <= self.short_line_length) / len(lines) > self.short_line_thr:
-            return "short_line_ratio"
-        if duplicates(lines)[1] / (len(text) - text.count("\n")) > self.char_duplicates_ratio:
-            return "char_dup_ratio"
-        if text.count("\n") / len(analyse(text, self.segmenter).words) > self.new_line_ratio:
-            return "list_ratio"
+        exempt = ratio == 0 and self.line_punct_exclude_zero  # no punctuation at all: not judged
+        if not exempt and (
+            drop := rules.check("line_punct_ratio", "line_punct_ratio", ratio, "<", self.line_punct_thr)
+        ):
+            return drop
+        short = sum(1 for line in lines if len(line) <= self.short_line_length) / len(lines)
+        if drop := rules.check("short_line_ratio", "short_line_ratio", short, ">", self.short_line_thr):
+            return drop
+        dup = duplicates(lines)[1] / (len(text) - text.count("\n"))
+        if drop := rules.check("char_dup_ratio", "char_dup_ratio", dup, ">", self.char_duplicates_ratio):
+            return drop
+        newlines = text.count("\n") / len(analyse(text, self.segmenter).words)
+        if drop := rules.check("list_ratio", "list_ratio", newlines, ">", self.new_line_ratio):
+            return drop
         return None

@@ -16,7 +16,9 @@ Checks, first match wins:
                      ("2 girls 1 cup" matches ".../2Girls-1Cup/"); Aho-Corasick, as datatrove
 
 Drop reasons are `url_filter:<check>` as above; the detail names what matched (the listed domain,
-the words). A page without a URL is kept and counted (`url_filter:no_url`), one whose host cannot
+the words). Only soft_banned_words compares a count with a threshold: its Drop carries metric
+`soft_banned_words`, value, op `>=` and threshold (a kept URL records its count); the list matches
+carry none. A page without a URL is kept and counted (`url_filter:no_url`), one whose host cannot
 be read (`http://%ff/`) has only the word checks applied and is counted (`url_filter:bad_host`).
 
 Where it differs from datatrove, on purpose (tests/curation/test_url_filter.py lists each
@@ -129,7 +131,15 @@ class UrlFilter(DocumentStage):
             soft = self.soft & words
             if len(soft) >= self.cfg.soft_word_threshold:
                 shown = ", ".join(repr(w.decode()) for w in sorted(soft))
-                return Drop("url_filter:soft_banned_words", f"{len(soft)} soft-banned words: {shown}")
+                return Drop(
+                    "url_filter:soft_banned_words",
+                    f"{len(soft)} soft-banned words: {shown}",
+                    metric="soft_banned_words",
+                    value=len(soft),
+                    threshold=self.cfg.soft_word_threshold,
+                    op=">=",
+                )
+            self.measure("soft_banned_words", len(soft))
         if self.subwords is not None:
             hit = next(self.subwords.iter(normalize_word(raw).decode("ascii")), None)
             if hit is not None:
