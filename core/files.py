@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import InputError
+from core.output import unit_of
 from core.storage import LocalStore, ObjectStore, Store, is_object_store, join
 
 __all__ = [
@@ -92,7 +93,8 @@ def doc_parquet_uris(path: str | Path) -> list[str]:
 def finished_docs(store: Store, root: str, files: list[str]) -> list[str]:
     """The files of `root/docs/` that the job output `root` says are finished: marker first.
 
-    Per-unit jobs (extract, score): docs/<unit>.parquet whose done/<unit>.json exists; any other file
+    Per-unit jobs (extract, score): docs/<unit>.parquet (or docs/lang=<code>/<unit>.parquet, the
+    extract job's `output.partition_by`) whose done/<unit>.json exists; any other file
     there (a killed run's, or a stray one) is skipped, and the skip is logged with a count and names.
     A job with one marker for its whole output (dedup): all of docs/ once `_SUCCESS` exists, else an
     InputError. A folder with neither markers nor `_config.json` is not a job output: all of it.
@@ -101,7 +103,7 @@ def finished_docs(store: Store, root: str, files: list[str]) -> list[str]:
     markers = {m.rsplit("/", 1)[-1].removesuffix(".json") for m in store.list(join(root, "done"), ".json")}
     if markers:
         prefix = join(root, "docs") + "/"
-        kept = [f for f in files if f[len(prefix) :].removesuffix(".parquet") in markers]
+        kept = [f for f in files if unit_of(f[len(prefix) :]) in markers]
         if len(kept) < len(files):
             stray = [f[len(prefix) :] for f in files if f not in set(kept)]
             log.warning(

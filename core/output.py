@@ -74,6 +74,34 @@ __all__ = [
 SUBDIRS = ("docs", "rejected", "stats", "done")
 
 
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+"""The folder name of a null value in Hive's layout (Spark and pyarrow read it back as null)."""
+_PARTITION_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def partition_folder(column: str, value: Any) -> str:
+    """`column=value`, the folder of one value in Hive's layout (docs/lang=rus_Cyrl/<unit>.parquet).
+
+    The value becomes a path component, so it must be a plain name: a language code is, but a label
+    from a user's LID model could hold `/` or `..`. Anything else is refused (ValueError), never
+    escaped into a folder name that a reader would have to decode.
+    """
+    if value is None:
+        return f"{column}={HIVE_NULL}"
+    if not isinstance(value, str) or not _PARTITION_VALUE.fullmatch(value):
+        raise ValueError(f"{column} {value!r} cannot name a partition folder (letters, digits, _ . - only)")
+    return f"{column}={value}"
+
+
+def unit_of(rel: str) -> str:
+    """The unit a data file belongs to, from its path under the data folder: `<unit>.parquet`, or
+    `<col>=<value>/.../<unit>.parquet` in Hive's layout (the folders above it are partitions)."""
+    *folders, name = rel.split("/")
+    if any("=" not in f for f in folders):
+        return rel.removesuffix(".parquet")  # not a partition: no unit of this layout (skipped)
+    return name.removesuffix(".parquet")
+
+
 def unit_name(uri: str) -> str:
     """File-system-safe, collision-free name for one input: base name + hash of the full URI."""
     base = uri.rstrip("/").rsplit("/", 1)[-1]
@@ -194,7 +222,8 @@ class OutputDir:
         """
         pattern = f".{unit}.*.tmp-*" if unit else ".*.tmp-*"
         for sub in ("", *self.subdirs):
-            for p in (self.staging / sub).glob(pattern):
+            # rglob: a partitioned folder's files are one level down (docs/lang=x/)
+            for p in (self.staging / sub).glob(pattern) if not sub else (self.staging / sub).rglob(pattern):
                 with contextlib.suppress(OSError):
                     p.unlink()
 
@@ -213,7 +242,7 @@ class OutputDir:
     # -- task side ---------------------------------------------------------------------------
     def tmp_path(self, sub: str, unit: str, ext: str) -> Path:
         folder = self.staging / sub
-        if self.remote:
+        if self.remote or "/" in sub:  # a partition's folder (docs/lang=x) is made at its first file
             folder.mkdir(parents=True, exist_ok=True)
         return folder / f".{unit}{ext}.tmp-{uuid.uuid4().hex[:8]}"
 

@@ -520,6 +520,11 @@ class OutputConfig(ConfigModel):
     snippet_chars: int = 2000
     compression_level: int = 3
     """zstd level of the Parquet files."""
+    partition_by: Literal["lang"] | None = None
+    """`lang`: kept documents are written to docs/lang=<code>/<unit>.parquet, one file per language per
+    unit (Hive's layout: a reader or a later job can take one language's folder alone; documents
+    without a language go to lang=__HIVE_DEFAULT_PARTITION__). Each file still holds the `lang`
+    column. None: docs/<unit>.parquet."""
 
     @model_validator(mode="after")
     def _check(self) -> Any:
@@ -625,6 +630,8 @@ class ExtractJobConfig(ConfigModel):
             del d["languages"]  # off: configs written before the section existed keep their fingerprint
         if not d["annotators"]:
             del d["annotators"]  # configs written before the list existed keep their fingerprint
+        if d["output"]["partition_by"] is None:
+            del d["output"]["partition_by"]  # off: folders made before the option existed keep their names
         if d["filters"].get("mode") == "drop":
             # the default mode is left out, so configs written before it existed keep their fingerprint
             del d["filters"]["mode"]

@@ -45,12 +45,13 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core.output import OutputDir, unit_name
+from core.output import OutputDir, partition_folder, unit_name
 from core.runner import PerFileJob, run_unit
 from core.stage import (
     Document,
@@ -320,6 +321,49 @@ class _DocWriter:
         self.file.close()
 
 
+class _PartitionedDocWriter:
+    """`output.partition_by`: one _DocWriter per value of the column, each its own file under
+    docs/<column>=<value>/, opened at the value's first document (Hive's layout; core/output.py).
+
+    A unit that keeps nothing still writes one empty file (in the null value's folder), as the
+    unpartitioned writer does: every finished unit has its schema on disk for the readers after it.
+    """
+
+    def __init__(
+        self, out: OutputDir, unit: str, column: str, schema: pa.Schema, metadata, level: int
+    ) -> None:
+        self.out, self.unit, self.column = out, unit, column
+        self.schema, self.metadata, self.level = schema, metadata, level
+        self.writers: dict[str, _DocWriter] = {}
+        self.files: list[Path] = []
+
+    @property
+    def count(self) -> int:
+        return sum(w.count + len(w.buf) for w in self.writers.values())
+
+    def _writer(self, value: Any) -> _DocWriter:
+        folder = partition_folder(self.column, value)
+        w = self.writers.get(folder)
+        if w is None:
+            tmp = self.out.tmp_path(f"docs/{folder}", self.unit, ".parquet")
+            w = self.writers[folder] = _DocWriter(tmp, self.schema, self.metadata, self.level)
+            self.files.append(tmp)
+        return w
+
+    def add(self, doc: Document) -> None:
+        self._writer(doc.metadata.get(self.column)).add(doc)
+
+    def close(self) -> None:
+        if not self.writers:
+            self._writer(None)
+        for w in self.writers.values():
+            w.close()
+
+    def abort(self) -> None:
+        for w in self.writers.values():
+            w.abort()
+
+
 def doc_schema(stages: list[DocumentStage], annotate: bool = False) -> pa.Schema:
     """The document row, plus the columns the configured stages declare (a user annotator's score),
     plus `drop_stage`/`drop_reason` in annotate mode (drop mode's row stays exactly as it was)."""
@@ -465,10 +509,17 @@ def run_unit_stages(
     stages = plan.stages()
     for st in stages:
         st.start_file()
-    docs_tmp = out.tmp_path("docs", unit, ".parquet")
     rej_tmp = out.tmp_path("rejected", unit, ".parquet")
     annotate = cfg.filters.mode == "annotate"
-    writer = _DocWriter(docs_tmp, doc_schema(stages, annotate), meta, cfg.output.compression_level)
+    schema = doc_schema(stages, annotate)
+    writer: _DocWriter | _PartitionedDocWriter
+    if cfg.output.partition_by:
+        writer = _PartitionedDocWriter(
+            out, unit, cfg.output.partition_by, schema, meta, cfg.output.compression_level
+        )
+    else:
+        docs_tmp = out.tmp_path("docs", unit, ".parquet")
+        writer = _DocWriter(docs_tmp, schema, meta, cfg.output.compression_level)
     scrubber = next((st.scrubber for st in stages if isinstance(st, PiiStage)), None)
     rejected = _Rejected(cfg.output.rejected_per_reason, cfg.output.snippet_chars, scrubber)
     try:
@@ -493,7 +544,8 @@ def run_unit_stages(
         "seconds": round(time.time() - started, 3),
         **stats.to_dict(),
     }
-    out.commit_unit(unit, {"docs": docs_tmp, "rejected": rej_tmp}, summary)
+    docs_files = writer.files if isinstance(writer, _PartitionedDocWriter) else [docs_tmp]
+    out.commit_unit(unit, [*docs_files, rej_tmp], summary)
     return {"docs": writer.count}
 
 

@@ -170,6 +170,16 @@ def test_job_output_is_read_marker_first(where, request, tmp_path, caplog):
     assert "u2.parquet" in caplog.text
     if where == "local":  # the Path listing every local reader uses (tokenizer, plan, report) too
         assert doc_parquet_files(Path(root) / per_unit) == [Path(root) / per_unit / "docs" / "u1.parquet"]
+    # the same rule in Hive's layout (extract's `output.partition_by: lang`): a unit's files sit one
+    # folder down, one per language, and belong to the unit named by the file; u4 has no marker
+    part = "partitioned"
+    for key in ("lang=deu_Latn/u3", "lang=rus_Cyrl/u3", "lang=rus_Cyrl/u4", "notapartition/u3"):
+        put(f"{part}/docs/{key}.parquet", local.read_bytes())
+    put(f"{part}/done/u3.json", b"{}")
+    assert doc_parquet_uris(join(root, part)) == [
+        join(root, part, "docs/lang=deu_Latn/u3.parquet"),
+        join(root, part, "docs/lang=rus_Cyrl/u3.parquet"),
+    ]
     # whole-output job (dedup): nothing until _SUCCESS
     whole = "dedup"
     put(f"{whole}/_config.json", b"{}")
@@ -181,3 +191,17 @@ def test_job_output_is_read_marker_first(where, request, tmp_path, caplog):
     # a plain folder of Parquet files (no markers, no _config.json) is read whole
     put("plain/docs/p.parquet", local.read_bytes())
     assert doc_parquet_uris(join(root, "plain")) == [join(root, "plain/docs/p.parquet")]
+
+
+def test_partition_folders_take_plain_values_only():
+    """A partition value becomes a path component: a language code does; a value that could leave the
+    folder or hide in it is refused, never escaped; null is Hive's default partition."""
+    from core.output import HIVE_NULL, partition_folder, unit_of
+
+    assert partition_folder("lang", "rus_Cyrl") == "lang=rus_Cyrl"
+    assert partition_folder("lang", None) == f"lang={HIVE_NULL}"
+    for bad in ("../x", "a/b", "", ".hidden", "_tmp", "x\x00", "é", 3, "a" * 65):
+        with pytest.raises(ValueError, match="cannot name a partition folder"):
+            partition_folder("lang", bad)
+    assert unit_of("u1.parquet") == unit_of("lang=x/u1.parquet") == unit_of("a=1/b=2/u1.parquet") == "u1"
+    assert unit_of("sub/u1.parquet") == "sub/u1"  # a plain subfolder is no partition: no unit's file

@@ -144,6 +144,7 @@ def test_preset_on_spark_over_real_multilingual_pages(spark, warc_dir, tmp_path)
 
     import pyarrow.parquet as pq
 
+    from core.files import doc_parquet_files
     from core.output import OutputDir
     from core.spark import SparkOptions
     from curation.job import run_extract
@@ -156,7 +157,8 @@ def test_preset_on_spark_over_real_multilingual_pages(spark, warc_dir, tmp_path)
     assert result.ok
 
     def docs(root):
-        rows = [r for f in sorted((root / "docs").glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+        # the project's one listing rule (marker first), as dedup, score and tokenize read a folder
+        rows = [r for f in doc_parquet_files(root) for r in pq.read_table(f).to_pylist()]
         return sorted(rows, key=lambda r: r["id"])
 
     direct = tmp_path / "direct"
@@ -166,6 +168,16 @@ def test_preset_on_spark_over_real_multilingual_pages(spark, warc_dir, tmp_path)
     assert got == docs(direct)
     langs = {d["lang"] for d in got}
     assert len(langs) >= 4 and "eng_Latn" in langs, langs
+    # partitioned by language: one folder per language, each file holding that language only, and
+    # nothing written beside the folders
+    files = sorted((tmp_path / "job" / "docs").rglob("*.parquet"))
+    assert {f.parent.name for f in files} == {f"lang={code}" for code in langs}
+    for f in files:
+        assert set(pq.read_table(f, columns=["lang"]).column("lang").to_pylist()) == {f.parent.name[5:]}
+    # Spark reads the listed files without a second `lang` from the folder names (partition
+    # discovery starts at a listed file's own folder), the way dedup reads its input
+    frame = spark.read.parquet(*[str(f) for f in doc_parquet_files(tmp_path / "job")])
+    assert frame.columns.count("lang") == 1 and frame.count() == len(got)
     for d in got:
         scores = dict(d["lang_scores"])
         assert d["lang"] in scores and all(p >= 0.01 for p in scores.values())
