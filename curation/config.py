@@ -514,10 +514,18 @@ class QualityStageConfig(ConfigModel):
         return json.loads((Path(self.model) / "metadata.json").read_text(encoding="utf-8"))["model_sha256"]
 
 
+REJECTED_TEXT_CHARS = 20_000
+MAX_REJECTED_TEXT_CHARS = 1_000_000  # rejected/ stays a sample: a cell of 20 rows at most ~20 MB of text
+
+
 class OutputConfig(ConfigModel):
     rejected_per_reason: int = 20
-    """Dropped documents kept for inspection, per reason and input file."""
+    """Dropped documents kept for inspection, per (stage, reason, language) cell and input file: a
+    reservoir of the documents with the smallest `sample_key` (curation/schema.py), the same on a rerun."""
     snippet_chars: int = 2000
+    rejected_text_chars: int = REJECTED_TEXT_CHARS
+    """Characters of each sampled rejected document's text kept in its `text` column (PII scrubbed as
+    `snippet` is); 0: no `text` column values. At most MAX_REJECTED_TEXT_CHARS."""
     compression_level: int = 3
     """zstd level of the Parquet files."""
     partition_by: Literal["lang"] | None = None
@@ -531,6 +539,10 @@ class OutputConfig(ConfigModel):
         if self.rejected_per_reason < 0:
             raise ConfigError("output.rejected_per_reason must be >= 0")
         check_positive("output.snippet_chars", self.snippet_chars)
+        if not 0 <= self.rejected_text_chars <= MAX_REJECTED_TEXT_CHARS:
+            raise ConfigError(
+                f"output.rejected_text_chars must be in [0, {MAX_REJECTED_TEXT_CHARS}], got {self.rejected_text_chars}"
+            )
         if not 1 <= self.compression_level <= 22:
             raise ConfigError("output.compression_level must be in [1, 22] (zstd)")
         return self
@@ -655,6 +667,8 @@ class ExtractJobConfig(ConfigModel):
         if self.languages.settings is not None:
             d["languages"]["files_sha256"] = self.languages.files_sha256()
         d["url_filter"]["files_sha256"] = self.url_filter.files_sha256()
+        if d["output"]["rejected_text_chars"] == REJECTED_TEXT_CHARS:
+            del d["output"]["rejected_text_chars"]  # folders made before the option existed keep their names
         # The built-in blocks without `class` run our implementation (curation/filters/text.py), not
         # datatrove's as before: named here so an output folder made by either refuses the other.
         for key in DATATROVE_FILTERS:

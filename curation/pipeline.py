@@ -39,6 +39,7 @@ dropped (`pii_error`: never written unscrubbed), one whose scoring raises keeps 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import json
 import logging
 import os
@@ -71,7 +72,14 @@ from curation.filters.blocks import build_filter_steps
 from curation.filters.langid import LanguageIdentifier, PreLanguageFilter
 from curation.filters.url_filter import UrlFilter
 from curation.pii.scrub import PiiScrubber, PiiStage
-from curation.schema import DOC_SCHEMA, REJECTED_SCHEMA, doc_id
+from curation.schema import (
+    DOC_SCHEMA,
+    EVIDENCE_TYPE,
+    REJECTED_DETAIL_CHARS,
+    REJECTED_SCHEMA,
+    doc_id,
+    sample_key,
+)
 from curation.warc.ranges import parse_range_unit
 from curation.warc.records import Page, Skip, crawl_from_name, iter_records
 
@@ -233,33 +241,64 @@ def _copy(doc: Document) -> Document:
     return Document(id=doc.id, text=doc.text, metadata=dict(doc.metadata), payload=doc.payload, html=doc.html)
 
 
+# Characters scrubbed beyond what a sampled row keeps, so a PII match cut by the limit is found whole.
+_SCRUB_MARGIN = 256
+
+
 @dataclass
 class _Rejected:
+    """A unit's sample of dropped documents: per (stage, reason, lang) cell, a reservoir of the `cap`
+    rows with the smallest `sample_key` (curation/schema.py).
+
+    The key is a hash of the document id, so the sample does not depend on the order records arrive
+    in, a rerun keeps the same rows (idempotent units), and it merges: the k smallest keys of a cell
+    over every unit's file are the run's sample of k, which is what a reader of many units takes
+    (issue 46: bounded at any scale). A cell per language, so a language with few drops is not
+    crowded out of the sample by one with many. What is counted stays exact elsewhere: drops per
+    reason in the funnel (core/stage.py run_stages), per language in the `lang_funnel` counters.
+
+    Rows keep the raw text cut to what they show (plus a margin) until `rows` scrubs the survivors:
+    only the sample pays for PII scrubbing, never a candidate the reservoir evicted.
+    """
+
     cap: int
     snippet_chars: int
     scrubber: PiiScrubber | None = None
-    """When the PII stage is on, snippets of dropped documents are scrubbed too: rejected/ is
-    for inspection and must not be the one place that keeps the raw personal data."""
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    per_reason: dict[str, int] = field(default_factory=dict)
+    """When the PII stage is on, snippets and texts of dropped documents are scrubbed too: rejected/
+    is for inspection and must not be the one place that keeps the raw personal data."""
+    text_chars: int = 0
+    """`output.rejected_text_chars`: characters of the `text` column (0: none)."""
+    cells: dict[tuple[str, str, str | None], list[tuple[int, int, dict[str, Any]]]] = field(
+        default_factory=dict
+    )
+    """(stage, reason, lang) -> a max-heap of (-sample_key, arrival, row): its root is the row to evict."""
+    _arrivals: int = 0
 
     def add(self, stage: str, reason: str, **row: Any) -> None:
-        n = self.per_reason.get(reason, 0)
-        if n >= self.cap:
+        if self.cap <= 0:
             return
-        self.per_reason[reason] = n + 1
-        snippet = row.pop("snippet", None)
-        self.rows.append(
-            {
-                "stage": stage,
-                "reason": reason,
-                "snippet": self._snippet(snippet) if snippet else None,
-                **row,
-            }
-        )
+        key = sample_key(row.get("id") or _record_key(row))
+        cell = self.cells.setdefault((stage, reason, row.get("lang")), [])
+        if len(cell) >= self.cap and key >= -cell[0][0]:
+            return  # the cell is full of smaller keys: nothing of this document is kept
+        raw = row.pop("snippet", None)
+        keep = max(self.snippet_chars, self.text_chars) + _SCRUB_MARGIN
+        entry = {
+            "stage": stage,
+            "reason": reason,
+            "raw": raw[:keep] if raw else None,
+            "sample_key": key,
+            **row,
+        }
+        self._arrivals += 1
+        item = (-key, self._arrivals, entry)
+        if len(cell) < self.cap:
+            heapq.heappush(cell, item)
+        else:
+            heapq.heapreplace(cell, item)
 
     def add_drop(self, stage: str, doc: Document, drop: Drop) -> None:
-        """core.stage.run_stages' on_drop: one sampled row per dropped document."""
+        """core.stage.run_stages' on_drop: one candidate row per dropped document."""
         m = doc.metadata
         self.add(
             stage,
@@ -271,15 +310,42 @@ class _Rejected:
             lang=m.get("lang"),
             lang_score=m.get("lang_score"),
             detail=drop.detail,
+            metric=drop.metric,
+            value=None if drop.value is None else float(drop.value),
+            threshold=None if drop.threshold is None else float(drop.threshold),
+            op=drop.op,
             snippet=drop.snippet if drop.snippet is not None else (doc.text or doc.html),
         )
 
-    def _snippet(self, text: str) -> str:
-        # Scrub a little more than is kept, so a match cut by the limit is still found whole.
-        text = text[: self.snippet_chars + 256]
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The sample, scrubbed, in a stable order: cells sorted, each by key."""
+        out = []
+        for cell_key in sorted(self.cells, key=lambda c: (c[0], c[1], c[2] or "")):
+            for _, _, entry in sorted(self.cells[cell_key], key=lambda item: -item[0]):
+                row = dict(entry)
+                raw = row.pop("raw")
+                shown = self._scrub(raw) if raw else None
+                row["snippet"] = shown[: self.snippet_chars] if shown else None
+                row["text"] = shown[: self.text_chars] if shown and self.text_chars else None
+                for col in ("detail", "metric"):
+                    if isinstance(row.get(col), str):
+                        row[col] = row[col][:REJECTED_DETAIL_CHARS]
+                out.append(row)
+        return out
+
+    def _scrub(self, text: str) -> str:
         if self.scrubber is not None:
             text = self.scrubber(text)[0]
-        return text[: self.snippet_chars]
+        return text[: max(self.snippet_chars, self.text_chars)]
+
+
+def _record_key(row: dict[str, Any]) -> str:
+    """What a row without a document id (a record skipped while reading) is keyed by: the id its
+    record would have had, else its file and detail."""
+    if row.get("warc_file") is not None and row.get("warc_offset") is not None:
+        return doc_id(row["warc_file"], row["warc_offset"])
+    return f"{row.get('warc_file')}:{row.get('url')}:{row.get('detail')}"
 
 
 class _DocWriter:
@@ -366,11 +432,14 @@ class _PartitionedDocWriter:
 
 def doc_schema(stages: list[DocumentStage], annotate: bool = False) -> pa.Schema:
     """The document row, plus the columns the configured stages declare (a user annotator's score),
-    plus `drop_stage`/`drop_reason` in annotate mode (drop mode's row stays exactly as it was)."""
+    plus `drop_stage`/`drop_reason` and `evidence` (curation/schema.py EVIDENCE_TYPE) in annotate mode
+    (drop mode's row stays exactly as it was)."""
     schema = DOC_SCHEMA
     if annotate:
-        schema = schema.append(pa.field("drop_stage", pa.string())).append(
-            pa.field("drop_reason", pa.string())
+        schema = (
+            schema.append(pa.field("drop_stage", pa.string()))
+            .append(pa.field("drop_reason", pa.string()))
+            .append(pa.field("evidence", EVIDENCE_TYPE))
         )
     for st in stages:
         for name, typ in st.columns.items():
@@ -521,7 +590,9 @@ def run_unit_stages(
         docs_tmp = out.tmp_path("docs", unit, ".parquet")
         writer = _DocWriter(docs_tmp, schema, meta, cfg.output.compression_level)
     scrubber = next((st.scrubber for st in stages if isinstance(st, PiiStage)), None)
-    rejected = _Rejected(cfg.output.rejected_per_reason, cfg.output.snippet_chars, scrubber)
+    rejected = _Rejected(
+        cfg.output.rejected_per_reason, cfg.output.snippet_chars, scrubber, cfg.output.rejected_text_chars
+    )
     try:
         read(UnitRun(cfg, plan, stats, writer, rejected))
         writer.close()

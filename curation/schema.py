@@ -43,21 +43,56 @@ DOC_SCHEMA = pa.schema(
     ]
 )
 
+EVIDENCE_TYPE = pa.map_(pa.string(), pa.float64())
+"""The `evidence` column of annotate mode's document row (curation/pipeline.py `doc_schema`, absent in
+drop mode): `<stage>/<metric>` -> the value the stage measured on this document, for every rule it
+judged (core/stage.py `evidence_key`: `filter:gopher_quality/stop_words` -> 5.0, `langid/lang_score`
+-> 0.93). A document kept by every filter carries the values of the rules it passed; one annotated
+as dropped carries those up to and including the rule that dropped it (its `drop_stage`), whose
+threshold and comparison are in the rejected sample's row. Null when no stage measured anything."""
+
 REJECTED_SCHEMA = pa.schema(
     [
         pa.field("id", pa.string()),
         pa.field("url", pa.string()),
         pa.field("warc_file", pa.string()),
         pa.field("warc_offset", pa.int64()),
-        pa.field("stage", pa.string()),
-        pa.field("reason", pa.string()),
-        pa.field("detail", pa.string()),
+        pa.field("stage", pa.string()),  # the funnel row that dropped it (`filter:gopher_quality`)
+        pa.field("reason", pa.string()),  # the counted drop reason (`gopher_quality:gopher_short_doc`)
+        pa.field("detail", pa.string()),  # prose, bounded (REJECTED_DETAIL_CHARS)
         pa.field("lang", pa.string()),
         pa.field("lang_score", pa.float32()),
         # First characters of the text (or of the HTML when extraction never produced text).
         pa.field("snippet", pa.string()),
+        # The rule's evidence (core/stage.py Drop), null for a drop that is no comparison (a blocklist,
+        # a parse error, a datatrove block): `value <op> threshold` held, e.g. metric "stop_words",
+        # value 1, op "<", threshold 2: "stop words 1 < 2". `metric` is unique within its stage; the
+        # same value on kept documents is annotate mode's `evidence["<stage>/<metric>"]`.
+        pa.field("metric", pa.string()),
+        pa.field("value", pa.float64()),
+        pa.field("threshold", pa.float64()),
+        pa.field("op", pa.string()),  # "<", "<=", ">" or ">=" (core.stage.OPS)
+        # The text the sample shows, as `snippet` but up to `output.rejected_text_chars` (PII
+        # scrubbed like the snippet); null when that is 0 or there is nothing to show.
+        pa.field("text", pa.string()),
+        # The sample is a reservoir per (stage, reason, lang) cell and input unit: the
+        # `output.rejected_per_reason` rows with the smallest `sample_key` (`sample_key(id)`, a hash of
+        # the document id), so a rerun keeps the same rows and the k smallest keys per cell over all
+        # units' files are the whole run's sample of k (a reader merges files without bias).
+        pa.field("sample_key", pa.int64()),
     ]
 )
+"""Rejected parquet written before issue 46 lacks metric..sample_key: a reader takes the columns present."""
+
+REJECTED_DETAIL_CHARS = 2000
+"""`detail` and `metric` strings are cut here: a hostile URL's words must not make a row of megabytes."""
+
+
+def sample_key(key: str) -> int:
+    """The rejected sample's ordering key of a document id (or of `<warc_file>:<offset>` for a record
+    that never became a document): the first 63 bits of its blake2b hash, deterministic across
+    machines and runs."""
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()) >> 1
 
 
 def doc_id(warc_file_name: str, offset: int) -> str:

@@ -40,15 +40,15 @@ def test_annotate_keeps_every_filtered_document_and_selects_back_to_drop_mode(tm
     dropped, d_stats, d_rej = _run(uri, tmp_path / "drop", DROP)
     annotated, a_stats, a_rej = _run(uri, tmp_path / "annotate", ANNOTATE)
 
-    # drop mode's row is unchanged; annotate mode adds the two columns
+    # drop mode's row is unchanged; annotate mode adds the two columns and the evidence map
     assert dropped.schema.remove_metadata().equals(DOC_SCHEMA)
-    assert annotated.schema.names == [*DOC_SCHEMA.names, "drop_stage", "drop_reason"]
+    assert annotated.schema.names == [*DOC_SCHEMA.names, "drop_stage", "drop_reason", "evidence"]
 
     mask, _ = selection_mask(annotated, parse_selectors({"drop_reason": None}))
     kept = annotated.filter(mask)
     assert kept.column("id").to_pylist() == dropped.column("id").to_pylist()
     assert kept.column("text").to_pylist() == dropped.column("text").to_pylist()
-    assert kept.drop(["drop_stage", "drop_reason"]).to_pylist() == dropped.to_pylist()
+    assert kept.drop(["drop_stage", "drop_reason", "evidence"]).to_pylist() == dropped.to_pylist()
     cascaded, c_stats, _ = _run(uri, tmp_path / "cascaded", CASCADED)
     assert "prelid" in [st["stage"] for st in c_stats["stages"]]
     assert cascaded.column("text").to_pylist() == dropped.column("text").to_pylist()
