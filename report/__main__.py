@@ -1,4 +1,5 @@
-"""`python -m report --demo-dir out/demo [--ablation DIR]`: write report.json, the PNG charts and report.html.
+"""`python -m report --demo-dir out/demo [--ablation DIR]`: write report.json, the PNG charts, report.html
+and, for a run folder, browse.html (report/browse.py: the documents behind the numbers).
 
 `--ablation` adds an ablation folder's table and chart (`python -m workflows ablate`, ablation.json);
 given alone, the report is that section only (written to --output, default the ablation folder).
@@ -19,6 +20,7 @@ if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then 
     handle_interrupts()
 
 from core.cli import guarded
+from report.browse import write_browse
 from report.collect import ReportError, collect, collect_ablation
 from report.render import render
 
@@ -35,6 +37,10 @@ def _write(args: argparse.Namespace) -> int:
     (out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=False) + "\n")
     page = render(report, out)
     print(f"report: {page}  (numbers: {out / 'report.json'})")
+    if args.demo_dir:
+        print(
+            f"browse: {write_browse(args.demo_dir, out)}  (the documents: drops, duplicates, scores, selectors)"
+        )
     return 0
 
 

@@ -1,0 +1,639 @@
+"""The data browser: one self-contained `browse.html` to read what each stage did to which documents.
+
+`python -m report --demo-dir RUN` writes it beside report.html (issue 46). Where report.html shows
+counts, this page shows documents: what a filter dropped (per stage and reason, with the measured value
+against the rule's threshold when the extract wrote those columns, kept pages of the same source
+beside), the members of a duplicate cluster side by side with a word diff against the one kept, the
+documents of any range of a score histogram (drag over it), and the documents just inside and just
+outside each threshold a recipe's selector resolved to. Every view filters by language and source
+(`source` is the WARC file a document came from: the one provenance column every row carries).
+
+Bounded at any input size (datatrove's `inspect` and Data-Juicer's analysis sample too): documents are
+chosen by a bottom-k sample of a hash of their id per cell (stage, reason, language; score bin; cluster
+size band; source and language), so the sample is uniform, the same on every rerun, and never holds
+more than `Limits` rows in memory; every text is cut to `Limits.text_chars`. The inputs are streamed
+file by file, reading only the columns needed, then the sampled rows' text by id. With the default
+limits a billion-document crawl gives a page of a few MB.
+
+Safety: the page makes no request (a Content-Security-Policy allows only its own inline script and
+style and data: images, and nothing in it names a URL to load); the data is JSON in a
+`<script type="application/json">` block with every `<`, `>` and `&` escaped, so no document text can
+close the block; the script puts every document string on screen with `textContent`, never as markup,
+never as a link, and bidirectional control characters in URLs and titles are shown as visible marks
+(an RTL override there can disguise a URL). tests/report/test_browse_browser.py proves it in Chromium.
+
+Layout read (any part may be missing; its view then says so):
+
+    RUN/extract/docs, rejected/     kept documents; dropped ones (stage, reason, detail, snippet, and
+                                    metric, value, threshold, text when the extract wrote them)
+    RUN/dedup/docs, removed_ids/, removed/, _config.json   kept rows with dup_cluster(_size); every
+                                    duplicate decision (id, stage, reason, partner_id = the id kept in its
+                                    place); the keep policies
+    RUN/scored/docs                 score columns (any float column is one)
+    recipe (report.collect.recipe_path), tokens/shards/<source>/manifest.json   selectors; their
+                                    percentiles as resolved when tokenized (`resolved_select`)
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from report.browse_page import TEMPLATE
+from report.collect import _json, _parquet_files, recipe_path
+
+BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How much of a run the page holds: the page's size is bounded by these, not by the run."""
+
+    per_cell: int = 12
+    """Dropped documents per (stage, reason, language)."""
+    max_dropped: int = 1200
+    """All dropped documents together: when the cells hold more, each keeps its share (water-filled)."""
+    per_bin: int = 5
+    """Documents per bin of each score histogram."""
+    bins: int = 30
+    kept_per_cell: int = 3
+    """Kept documents per (source, language) of a dropped document shown: what is shown beside it."""
+    max_kept: int = 400
+    """All those kept documents together (water-filled over the cells, as max_dropped)."""
+    clusters_per_band: int = 8
+    """Duplicate clusters per size band (2, 3-5, 6-20, 21+)."""
+    members: int = 6
+    """Members shown per cluster (the kept one and up to this many removed)."""
+    boundary: int = 6
+    """Documents each side of a selector's threshold."""
+    text_chars: int = 2500
+    """Characters of a document's text kept (the page says when a text was cut)."""
+    max_langs: int = 40
+    """Languages with their own histogram counts; the rest are counted as `other`."""
+
+
+def _hash(key: str) -> int:
+    import xxhash
+
+    return xxhash.xxh64_intdigest(key.encode("utf-8", "surrogatepass"), seed=46)
+
+
+class BottomK:
+    """A uniform, reproducible sample of at most k keys: the k smallest hashes seen (a max-heap)."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.heap: list[tuple[int, str, Any]] = []
+        self.seen = 0
+
+    def offer(self, key: str, item: Any = None) -> None:
+        self.seen += 1
+        h = _hash(key)
+        if len(self.heap) < self.k:
+            heapq.heappush(self.heap, (-h, key, item))
+        elif -self.heap[0][0] > h:
+            heapq.heapreplace(self.heap, (-h, key, item))
+
+    def items(self) -> list[Any]:
+        return [item for _, _, item in sorted(self.heap, key=lambda e: -e[0])]
+
+
+def _source(warc_file: str | None) -> str:
+    return (warc_file or "").rsplit("/", 1)[-1] or "?"
+
+
+def _batches(files: Iterable[Path | str], want: Iterable[str]) -> Iterator[tuple[Any, list[str]]]:
+    """(record batch, its columns) of each file, reading only the wanted columns it has."""
+    import pyarrow.parquet as pq
+
+    want = list(want)
+    for f in files:
+        pf = pq.ParquetFile(f)
+        cols = [c for c in want if c in pf.schema_arrow.names]
+        if cols:
+            for b in pf.iter_batches(columns=cols, batch_size=8192):
+                yield b, cols
+
+
+def _fetch(files: Iterable[Path | str], ids: set[str], columns: Iterable[str]) -> dict[str, dict]:
+    """Rows by id (the first of each), with the wanted columns a file has: only row groups that hold
+    a wanted id are read beyond their `id` column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    out: dict[str, dict] = {}
+    if not ids:
+        return out
+    wanted = pa.array(sorted(ids), pa.string())
+    for f in files:
+        pf = pq.ParquetFile(f)
+        names = pf.schema_arrow.names
+        if "id" not in names:
+            continue
+        cols = list(dict.fromkeys(["id", *(c for c in columns if c in names)]))
+        for rg in range(pf.num_row_groups):
+            idcol = pf.read_row_group(rg, columns=["id"]).column(0)
+            hit = pc.is_in(idcol, value_set=wanted)
+            if not pc.any(hit).as_py():
+                continue
+            t = pf.read_row_group(rg, columns=cols).filter(hit)
+            for row in t.to_pylist():
+                out.setdefault(row["id"], row)
+        if len(out) >= len(ids):
+            break
+    return out
+
+
+def _float_columns(files: list[Path]) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols: dict[str, None] = {}
+    for f in files:
+        for fld in pq.read_schema(f):
+            if pa.types.is_floating(fld.type) and fld.name not in ("warc_offset",):
+                cols[fld.name] = None
+    return list(cols)
+
+
+def _num(v: Any) -> float | None:
+    """A JSON-safe number: NaN and infinities become None (JSON has neither)."""
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+class Docs:
+    """The page's documents, each once, referred to by index from every view."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.rows: list[dict[str, Any]] = []
+        self.index: dict[str, int] = {}
+
+    def add(self, row: dict[str, Any], text: str | None = None, scores: dict[str, Any] | None = None) -> int:
+        key = row.get("id") or f"{row.get('warc_file')}:{row.get('warc_offset')}"
+        if key in self.index:
+            i = self.index[key]
+            d = self.rows[i]
+            if scores:
+                d["scores"].update({k: v for k, v in scores.items() if v is not None})
+            if text and len(text) > d["n"]:
+                d["text"], d["n"] = text[: self.limits.text_chars], len(text)
+            return i
+        t = text or ""
+        self.index[key] = len(self.rows)
+        self.rows.append(
+            {
+                "id": row.get("id") or key,
+                "url": row.get("url") or "",
+                "title": row.get("title") or "",
+                "lang": row.get("lang") or "?",
+                "src": _source(row.get("warc_file")),
+                "text": t[: self.limits.text_chars],
+                "n": len(t),  # the whole text's length: the page says when it shows less
+                "scores": {k: v for k, v in (scores or {}).items() if v is not None},
+            }
+        )
+        return self.index[key]
+
+
+# ---------------------------------------------------------------- (a) dropped documents
+
+
+def _allot(cells: dict[Any, BottomK], budget: int) -> dict[Any, int]:
+    """How many of each cell's sample the page keeps: the largest common cap c with sum(min(n, c)) within
+    `budget` (water-filling: small cells keep all, large ones the same share). When there are more cells
+    than `budget`, one each from the cells with the most documents seen (the rest are counted, not shown)."""
+    sizes = {c: len(s.heap) for c, s in cells.items() if s.heap}
+    if len(sizes) > budget:
+        return dict.fromkeys(sorted(sizes, key=lambda c: (-cells[c].seen, str(c)))[:budget], 1)
+    lo, hi = 1, max(sizes.values(), default=1)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(n, mid) for n in sizes.values()) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return {c: min(n, lo) for c, n in sizes.items()}
+
+
+EVIDENCE = ("metric", "value", "threshold")
+
+
+def dropped(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
+    """Sampled drops per (stage, reason, language) from extract's rejected/ and dedup's removed/."""
+    cells: dict[tuple[str, str, str], BottomK] = defaultdict(lambda: BottomK(limits.per_cell))
+    rej = run / "extract" / "rejected"
+    want = ("id", "url", "title", "warc_file", "warc_offset", "stage", "reason", "detail", "lang")
+    want += ("lang_score", "snippet", "text", *EVIDENCE)
+    files = sorted(rej.glob("*.parquet")) if rej.is_dir() else []
+    for batch, _ in _batches(files, want):
+        for r in batch.to_pylist():
+            key = r.get("id") or f"{r.get('warc_file')}:{r.get('warc_offset')}"
+            cells[(r.get("stage") or "?", r.get("reason") or "?", r.get("lang") or "?")].offer(key, r)
+    # dedup's removed/: a sample per reason already; the text, language and source are the input's
+    removed = run / "dedup" / "removed"
+    rfiles = _parquet_files(removed) if removed.is_dir() else []
+    drows = [
+        r for b, _ in _batches(rfiles, ("id", "url", "stage", "reason", "partner_id")) for r in b.to_pylist()
+    ]
+    inputs = _dedup_inputs(run)
+    if drows:
+        by_id = _fetch(inputs, {r["id"] for r in drows}, ("id", "url", "title", "warc_file", "lang", "text"))
+        for r in drows:
+            src = by_id.get(r["id"], {})
+            row = {**src, **{k: v for k, v in r.items() if v is not None}, "text": src.get("text")}
+            row["stage"] = f"dedup:{r.get('stage')}"
+            row["lang"] = src.get("lang")
+            row["detail"] = f"duplicate of {r['partner_id']}" if r.get("partner_id") else ""
+            cells[(row["stage"], r.get("reason") or "?", row.get("lang") or "?")].offer(r["id"], row)
+    allot = _allot(cells, limits.max_dropped)
+    out = []
+    for (stage, reason, _lang), sample in sorted(cells.items()):
+        for r in sample.items()[: allot.get((stage, reason, _lang), 0)]:
+            text = r.get("text") or r.get("snippet") or ""
+            scores = {"lang_score": _num(r.get("lang_score"))}
+            i = docs.add(r, text, scores)
+            ev = {k: r.get(k) for k in EVIDENCE if r.get(k) is not None}
+            for k in ("value", "threshold"):
+                if k in ev and _num(ev[k]) is not None:
+                    ev[k] = _num(ev[k])
+            out.append(
+                {
+                    "stage": stage,
+                    "reason": reason,
+                    "doc": i,
+                    "detail": r.get("detail") or "",
+                    "snippet": not r.get("text"),  # only the snippet was recorded (older runs)
+                    **ev,
+                }
+            )
+    counts = _drop_counts(run)
+    return {"rows": out, "counts": counts, "cells_left_out": len([c for c in cells if c not in allot])}
+
+
+def _drop_counts(run: Path) -> dict[str, dict[str, int]]:
+    """Every drop counted per stage and reason (the stats files; the sample is only a sample)."""
+    out: dict[str, dict[str, int]] = {}
+    for job, prefix in (("extract", ""), ("dedup", "dedup:")):
+        stats = _json(run / job / "stats.json") or {}
+        stages = stats.get("stages", [])
+        items = stages if isinstance(stages, list) else [{"stage": k, **v} for k, v in stages.items()]
+        for s in items:
+            for reason, n in (s.get("drops") or {}).items():
+                out.setdefault(f"{prefix}{s['stage']}", {})[reason] = int(n)
+    return out
+
+
+def _dedup_inputs(run: Path) -> list[Path | str]:
+    """The documents dedup read (its stats name them), else extract's."""
+    stats = _json(run / "dedup" / "stats.json") or {}
+    files = [f for f in stats.get("inputs", []) if "://" in f or Path(f).exists()]
+    return files or _parquet_files(run / "extract" / "docs")
+
+
+def kept_beside(run: Path, docs: Docs, limits: Limits, cells_wanted: set[str]) -> dict[str, list[int]]:
+    """'source|lang' -> a few kept documents (the run's final documents: scored, dedup, else extract),
+    for the cells of the dropped documents on the page only (a crawl has more cells than a page)."""
+    folder = next(
+        (run / n / "docs" for n in ("scored", "dedup", "extract") if (run / n / "docs").is_dir()), None
+    )
+    if folder is None:
+        return {}
+    files = _parquet_files(folder)
+    cells: dict[str, BottomK] = defaultdict(lambda: BottomK(limits.kept_per_cell))
+    for b, _ in _batches(files, ("id", "warc_file", "lang")):
+        d = b.to_pydict()
+        for i, wf, lang in zip(
+            d["id"], d.get("warc_file", [None] * b.num_rows), d.get("lang", [None] * b.num_rows)
+        ):
+            cell = f"{_source(wf)}|{lang or '?'}"
+            if cell in cells_wanted:
+                cells[cell].offer(i, i)
+    allot = _allot(cells, limits.max_kept)
+    ids = {i for c, s in cells.items() for i in s.items()[: allot.get(c, 0)]}
+    rows = _fetch(files, ids, _DOC_COLUMNS + tuple(_float_columns(files)))
+    return {
+        cell: [_add_doc(docs, rows[i]) for i in s.items()[: allot.get(cell, 0)] if i in rows]
+        for cell, s in sorted(cells.items())
+    }
+
+
+_DOC_COLUMNS = ("id", "url", "title", "warc_file", "lang", "text", "fetch_time", "quality")
+
+
+def _add_doc(docs: Docs, row: dict[str, Any]) -> int:
+    scores = {k: _num(v) for k, v in row.items() if isinstance(v, float)}
+    return docs.add(row, row.get("text"), scores)
+
+
+# ---------------------------------------------------------------- (b) duplicate clusters
+
+_BANDS = ((2, 2), (3, 5), (6, 20), (21, None))
+_POLICY = {
+    "best": "highest quality, then the most bytes, then the earliest fetch, then the smallest id",
+    "first": "the earliest fetch (crawl), then the smallest id",
+    "last": "the latest fetch (crawl), then the smallest id",
+    "drop_cluster": "none: the whole cluster is removed",
+}
+_STAGE_POLICY = {"exact": "exact", "url": "url", "cluster": "cluster"}
+
+
+def clusters(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
+    """Sampled duplicate groups: a kept document and the documents removed in its place.
+
+    dedup records membership as decisions (removed_ids/: every removed id with `partner_id`, the id
+    kept in its place); a member removed as an exact copy of a document that the cluster stage removed
+    in turn points at that document, so partners are followed (two hops) to the one kept.
+    """
+    kept_dir, ids_dir = run / "dedup" / "docs", run / "dedup" / "removed_ids"
+    if not kept_dir.is_dir() or not ids_dir.is_dir():
+        return {"clusters": [], "note": "no dedup output (dedup/docs and dedup/removed_ids)"}
+    cfg = (_json(run / "dedup" / "_config.json") or {}).get("config", {})
+    bands = [BottomK(limits.clusters_per_band) for _ in _BANDS]
+    kept_files = _parquet_files(kept_dir)
+    for b, _ in _batches(kept_files, ("id", "dup_cluster_size")):
+        d = b.to_pydict()
+        for i, size in zip(d["id"], d.get("dup_cluster_size", [None] * b.num_rows)):
+            if size and size > 1:
+                band = next(
+                    j for j, (lo, hi) in enumerate(_BANDS) if size >= lo and (hi is None or size <= hi)
+                )
+                bands[band].offer(i, (i, int(size)))
+    chosen = {i: size for bk in bands for i, size in bk.items()}
+    id_files = _parquet_files(ids_dir)
+    # partner -> [(member id, stage, reason)], two hops from the kept ids
+    members: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+    frontier, owner = set(chosen), {i: i for i in chosen}
+    for _hop in range(2):
+        found: dict[str, str] = {}
+        for b, _ in _batches(id_files, ("id", "stage", "reason", "partner_id")):
+            for r in b.to_pylist():
+                p = r.get("partner_id")
+                if p in frontier and r["id"] not in owner:
+                    root = owner[p]
+                    if len(members[root]) < limits.members:
+                        members[root].append((r["id"], r.get("stage") or "", r.get("reason") or ""))
+                    found[r["id"]] = root
+        owner.update(found)
+        frontier = set(found)
+        if not frontier:
+            break
+    want = set(chosen) | {m for ms in members.values() for m, _, _ in ms}
+    cols = (*_DOC_COLUMNS, "crawl", "lang_score")
+    rows = _fetch(_dedup_inputs(run), want, cols)
+    kept_rows = _fetch(kept_files, set(chosen), ("id", "dup_cluster", "dup_cluster_size", "quality"))
+    out = []
+    for kid, size in sorted(chosen.items(), key=lambda kv: (-kv[1], kv[0])):
+        if kid not in rows:
+            continue
+        ms = []
+        for mid, stage, reason in members.get(kid, []):
+            if mid in rows:
+                ms.append({"doc": _member(docs, rows[mid]), "stage": stage, "reason": reason})
+        if not ms:
+            continue
+        # one line per stage that removed a member here (an exact copy and near copies: two policies)
+        why = "; ".join(_why(stage, cfg) for stage in dict.fromkeys(m["stage"] for m in ms))
+        out.append(
+            {
+                "id": (kept_rows.get(kid) or {}).get("dup_cluster") or kid,
+                "size": size,
+                "kept": _member(docs, rows[kid]),
+                "members": ms,
+                "why": why,
+            }
+        )
+    return {"clusters": out, "bands": [f"{lo}-{hi or '…'}" for lo, hi in _BANDS]}
+
+
+def _why(stage: str, cfg: dict[str, Any]) -> str:
+    policy = cfg.get(_STAGE_POLICY.get(stage, "cluster"), {}).get("keep")
+    if policy is None:
+        return f"kept by the `{stage}` stage (no dedup/_config.json: policy unknown)"
+    return f"kept by the `{stage}` stage's keep policy `{policy}`: {_POLICY.get(policy, policy)}"
+
+
+def _member(docs: Docs, row: dict[str, Any]) -> int:
+    text = row.get("text") or ""
+    scores = {k: _num(row.get(k)) for k in ("quality", "lang_score")}
+    scores["bytes"] = float(len(text.encode("utf-8", "surrogatepass")))
+    i = docs.add(row, text, scores)
+    ft = row.get("fetch_time")
+    if ft is not None:
+        docs.rows[i]["fetch"] = str(ft)[:19]
+    return i
+
+
+# ---------------------------------------------------------------- (c) score histograms
+
+
+def _score_folder(run: Path) -> Path | None:
+    return next(
+        (run / n / "docs" for n in ("scored", "dedup", "extract") if (run / n / "docs").is_dir()), None
+    )
+
+
+def histograms(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
+    """Per float column: bins over its range (log10 bins where it spans > 3 decades of positives),
+    counts overall and per language, and a sample of documents per bin."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    folder = _score_folder(run)
+    if folder is None:
+        return {}
+    files = _parquet_files(folder)
+    cols = _float_columns(files)
+    lo = dict.fromkeys(cols, math.inf)
+    hi = dict.fromkeys(cols, -math.inf)
+    for b, have in _batches(files, cols):
+        for c in have:
+            mm = pc.min_max(b.column(have.index(c)))
+            if mm["min"].as_py() is not None:
+                lo[c], hi[c] = min(lo[c], mm["min"].as_py()), max(hi[c], mm["max"].as_py())
+    out: dict[str, Any] = {}
+    spec: dict[str, tuple[bool, np.ndarray]] = {}
+    for c in cols:
+        if not math.isfinite(lo[c]) or not math.isfinite(hi[c]):
+            continue
+        log = lo[c] > 0 and hi[c] / lo[c] > 1e3
+        a, z = (math.log10(lo[c]), math.log10(hi[c])) if log else (lo[c], hi[c])
+        z = z if z > a else a + 1e-9
+        spec[c] = (log, np.linspace(a, z, limits.bins + 1))
+    counts = {c: np.zeros(limits.bins, np.int64) for c in spec}
+    by_lang: dict[str, dict[str, np.ndarray]] = {c: {} for c in spec}
+    samples = {c: [BottomK(limits.per_bin) for _ in range(limits.bins)] for c in spec}
+    lang_total: dict[str, int] = defaultdict(int)
+    for b, _ in _batches(files, ("id", "lang", *spec)):
+        d = b.to_pydict()
+        langs = [x or "?" for x in d.get("lang", ["?"] * b.num_rows)]
+        for lang in langs:
+            lang_total[lang] += 1
+        for c in spec:
+            if c not in d:
+                continue
+            log, edges = spec[c]
+            x = np.array([np.nan if v is None else v for v in d[c]], dtype=np.float64)
+            ok = np.isfinite(x) & ((x > 0) if log else True)
+            xs = np.log10(np.where(ok, x, 1.0)) if log else x
+            idx = np.clip(np.searchsorted(edges, xs, side="right") - 1, 0, limits.bins - 1)
+            for j in np.nonzero(ok)[0]:
+                k = int(idx[j])
+                counts[c][k] += 1
+                by_lang[c].setdefault(langs[j], np.zeros(limits.bins, np.int64))[k] += 1
+                samples[c][k].offer(d["id"][j], d["id"][j])
+    top = [lang for lang, _ in sorted(lang_total.items(), key=lambda kv: -kv[1])[: limits.max_langs]]
+    want = {i for c in samples for s in samples[c] for i in s.items()}
+    rows = _fetch(files, want, (*_DOC_COLUMNS, *spec))
+    for c, (log, edges) in spec.items():
+        langs = {lang: v.tolist() for lang, v in by_lang[c].items() if lang in top}
+        other = sum((v for lang, v in by_lang[c].items() if lang not in top), np.zeros(limits.bins, np.int64))
+        if other.any():
+            langs["other"] = other.tolist()
+        out[c] = {
+            "log": log,
+            "edges": [float(10**e) if log else float(e) for e in edges],
+            "counts": counts[c].tolist(),
+            "langs": langs,
+            "docs": [[_add_doc(docs, rows[i]) for i in s.items() if i in rows] for s in samples[c]],
+        }
+    return out
+
+
+# ---------------------------------------------------------------- (d) selectors
+
+
+def selectors(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
+    """For each recipe source and each numeric comparison of its selection (percentiles as resolved):
+    the documents just inside and just outside the threshold, among those passing its other selectors."""
+    import pyarrow.compute as pc
+
+    from core.selectors import parse_selectors, resolve_percentiles, selection_mask
+    from mixtures.recipe import Recipe
+
+    rp = recipe_path(run)
+    if rp is None:
+        return {"sources": [], "note": "no recipe (RUN/recipe.yaml)"}
+    recipe = Recipe.load(rp)
+    out = []
+    for name, src in recipe.sources.items():
+        entry: dict[str, Any] = {"source": name, "select": src.select_spec(), "cuts": []}
+        out.append(entry)
+        if src.docs is None or not src.select:
+            entry["note"] = "no selection" if src.docs is not None else "no docs folder in the recipe"
+            continue
+        files = _parquet_files(Path(src.docs))
+        if not files:
+            entry["note"] = f"{src.docs}: no documents"
+            continue
+        manifest = _json(Path(src.shards) / "manifest.json") if isinstance(src.shards, Path) else None
+        resolved, how = src.select, "the recipe"
+        if manifest and manifest.get("resolved_select"):
+            resolved, how = parse_selectors(manifest["resolved_select"]), "the shards' manifest"
+        elif any(s.is_percentile for s in src.select):
+            resolved, how = (
+                resolve_percentiles(src.select, [str(f) for f in files], name)[0],
+                "these documents",
+            )
+        entry["resolved"] = {s.column: s.to_spec() for s in resolved}
+        entry["resolved_by"] = how
+        for k, sel in enumerate(resolved):
+            if sel.op not in (">=", ">", "<=", "<") or _num(sel.value) is None:
+                continue
+            others = tuple(s for j, s in enumerate(resolved) if j != k)
+            t = float(sel.value)
+            inside, outside = [], []  # heaps of (-distance, id, value): the nearest kept
+            cols = ("id", sel.column, *(s.column for s in others))
+            for b, have in _batches(files, cols):
+                if sel.column not in have:
+                    continue
+                import pyarrow as pa
+
+                table = pa.Table.from_batches([b])
+                mask = selection_mask(table, others, source=name)[0] if others else None
+                if mask is not None:
+                    table = table.filter(mask)
+                table = table.filter(pc.is_valid(table[sel.column]))
+                for i, v in zip(table["id"].to_pylist(), table[sel.column].to_pylist()):
+                    if not math.isfinite(v):
+                        continue
+                    passes = {">=": v >= t, ">": v > t, "<=": v <= t, "<": v < t}[sel.op]
+                    heap = inside if passes else outside
+                    item = (-abs(v - t), i, v)
+                    if len(heap) < limits.boundary:
+                        heapq.heappush(heap, item)
+                    elif item > heap[0]:
+                        heapq.heapreplace(heap, item)
+            ids = {i for _, i, _ in inside + outside}
+            rows = _fetch(files, ids, (*_DOC_COLUMNS, sel.column))
+
+            def nearest_first(heap: list, rows: dict = rows) -> list[int]:
+                return [_add_doc(docs, rows[i]) for _, i, _ in sorted(heap, reverse=True) if i in rows]
+
+            entry["cuts"].append(
+                {
+                    "column": sel.column,
+                    "op": sel.op,
+                    "threshold": t,
+                    "given": src.select_spec().get(sel.column),
+                    "inside": nearest_first(inside),
+                    "outside": nearest_first(outside),
+                }
+            )
+    return {"sources": out, "recipe": str(rp)}
+
+
+# ---------------------------------------------------------------- the page
+
+
+def collect_browse(run: str | Path, limits: Limits = Limits()) -> dict[str, Any]:
+    """Everything the page shows, as one JSON-able dict."""
+    run = Path(run)
+    docs = Docs(limits)
+    data: dict[str, Any] = {"run": str(run), "limits": {k: getattr(limits, k) for k in Limits.__slots__}}
+    data["dropped"] = dropped(run, docs, limits)
+    wanted = {f"{docs.rows[r['doc']]['src']}|{docs.rows[r['doc']]['lang']}" for r in data["dropped"]["rows"]}
+    data["kept"] = kept_beside(run, docs, limits, wanted)
+    data["clusters"] = clusters(run, docs, limits)
+    data["scores"] = histograms(run, docs, limits)
+    data["selectors"] = selectors(run, docs, limits)
+    data["docs"] = docs.rows
+    return data
+
+
+def page(data: dict[str, Any]) -> str:
+    """browse.html: the template with `data` in its JSON block. Every `<`, `>` and `&` of the JSON is a
+    \\u escape, so no string in it can end the block (`</script>`) or open a comment (`<!--`)."""
+    blob = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    blob = blob.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return TEMPLATE.replace("/*DATA*/", blob, 1)
+
+
+def embedded_data(html: str) -> dict[str, Any]:
+    """The data a browse.html embeds (for tests and scripts that read a page back)."""
+    start = html.index('id="browse-data">') + len('id="browse-data">')
+    return json.loads(html[start : html.index("</script>", start)])
+
+
+def write_browse(run: str | Path, out: str | Path | None = None, limits: Limits = Limits()) -> Path:
+    """Collect `run` and write `out/browse.html` (default: beside the run's report); its path."""
+    out = Path(out or run)
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "browse.html"
+    tmp = target.with_name(".browse.html.tmp")
+    tmp.write_text(page(collect_browse(run, limits)), encoding="utf-8")
+    tmp.replace(target)  # a reader never sees half a page
+    return target
