@@ -7,7 +7,7 @@ DEMO_OUT ?= out/demo
 # Stamp file: reinstall only when the dependency list changes.
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: install demo ablate test lint format clean
+.PHONY: install browser demo ablate test lint format clean
 
 install: $(STAMP)
 
@@ -53,11 +53,22 @@ ablate: install
 # worker (tests/conftest.py's scheduler). Much of the suite waits on subprocesses, JVMs and S3, so two
 # overlap: ~19 min of pytest on a quiet 2-core machine (serial: ~33 min). TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= 2
-test: install
+test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+
+# The browser tier (pytest -m browser: browse.html in headless Chromium) needs Debian's chromium and
+# chromedriver. Installed here when chromedriver is missing and we are root with apt-get; otherwise the
+# tier skips with the reason (and fails under CI=true, testkit/tiers.py), so a failed install does not
+# stop `make test`.
+browser:
+	@command -v chromedriver >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) \
+	      || echo "browser tier: apt-get could not install chromium chromium-driver; its tests will skip"; \
+	  else echo "browser tier: no chromedriver and not root with apt-get; its tests will skip"; fi; }
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports

@@ -1,7 +1,7 @@
 """The run report shows exactly the numbers of the stats files it was made from.
 
-Real outputs are made here: `extract` over two real WARCs, `dedup`, a small quality model and `score`,
-all on the shared local Spark session (the `spark` tier). The report's JSON must carry the stats files'
+Real outputs are made once (tests/report/conftest.py's `report_run`): `extract` over two real WARCs,
+`dedup`, a small quality model and `score`, all on the shared local Spark session (the `spark` tier). The report's JSON must carry the stats files'
 numbers unchanged, its HTML must print them, and each chart must exist as a PNG. The training part of
 the report (loss, tokens/s) is checked by the reduced demo, tests/workflows/test_demo.py.
 """
@@ -9,14 +9,12 @@ the report (loss, tokens/s) is checked by the reduced demo, tests/workflows/test
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from report.__main__ import main as report_main
 from report.collect import ReportError, collect
 
-WARCS = ("crawl-2024-sample-0000.warc.gz", "BL-20140325121225068-00000-32090~opera~8443.warc.gz")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -27,47 +25,20 @@ def test_empty_folder_is_refused(tmp_path, capsys):
     assert "not a folder" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def run_dir(spark, tmp_path_factory, warc_dir, data_dir) -> Path:
-    from classifiers.config import QualityTrainConfig
-    from classifiers.score import run_score
-    from classifiers.train import train_quality
-    from core.spark import SparkOptions
-    from curation.config import ExtractJobConfig
-    from curation.job import run_extract
-    from dedup.config import DedupJobConfig
-    from dedup.job import run_dedup
-
-    run = tmp_path_factory.mktemp("report-run")
-    quiet = SparkOptions(spark.sparkContext.master, progress=False)
-    res = run_extract(
-        [str(warc_dir / w) for w in WARCS], str(run / "extract"), ExtractJobConfig(), spark=quiet
-    )
-    assert not res.failed
-    run_dedup(str(run / "extract"), str(run / "dedup"), DedupJobConfig(), spark=quiet)
-    small = QualityTrainConfig.from_dict({"fasttext": {"dim": 16, "bucket": 20_000}})
-    train_quality(
-        [data_dir / "quality" / "enwiki_sample_articles.jsonl"], [run / "extract"], run / "model", small
-    )
-    run_score(run / "dedup", run / "scored", run / "model", spark=SparkOptions(spark.sparkContext.master))
-    assert report_main(["--demo-dir", str(run)]) == 0
-    return run
-
-
 @pytest.mark.spark
-def test_report_numbers_equal_stats_files(run_dir):
-    report = json.loads((run_dir / "report.json").read_text())
+def test_report_numbers_equal_stats_files(report_run):
+    report = json.loads((report_run / "report.json").read_text())
     for job in ("extract", "dedup"):
-        stats = json.loads((run_dir / job / "stats.json").read_text())
+        stats = json.loads((report_run / job / "stats.json").read_text())
         rows = [r for r in report["funnel"] if r["job"] == job]
         assert [r["stage"] for r in rows] == [s["stage"] for s in stats["stages"]]
         for r, s in zip(rows, stats["stages"]):
             for key in ("docs_in", "docs_out", "bytes_in", "bytes_out", "seconds", "drops"):
                 assert r[key] == s[key], (job, s["stage"], key)
-    extract = json.loads((run_dir / "extract" / "stats.json").read_text())
+    extract = json.loads((report_run / "extract" / "stats.json").read_text())
     assert extract["stages"][0]["docs_in"] > 0 and extract["docs_written"] > 5
 
-    scored = json.loads((run_dir / "scored" / "stats.json").read_text())
+    scored = json.loads((report_run / "scored" / "stats.json").read_text())
     bins = {
         k.removeprefix("quality_bin_"): v
         for k, v in scored["counters"].items()
@@ -82,14 +53,14 @@ def test_report_numbers_equal_stats_files(run_dir):
 
 
 @pytest.mark.spark
-def test_report_html_prints_the_numbers_and_charts(run_dir):
-    html = (run_dir / "report.html").read_text()
-    stats = json.loads((run_dir / "extract" / "stats.json").read_text())
+def test_report_html_prints_the_numbers_and_charts(report_run):
+    html = (report_run / "report.html").read_text()
+    stats = json.loads((report_run / "extract" / "stats.json").read_text())
     for s in stats["stages"]:
         row = f"<td>extract</td><td>{s['stage']}</td><td>{s['docs_in']:,}</td><td>{s['docs_out']:,}</td>"
         assert row in html, s["stage"]
     for chart in ("funnel", "languages", "quality", "dup_clusters"):
-        png = run_dir / f"{chart}.png"
+        png = report_run / f"{chart}.png"
         assert png.read_bytes()[:8] == PNG_MAGIC, chart
         assert f'src="{chart}.png"' in html
     # No tokens or training yet: those sections say so instead of failing.
