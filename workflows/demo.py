@@ -11,7 +11,7 @@ not given comes from the shared data folder, and with neither it says what to pa
 Every command comes from workflows/pipeline.py (the same definitions the cluster tests submit and the
 compose `curate` service runs); this workflow runs them in order in its own process (each package's
 `main`), the training through DeepSpeed's launcher (trainer/launch.py), times each stage into
-`<out>/timings.json` (workflows/steps.py) and finally writes `<out>/report.html`.
+`<out>/timings.json` (workflows/steps.py) and finally writes `<out>/report.html` and `<out>/browse.html`.
 
 Idempotent: a stage whose completion marker exists is skipped, and an interrupted stage resumes on its
 own (every job skips its finished units; the trainer resumes from its last checkpoint). So rerunning
@@ -272,7 +272,10 @@ def run(args: argparse.Namespace) -> int:
         again = "" if e.status == 2 else "\nRerun the same command: finished stages are skipped."
         print(f"\ndemo failed: {e}{again}", file=sys.stderr)
         return 1
-    print(f"\n{done_line(runner, stages, time.perf_counter() - t_all)} Open {out / 'report.html'}")
+    print(
+        f"\n{done_line(runner, stages, time.perf_counter() - t_all)} Open {out / 'report.html'}"
+        f" (and {out / 'browse.html'}: the documents)"
+    )
     return 0
 
 

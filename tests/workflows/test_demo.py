@@ -65,6 +65,23 @@ def test_report_matches_stats_and_metrics(demo):
     ]
 
 
+def test_demo_ends_with_the_browser(demo):
+    """browse.html beside report.html (issue 46): its selector view cuts web_hq where tokenize's manifest
+    says the recipe's percentile resolved, and it holds the drops the extract sampled."""
+    from report.browse import embedded_data
+
+    data = embedded_data((demo / "browse.html").read_text())
+    man = json.loads((demo / "tokens" / "shards" / "web_hq" / "manifest.json").read_text())
+    src = next(s for s in data["selectors"]["sources"] if s["source"] == "web_hq")
+    assert src["resolved_by"] == "the shards' manifest"
+    cut = next(c for c in src["cuts"] if c["column"] == "perplexity_bpb")
+    assert cut["threshold"] == float(man["resolved_select"]["perplexity_bpb"].split()[-1])
+    assert cut["inside"] and cut["outside"]
+    assert data["dropped"]["rows"] and set(data["dropped"]["counts"]) >= {
+        r["stage"] for r in data["dropped"]["rows"]
+    }
+
+
 def test_rerun_skips_finished_stages(demo, warc_dir, data_dir):
     res = run_demo(demo, warc_dir, data_dir)
     assert res.returncode == 0, res.stderr[-3000:]
