@@ -9,13 +9,17 @@ import pytest
 
 from core.errors import ConfigError
 from core.stage import (
+    OPS,
+    DatatroveFilter,
     Document,
     DocumentStage,
     Drop,
+    Rules,
     build_class,
     build_stage,
     check_arguments,
     class_entries,
+    evidence_key,
     register,
     register_path,
     registered,
@@ -197,3 +201,107 @@ def test_annotate_mode_records_the_drop_and_runs_the_rest_that_are_not_filters()
     assert drops == [("min_words", "too_few_words")]
     assert stats.counters["annotated:upper"] == 1
     assert stats.stage("upper").docs_in == 0  # not a funnel row in annotate passes
+
+
+# -- evidence (issue 46) ----------------------------------------------------------------------------
+
+
+class MinWordsRule(DocumentStage):
+    """A user filter giving its evidence through the contract (`Rules.check`)."""
+
+    name = "min_words_rule"
+    annotatable = True
+
+    def __init__(self, min_words: int = 3) -> None:
+        self.min_words = min_words
+
+    def process(self, doc: Document) -> Document | Drop:
+        n = len(doc.text.split())
+        return Rules(self).check("too_few_words", "words", n, "<", self.min_words) or doc
+
+
+class BoomAfterMeasuring(DocumentStage):
+    name = "boom_after"
+    annotatable = True
+    on_error = "keep"
+
+    def process(self, doc: Document) -> Document | Drop:
+        self.measure("half", 1.0)
+        raise RuntimeError("kaput")
+
+
+def _run_drops(stages, text, annotate=False):
+    stats, drops = Stats(), []
+    out = run_stages(Document("d", text), stages, stats, lambda n, d, r: drops.append(r), annotate)
+    return out, drops
+
+
+def test_a_rule_drop_carries_metric_value_op_threshold_and_reads_as_text():
+    out, drops = _run_drops([MinWordsRule(3)], "two words")
+    assert out is None
+    (drop,) = drops
+    assert (drop.reason, drop.metric, drop.value, drop.op, drop.threshold) == (
+        "too_few_words",
+        "words",
+        2,
+        "<",
+        3,
+    )
+    assert OPS[drop.op](drop.value, drop.threshold)
+    assert drop.evidence() == "words 2 < 3"
+    assert Drop("x").evidence() == "" and Drop("x", metric="m", value=0.5).evidence() == "m 0.5"
+    with pytest.raises(ValueError, match=r"Drop\.op"):
+        Drop("x", metric="m", value=1, threshold=2, op="lt")
+
+
+def test_annotate_mode_writes_the_values_of_rules_passed_and_of_the_one_failed():
+    # kept: the value of the rule it passed, under <stage>/<metric>
+    out, _ = _run_drops([MinWordsRule(2), Upper()], "three short words", annotate=True)
+    assert out.metadata["evidence"] == {evidence_key("min_words_rule", "words"): 3.0}
+    assert out.metadata.get("drop_stage") is None
+    # annotated as dropped: the failing rule's value, next to its drop_stage
+    out, drops = _run_drops([MinWordsRule(5), MinWords(1)], "two words", annotate=True)
+    assert out.metadata["drop_stage"] == "min_words_rule"
+    assert (
+        out.metadata["evidence"] == {"min_words_rule/words": 2.0} == {"min_words_rule/words": drops[0].value}
+    )
+    # drop mode never sets the column: the document row stays as it was
+    out, _ = _run_drops([MinWordsRule(2)], "three short words")
+    assert "evidence" not in out.metadata
+
+
+def test_values_of_a_stage_that_raised_or_ran_over_budget_are_not_kept(monkeypatch):
+    out, _ = _run_drops([BoomAfterMeasuring(), MinWordsRule(1)], "one two", annotate=True)
+    assert out.metadata["evidence"] == {"min_words_rule/words": 2.0}  # not boom_after/half
+    assert BoomAfterMeasuring().take_evidence() is None
+
+    import core.stage as core_stage
+
+    now = [0.0]
+    monkeypatch.setattr(core_stage, "_clock", lambda: now[0])
+
+    class Slow(MinWordsRule):
+        name = "slow"
+        time_budget_s = 5.0
+
+        def process(self, doc):
+            now[0] += 7.0
+            return super().process(doc)
+
+    out, drops = _run_drops([Slow(1)], "one two", annotate=True)
+    (drop,) = drops
+    assert (drop.reason, drop.metric, drop.value, drop.op, drop.threshold) == (
+        "slow_time_budget",
+        "seconds",
+        7.0,
+        ">",
+        5.0,
+    )
+    # annotated (a filter's drop): the budget's evidence, not the discarded result's words
+    assert out.metadata["evidence"] == {"slow/seconds": 7.0}
+
+
+def test_datatrove_filters_give_no_evidence():
+    dt = DatatroveFilter(DatatroveStyle())
+    drop = dt.process(Document("2", "spam"))
+    assert (drop.metric, drop.value, drop.threshold, drop.op) == (None, None, None, None)

@@ -73,6 +73,25 @@ def test_annotate_keeps_every_filtered_document_and_selects_back_to_drop_mode(tm
     for r in rows:
         assert r["lang"] is not None and r["pii_counts"] is not None and r["text"].strip()
 
+    # evidence (issue 46): a kept document carries the value of every rule it passed, language ID's
+    # probability among them; one annotated as dropped carries the failing rule's value, the same
+    # value its rejected row shows against the threshold
+    for d in kept.to_pylist():
+        ev = dict(d["evidence"])
+        assert ev["langid/lang_score"] == pytest.approx(d["lang_score"], abs=1e-6)
+        assert (
+            ev["filter:gopher_quality/stop_words"] >= 2
+            and ev["filter:fineweb_quality/line_punct_ratio"] >= 0.12
+        )
+    sampled = {r["id"]: r for r in a_rej}
+    checked = 0
+    for r in rows:
+        row = sampled.get(r["id"])
+        if row is not None and row["metric"] is not None:
+            assert dict(r["evidence"])[f"{r['drop_stage']}/{row['metric']}"] == row["value"]
+            checked += 1
+    assert checked
+
 
 def test_annotate_mode_is_refused_unless_known_and_drop_keeps_its_fingerprint():
 
