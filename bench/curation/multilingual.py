@@ -220,12 +220,15 @@ def datatrove_judges(cfg: ExtractJobConfig) -> list:
 
 
 def our_kept(root: Path) -> dict[str, str]:
-    """warc_record_id -> lang of our output's documents."""
+    """warc_record_id -> lang of our output's documents (the preset writes docs/lang=<code>/: read by
+    the project's one listing rule, as every later job reads it)."""
     import pyarrow.parquet as pq
+
+    from core.files import doc_parquet_files
 
     return {
         r["warc_record_id"]: r["lang"]
-        for f in sorted((root / "docs").glob("*.parquet"))
+        for f in doc_parquet_files(root)
         for r in pq.read_table(f, columns=["warc_record_id", "lang"]).to_pylist()
     }
 

@@ -43,6 +43,18 @@ not. pages/s/core = pages in / (wall seconds x cores), with wall each run's whol
 whole process tree (workers, datatrove's sandboxes, the JVM and Spark's Python workers, the driver),
 from /proc: on a shared machine it is the steadier per-core measure.
 
+Timed the same way on every side (the headline). A side's set-up is what it spends on anything but
+pages: the time before its first task starts (executor or Spark job start: cores x that), each task's
+own set-up (models, tokenizers, the writer: datatrove builds its blocks afresh in every task, we once
+per worker process), and for our Spark job a cold start's JVM, session and preloading daemon. A task's
+own set-up is measured the same way for every side: after the timed runs, each side runs over one-page
+WARCs (the record of a page every side keeps, one file per core), and the mean task wall there is its
+per-task set-up. Two rates follow: set-up included on every side (a cold `refinery-curation extract`
+against datatrove's whole run), and excluded on every side (steady: pages in / (cores x wall - set-up
+core-s)), the latter given only where set-up is at most half of the run (a difference of two measured
+times is noise beyond that). `--large-mb M` adds datatrove and our Spark job on <cores> files of M MB
+(the inputs concatenated; a real crawl file is ~1 GB), where set-up is a small share on both sides.
+
 Per-stage seconds come from each side's own stats: ours from `<output>/stats.json` "stages" (the
 Pool run's per-file stats merged the same way), datatrove's from `<logging_dir>/stats.json` (each
 block's time_stats.total, summed over tasks). The shares are of the core-seconds available
@@ -54,10 +66,11 @@ timestamps of its per-task logs. Files run largest first on every side (one WARC
 of the nine default files hold almost all pages), with the page cache warmed beforehand.
 
     .venv/bin/python bench/curation/throughput.py [--cores 2] [--repeat 1] [--timeout 5]
-        [--input FILES/GLOBS/FOLDERS ...] [--dt-writer parquet|none] [--no-preload] [--keep] [--verbose]
+        [--input FILES/GLOBS/FOLDERS ...] [--large-mb M] [--dt-writer parquet|none] [--no-preload] [--keep]
+        [--verbose]
 
-The last line printed is JSON: ours_pages_per_s_per_core (the Spark run), datatrove_pages_per_s_per_core,
-ratio, kept_agreement, ratio_ceilings (the best ratio this run's own stage times allow: every page
+The last line printed is JSON: ours_pages_per_s_per_core (the Spark run) and datatrove_pages_per_s_per_core,
+each {included, steady}, ratio_setup_included, ratio_steady, task_setup_s, large_files, kept_agreement, ratio_ceilings (the best ratio this run's own stage times allow: every page
 dropped after extraction skipped for free, or nothing but the kept pages' extraction; see
 `ceilings`), the kept counts and both sides' seconds per stage. URLFilter runs first on
 both sides (ours: curation/filters/url_filter.py, FineWeb's lists; datatrove's URLFilter with the same lists,
@@ -108,6 +121,9 @@ DEFAULT_FILES = (
     "crawl-2024-sample-0000.warc.gz",
     "crawl-2024-sample-0001.warc.gz",
 )
+
+MAX_SETUP_SHARE = 0.5
+"""Above this share of a run's core-seconds in set-up, no steady-state rate is derived from it."""
 
 # Our funnel rows, each with the datatrove block doing the same work, in pipeline order.
 DT_STAGES = ("read", "url_filter", "extract", "langid", *(f"filter:{k}" for k in DATATROVE_FILTERS), "write")
@@ -318,6 +334,16 @@ class Run:
 
     def per_core(self, extra_wall: float = 0.0) -> float:
         return self.pages_in / ((self.wall + extra_wall) * self.cores)
+
+    def setup_core_s(self, task_setup: float) -> float:
+        """Core-seconds of this run that are set-up, counted the same way on every side: the time
+        before its first task starts (x cores: executor or Spark job start, nothing else can run),
+        plus each task's own set-up, `task_setup` seconds (measured by `probe_setup`) per task."""
+        return self.cores * self.first_task_s + len(self.tasks) * task_setup
+
+    def steady_per_core(self, task_setup: float) -> float:
+        """pages/s/core with set-up excluded: pages in / (cores x wall - set-up core-seconds)."""
+        return self.pages_in / (self.cores * self.wall - self.setup_core_s(task_setup))
 
 
 def our_stages(stats: dict[str, Any]) -> dict[str, StageRow]:
@@ -532,6 +558,68 @@ def our_setup_seconds() -> tuple[float, float] | None:
         return None
 
 
+def one_record(path: str, offset: int) -> bytes:
+    """The gzip member of the WARC record at `offset` (a .warc.gz holds one member per record)."""
+    import zlib
+
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        data = fh.read(64 << 20)
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    d.decompress(data)
+    if not d.eof:
+        raise ValueError(f"{path} @ {offset}: not a whole gzip member (a .warc.gz record is needed)")
+    return data[: len(data) - len(d.unused_data)]
+
+
+def probe_inputs(files: list[str], kept_root: Path, n: int, work: Path) -> list[str]:
+    """`n` WARC files of one page each: the record of the first document our Spark run kept, so on
+    every side the page passes every block and each block's lazy set-up (trafilatura's import, the
+    LID model, spaCy, the writer) happens in every task."""
+    import pyarrow.parquet as pq
+
+    by_name = {Path(f).name: f for f in files}
+    for f in sorted((kept_root / "docs").rglob("*.parquet")):
+        for row in pq.read_table(f, columns=["warc_file", "warc_offset"]).to_pylist():
+            src = by_name.get(Path(row["warc_file"]).name)
+            if src is not None and src.endswith(".gz"):
+                record = one_record(src, row["warc_offset"])
+                work.mkdir(parents=True)
+                out = [work / f"probe-{i}.warc.gz" for i in range(n)]
+                for p in out:
+                    p.write_bytes(record)
+                return [str(p) for p in out]
+    raise RuntimeError("no kept document of a .warc.gz input to probe set-up with")
+
+
+def probe_setup(runs: list[Run]) -> float:
+    """Seconds of a task's own set-up: the mean wall of a task whose file holds one page (what a
+    task of that side costs before and after its pages: models, tokenizers, the writer's open and
+    close; one page of work included, ~30 ms)."""
+    walls = [e - s for r in runs for s, e in r.tasks]
+    return sum(walls) / len(walls)
+
+
+def large_inputs(files: list[str], n: int, mb: float, work: Path) -> list[str]:
+    """`n` files of at least `mb` MB each, every input concatenated in turn until the size is reached
+    (a .warc.gz is a list of gzip members, so a concatenation is a valid WARC). A real crawl file is
+    ~1 GB; with a few of them per core, set-up is a small share of any side's time. The same pages
+    repeat (trafilatura's in-document `deduplicate` cache sees repeats on both sides alike)."""
+    work.mkdir(parents=True)
+    data = [Path(f).read_bytes() for f in files]
+    out = []
+    for i in range(n):
+        p = work / f"large-{i}.warc.gz"
+        size, k = 0, i  # each file starts at another input, so the files differ in order
+        with open(p, "wb") as fh:
+            while size < mb * 1e6:
+                chunk = data[k % len(data)]
+                fh.write(chunk)
+                size, k = size + len(chunk), k + 1
+        out.append(str(p))
+    return out
+
+
 def kept_agreement(a: Path, b: Path) -> float:
     """Documents kept by both output folders with the same text, over documents kept by either."""
     import pyarrow.parquet as pq
@@ -574,18 +662,41 @@ def ceilings(dt: Run, spark: Run) -> dict[str, float]:
     }
 
 
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(a / b, 3)
+
+
 def summary(dt: Run, pool: Run, spark: Run, ctx: Context) -> dict[str, Any]:
     """The last line: our Spark job (the default config) against datatrove, per core, and where time went."""
-    ours, theirs = spark.per_core(), dt.per_core()
+    ours, theirs = ctx.same_way(spark), ctx.same_way(dt)
+    large = None
+    if ctx.large:
+        l_dt, l_spark = (ctx.same_way(r) for r in ctx.large)
+        large = {
+            "mb_per_file": ctx.args.large_mb,
+            "files": len(ctx.large[0].tasks),
+            "ratio_setup_included": round(l_spark["included"] / l_dt["included"], 3),
+            "ratio_steady": _ratio(l_spark["steady"], l_dt["steady"]),
+        }
     return {
         "files": len(ctx.files),
         "cores": ctx.args.cores,
         "cascade": ctx.cfg.extract.cascade,
-        "ours_pages_per_s_per_core": round(ours, 3),
-        "datatrove_pages_per_s_per_core": round(theirs, 3),
-        "ratio": round(ours / theirs, 3),
-        "ours_pool_ratio": round(pool.per_core() / theirs, 3),
-        "ours_full_path_ratio": round(ctx.full.per_core() / theirs, 3) if ctx.full else None,
+        # Both sides timed the same way (issue 44): set-up included on both (our cold start, JVM and
+        # daemon, against datatrove's whole run), and excluded on both (steady state).
+        "ours_pages_per_s_per_core": {k: _round(ours[k]) for k in ("included", "steady")},
+        "datatrove_pages_per_s_per_core": {k: _round(theirs[k]) for k in ("included", "steady")},
+        "ratio_setup_included": round(ours["included"] / theirs["included"], 3),
+        "ratio_steady": _ratio(ours["steady"], theirs["steady"]),
+        "setup_share": {"ours": round(ours["setup_share"], 3), "datatrove": round(theirs["setup_share"], 3)},
+        "task_setup_s": {k: round(v, 3) for k, v in ctx.task_setup.items()},
+        "large_files": large,
+        "ours_pool_ratio": round(pool.per_core() / dt.per_core(), 3),
+        "ours_full_path_ratio": round(ctx.full.per_core() / dt.per_core(), 3) if ctx.full else None,
         "kept_agreement": round(ctx.agreement, 5),
         "ratio_ceilings": ceilings(dt, spark),
         "kept": {
@@ -637,6 +748,30 @@ class Context:
     """Our Pool run of the full path (no cascade), when the default config cascades."""
     agreement: float
     """Kept-set agreement of the Spark run (default config) with the full path: same ids, same texts."""
+    task_setup: dict[str, float] = field(default_factory=dict)
+    """Per-task set-up seconds of each side (run name -> s), from its run over one-page files."""
+    large: tuple[Run, Run] | None = None
+    """datatrove and our Spark job on the large files (`--large-mb`), when asked for."""
+
+    @property
+    def startup(self) -> float:
+        return sum(self.spark_start)
+
+    def same_way(self, run: Run) -> dict[str, float]:
+        """`run` timed as every side is: set-up included (a cold start: our Spark job's JVM and
+        daemon start added to its wall), and set-up excluded (steady state)."""
+        cold = self.startup if "Spark" in run.name else 0.0
+        setup = self.task_setup[run.name]
+        setup_core_s = run.setup_core_s(setup) + cold * run.cores
+        share = setup_core_s / (run.cores * (run.wall + cold))
+        return {
+            "included": run.per_core(cold),
+            "setup_core_s": setup_core_s,
+            "setup_share": share,
+            # A difference of two measured times is only as good as its smaller part: where set-up is
+            # most of the run, the steady rate is mostly noise, and none is given (use --large-mb).
+            "steady": run.steady_per_core(setup) if share <= MAX_SETUP_SHARE else None,
+        }
 
 
 def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
@@ -744,6 +879,9 @@ def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
         lines.extend(f"  FAILED in {run.name}: {f}" for f in run.failed)
     lines.append("")
 
+    lines.extend(same_way_table(dt, pool, spark, ctx))
+    lines.append("")
+
     # -- stages ------------------------------------------------------------------------------
     dt_names = {
         "read": "Warc",
@@ -811,6 +949,55 @@ def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
     lines.append("")
     lines.append(where_time_goes(dt, pool, spark, ctx))
     return "\n".join(lines)
+
+
+def same_way_table(dt: Run, pool: Run, spark: Run, ctx: Context) -> list[str]:
+    """Every side timed the same way: set-up included on all (a cold start), and excluded on all."""
+    runs = [("", dt), ("", pool), ("", spark)]
+    if ctx.large:
+        mb = ctx.args.large_mb
+        runs += [(f"{len(r.tasks) if r is ctx.large[0] else ''} x {mb:g} MB: ", r) for r in ctx.large]
+    base = {"": ctx.same_way(dt), **({"large": ctx.same_way(ctx.large[0])} if ctx.large else {})}
+    rows = []
+    for prefix, run in runs:
+        w, b = ctx.same_way(run), base["large" if ctx.large and run in ctx.large else ""]
+        rows.append(
+            [
+                prefix + run.name,
+                f"{ctx.task_setup[run.name]:.2f}",
+                f"{len(run.tasks)}",
+                f"{run.first_task_s:.1f}",
+                f"{w['setup_core_s']:.1f}",
+                f"{100 * w['setup_share']:.0f}%",
+                f"{w['included']:.2f}",
+                f"{w['included'] / b['included']:.2f}x",
+                "-" if w["steady"] is None else f"{w['steady']:.2f}",
+                "-" if w["steady"] is None or b["steady"] is None else f"{w['steady'] / b['steady']:.2f}x",
+            ]
+        )
+    headers = [
+        "timed the same way",
+        "task set-up s",
+        "tasks",
+        "1st task at s",
+        "set-up core-s",
+        "share",
+        "incl. set-up",
+        "vs dt",
+        "steady",
+        "vs dt",
+    ]
+    return [
+        _table(headers, rows),
+        "  pages/s/core, set-up included on every side (a cold start: our Spark job's JVM and daemon start, "
+        f"{ctx.startup:.1f} s, added to its wall; datatrove's and the Pool's whole call) and excluded on every "
+        "side (steady: pages in / (cores x wall - set-up core-s)). Set-up core-s = cores x the time before the "
+        "first task + tasks x a task's own set-up (+ cores x the cold start for Spark), where a task's set-up is "
+        "the mean wall of that side's tasks over one-page WARCs (the record of a page every side keeps, one "
+        "file per core, run after the timed runs: its models, tokenizers and writer, once per task). "
+        f"share: set-up of all core-s; over {MAX_SETUP_SHARE:.0%} no steady rate is given ('-'): the "
+        "difference of two measured times would be mostly noise.",
+    ]
 
 
 def where_time_goes(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
@@ -933,6 +1120,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="Spark's plain Python daemon: each worker builds the stages itself (before curation/spark_daemon.py)",
     )
+    ap.add_argument(
+        "--large-mb",
+        type=float,
+        default=0.0,
+        help="also run datatrove and our Spark job on <cores> files of this many MB each, the inputs "
+        "concatenated (a real crawl file is ~1 GB; 0: off)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the outputs and logs (path printed)")
     ap.add_argument(
         "--verbose", action="store_true", help="leave stderr (datatrove, Spark logs) on the console"
@@ -977,6 +1171,32 @@ def main(argv: list[str] | None = None) -> int:
                     keep_best(
                         run_pool(files, cfg_full, args.cores, work / f"full-{r}", spark_pids, " (no cascade)")
                     )
+            # Each side's per-task set-up, measured the same way: its run over one-page files.
+            probe = probe_inputs(files, work / "spark-0", args.cores, work / "probe")
+            probes = (
+                run_datatrove(
+                    probe, cfg, args.cores, args.timeout, work / "probe-dt", args.dt_writer, spark_pids
+                ),
+                run_pool(probe, cfg, args.cores, work / "probe-pool", spark_pids),
+                run_spark(probe, cfg, args.cores, work / "probe-spark", spark_pids),
+            )
+            task_setup = {r.name: probe_setup([r]) for r in probes}  # the names of the timed runs
+            if cfg.extract.cascade:  # the full path's Pool: the same per-task set-up as the Pool's
+                task_setup[probes[1].name + " (no cascade)"] = task_setup[probes[1].name]
+            large = None
+            if args.large_mb > 0:
+                big = large_inputs(files, args.cores, args.large_mb, work / "large")
+                large = (
+                    run_datatrove(
+                        big, cfg, args.cores, args.timeout, work / "large-dt", args.dt_writer, spark_pids
+                    ),
+                    run_spark(big, cfg, args.cores, work / "large-spark", spark_pids),
+                )
+                for r in large:
+                    print(
+                        f"  large: {r.name:<31} {r.wall:6.1f} s  {r.pages_in} pages in, {r.kept} kept",
+                        flush=True,
+                    )
             selection = reader_selection(files, cfg)
             setup = our_setup_seconds()
     except BaseException:
@@ -987,7 +1207,17 @@ def main(argv: list[str] | None = None) -> int:
     dt, pool, spark, *full = best.values()
     agree = kept_agreement(work / "spark-0", work / "full-0") if full else 1.0
     ctx = Context(
-        args, files, cfg, (jvm, first_job), selection, setup, dict(walls), full[0] if full else None, agree
+        args,
+        files,
+        cfg,
+        (jvm, first_job),
+        selection,
+        setup,
+        dict(walls),
+        full[0] if full else None,
+        agree,
+        task_setup,
+        large,
     )
     print()
     print(report(dt, pool, spark, ctx))
