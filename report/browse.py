@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from curation.schema import sample_key
 from report.browse_page import TEMPLATE
 from report.collect import _json, _parquet_files, recipe_path
 
@@ -78,14 +79,10 @@ class Limits:
     """Languages with their own histogram counts; the rest are counted as `other`."""
 
 
-def _hash(key: str) -> int:
-    import xxhash
-
-    return xxhash.xxh64_intdigest(key.encode("utf-8", "surrogatepass"), seed=46)
-
-
 class BottomK:
-    """A uniform, reproducible sample of at most k keys: the k smallest hashes seen (a max-heap)."""
+    """A uniform, reproducible sample of at most k keys: the k smallest hashes seen (a max-heap). The
+    hash is the extract's own `sample_key`, so a cell of the rejected sample (the k smallest keys per
+    unit file) read back through this is the run-wide sample of those files, without bias."""
 
     def __init__(self, k: int) -> None:
         self.k = k
@@ -94,7 +91,7 @@ class BottomK:
 
     def offer(self, key: str, item: Any = None) -> None:
         self.seen += 1
-        h = _hash(key)
+        h = sample_key(key)
         if len(self.heap) < self.k:
             heapq.heappush(self.heap, (-h, key, item))
         elif -self.heap[0][0] > h:
@@ -229,7 +226,7 @@ def _allot(cells: dict[Any, BottomK], budget: int) -> dict[Any, int]:
     return {c: min(n, lo) for c, n in sizes.items()}
 
 
-EVIDENCE = ("metric", "value", "threshold")
+EVIDENCE = ("metric", "value", "threshold", "op")
 
 
 def dropped(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
@@ -314,13 +311,15 @@ def kept_beside(run: Path, docs: Docs, limits: Limits, cells_wanted: set[str]) -
         return {}
     files = _parquet_files(folder)
     cells: dict[str, BottomK] = defaultdict(lambda: BottomK(limits.kept_per_cell))
-    for b, _ in _batches(files, ("id", "warc_file", "lang")):
+    for b, _ in _batches(files, ("id", "warc_file", "lang", "drop_reason")):
         d = b.to_pydict()
-        for i, wf, lang in zip(
-            d["id"], d.get("warc_file", [None] * b.num_rows), d.get("lang", [None] * b.num_rows)
+        none = [None] * b.num_rows
+        for i, wf, lang, dropped_as in zip(
+            d["id"], d.get("warc_file", none), d.get("lang", none), d.get("drop_reason", none)
         ):
             cell = f"{_source(wf)}|{lang or '?'}"
-            if cell in cells_wanted:
+            # annotate mode keeps every document, the dropped ones marked (`drop_reason`): not those
+            if cell in cells_wanted and dropped_as is None:
                 cells[cell].offer(i, i)
     allot = _allot(cells, limits.max_kept)
     ids = {i for c, s in cells.items() for i in s.items()[: allot.get(c, 0)]}
@@ -331,12 +330,17 @@ def kept_beside(run: Path, docs: Docs, limits: Limits, cells_wanted: set[str]) -
     }
 
 
-_DOC_COLUMNS = ("id", "url", "title", "warc_file", "lang", "text", "fetch_time", "quality")
+# `evidence`: annotate mode's map of what each rule measured on a document (curation/schema.py)
+_DOC_COLUMNS = ("id", "url", "title", "warc_file", "lang", "text", "fetch_time", "quality", "evidence")
 
 
 def _add_doc(docs: Docs, row: dict[str, Any]) -> int:
     scores = {k: _num(v) for k, v in row.items() if isinstance(v, float)}
-    return docs.add(row, row.get("text"), scores)
+    i = docs.add(row, row.get("text"), scores)
+    ev = row.get("evidence")
+    if ev:  # a map reads back as (key, value) pairs
+        docs.rows[i]["evidence"] = {k: _num(v) for k, v in (ev.items() if isinstance(ev, dict) else ev)}
+    return i
 
 
 # ---------------------------------------------------------------- (b) duplicate clusters
@@ -503,9 +507,11 @@ def histograms(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
         other = sum((v for lang, v in by_lang[c].items() if lang not in top), np.zeros(limits.bins, np.int64))
         if other.any():
             langs["other"] = other.tolist()
+        shown = [float(10**e) if log else float(e) for e in edges]
+        shown[0], shown[-1] = float(lo[c]), float(hi[c])  # exact ends (10**log10(x) is not always x)
         out[c] = {
             "log": log,
-            "edges": [float(10**e) if log else float(e) for e in edges],
+            "edges": shown,
             "counts": counts[c].tolist(),
             "langs": langs,
             "docs": [[_add_doc(docs, rows[i]) for i in s.items() if i in rows] for s in samples[c]],

@@ -29,7 +29,7 @@ main { padding: 10px 14px; }
 .view.on { display: block; }
 .cols { display: grid; grid-template-columns: 260px 300px 1fr 300px; gap: 10px; align-items: start; }
 .list { max-height: 80vh; overflow-y: auto; overflow-x: hidden; background: #fff; border: 1px solid #ddd; }
-.list button { display: block; width: 100%; text-align: left; background: none; border: 0; border-bottom: 1px solid #eee; padding: 5px 8px; cursor: pointer; font: inherit; }
+.list button { display: block; width: 100%; text-align: left; overflow-wrap: anywhere; background: none; border: 0; border-bottom: 1px solid #eee; padding: 5px 8px; cursor: pointer; font: inherit; }
 .list button:hover { background: #f1f5f9; }
 .list button.on { background: #fff3c4; }
 .list h3 { margin: 0; padding: 6px 8px; font-size: 13px; background: #eceff1; }
@@ -131,8 +131,11 @@ svg.hist { background: #fff; border: 1px solid #ddd; user-select: none; cursor: 
     if (r.metric == null && r.value == null) return null;
     var s = (r.metric || "value") + " ";
     if (typeof r.value === "number" && typeof r.threshold === "number") {
-      var rel = r.value < r.threshold ? "<" : r.value > r.threshold ? ">" : "=";
-      s += fmt(r.value) + " " + rel + " " + fmt(r.threshold);
+      // the rule's own comparison where the extract recorded it (`op`), else the numbers' order
+      var rel = r.op || (r.value < r.threshold ? "<" : r.value > r.threshold ? ">" : "=");
+      var v = fmt(r.value), t = fmt(r.threshold);
+      if (v === t) { v = String(r.value); t = String(r.threshold); }  // "0.8 < 0.8" says nothing
+      s += v + " " + rel + " " + t;
     } else {
       s += fmt(r.value) + (r.threshold != null ? " (threshold " + fmt(r.threshold) + ")" : "");
     }
@@ -152,6 +155,11 @@ svg.hist { background: #fff; border: 1px solid #ddd; user-select: none; cursor: 
     for (var k in d.scores) meta += " \u00b7 " + k + " " + fmt(d.scores[k]);
     if (d.fetch) meta += " \u00b7 fetched " + d.fetch;
     add(box, el("div", "d-meta", meta));
+    if (d.evidence) {
+      var ev = "measured:";
+      for (var key in d.evidence) ev += " " + key + " " + fmt(d.evidence[key]) + ";";
+      add(box, el("div", "d-meta d-evidence", ev));
+    }
     if (opts.extra) for (var j = 0; j < opts.extra.length; j++) add(box, opts.extra[j]);
     if (opts.body) add(box, opts.body);
     else {

@@ -154,3 +154,87 @@ def test_page_stays_small_for_a_large_run(tmp_path, data_dir):
     shown_kept = {i for ids in data["kept"].values() for i in ids}
     assert 0 < len(shown_kept) <= limits.max_kept
     assert path.stat().st_size < 8_000_000
+
+
+def test_kept_pages_are_the_kept_ones_with_their_evidence(tmp_path):
+    """Annotate mode keeps every document and marks the dropped (`drop_reason`): only the others are
+    shown as kept, each with what the rules measured on it (`evidence`)."""
+    from curation.schema import EVIDENCE_TYPE
+
+    _rejected(
+        tmp_path,
+        [
+            {
+                "id": "r",
+                "stage": "filter:g",
+                "reason": "g:short",
+                "lang": "eng_Latn",
+                "warc_file": "w.warc.gz",
+                "warc_offset": 1,
+                "snippet": "short",
+                "metric": "words",
+                "value": 3.0,
+                "op": "<",
+                "threshold": 50.0,
+            }
+        ],
+    )
+    docs = pa.table(
+        {
+            "id": ["k", "d"],
+            "warc_file": ["w.warc.gz", "w.warc.gz"],
+            "lang": ["eng_Latn", "eng_Latn"],
+            "text": ["a kept page", "an annotated drop"],
+            "drop_reason": [None, "g:short"],
+            "evidence": pa.array([[("filter:g/words", 120.0)], [("filter:g/words", 3.0)]], EVIDENCE_TYPE),
+        }
+    )
+    (tmp_path / "extract" / "docs").mkdir()
+    pq.write_table(docs, tmp_path / "extract" / "docs" / "part-0.parquet")
+    data = collect_browse(tmp_path)
+    (kept,) = data["kept"]["w.warc.gz|eng_Latn"]
+    assert data["docs"][kept]["id"] == "k"
+    assert data["docs"][kept]["evidence"] == {"filter:g/words": 120.0}
+    (row,) = data["dropped"]["rows"]
+    assert (row["metric"], row["value"], row["op"], row["threshold"]) == ("words", 3.0, "<", 50.0)
+
+
+def test_selectors_use_the_threshold_the_shards_were_made_with(tmp_path):
+    """A percentile resolved when tokenized (the manifest's `resolved_select`) is the threshold shown,
+    not one resolved again; the pages nearest to it on each side, nearest first."""
+    import json
+
+    (tmp_path / "scored" / "docs").mkdir(parents=True)
+    vals = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    pq.write_table(
+        pa.table({"id": [f"d{i}" for i in range(8)], "text": ["t"] * 8, "lang": ["eng_Latn"] * 8, "q": vals}),
+        tmp_path / "scored" / "docs" / "part-0.parquet",
+    )
+    shards = tmp_path / "tokens" / "shards" / "hq"
+    shards.mkdir(parents=True)
+    (shards / "manifest.json").write_text(json.dumps({"resolved_select": {"q": ">= 0.45"}}))
+    (tmp_path / "recipe.yaml").write_text(
+        "name: t\ntotal_tokens: 1000\nsources:\n"
+        "  hq: {shards: tokens/shards/hq, docs: scored, select: {q: 'top 50%'}}\n"
+        "phases:\n  - {name: main, share: 1.0, weights: {hq: 1}}\n"
+    )
+    data = collect_browse(tmp_path, Limits(boundary=2))
+    (src,) = data["selectors"]["sources"]
+    assert src["resolved_by"] == "the shards' manifest"
+    (cut,) = src["cuts"]
+    assert (cut["op"], cut["threshold"], cut["given"]) == (">=", 0.45, "top 50%")
+    value = [[data["docs"][i]["scores"]["q"] for i in cut[side]] for side in ("inside", "outside")]
+    assert value == [[0.5, 0.6], [0.4, 0.3]]
+
+
+def test_scores_spanning_decades_get_log_bins(tmp_path):
+    (tmp_path / "scored" / "docs").mkdir(parents=True)
+    ppl = [2.0, 20.0, 200.0, 2_000.0, 20_000.0, None]
+    pq.write_table(
+        pa.table({"id": list("abcdef"), "text": ["t"] * 6, "perplexity": ppl, "toxicity": [0.1] * 5 + [0.9]}),
+        tmp_path / "scored" / "docs" / "part-0.parquet",
+    )
+    h = collect_browse(tmp_path)["scores"]
+    assert h["perplexity"]["log"] and not h["toxicity"]["log"]
+    assert sum(h["perplexity"]["counts"]) == 5 and sum(h["toxicity"]["counts"]) == 6
+    assert h["perplexity"]["edges"][0] == 2.0 and h["perplexity"]["edges"][-1] == 20_000.0

@@ -228,8 +228,11 @@ def test_reason_to_documents(browser, dup_run, data, shots):
     body = shown.find_element("css selector", ".d-text").text
     recorded = row.get("text") or row["snippet"]
     assert body.split()[:20] == recorded.split()[:20]
-    if row.get("metric"):  # structured evidence (written by extracts after issue 46 part 2)
-        assert row["metric"] in shown.find_element("css selector", ".evidence").text
+    # the rule's evidence as the extract recorded it: "alpha_words_ratio 0.7991 < 0.8"
+    metric, value, op, threshold = shown.find_element("css selector", ".evidence").text.split()
+    assert (metric, op) == (row["metric"], row["op"])
+    assert float(value) == pytest.approx(row["value"], rel=1e-3)
+    assert float(threshold) == pytest.approx(row["threshold"], rel=1e-3)
     kept = browser.find_elements("css selector", "#drop-kept .doc")
     src = row["warc_file"].rsplit("/", 1)[-1]
     assert kept and all(f"source {src}" in k.text for k in kept)
