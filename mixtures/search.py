@@ -60,11 +60,27 @@ class SwarmSection(ConfigModel):
     spread: Annotated[float, Field(ge=1)] = 3.0
     """each draw's concentration is scaled by s, log-uniform in [1/spread, spread] (1: fixed)"""
     seed: Annotated[int, Field(ge=0)] = 0
+    anchors: tuple[Literal["natural", "uniform", "recipe", "largest"], ...] = (
+        "natural",
+        "uniform",
+        "recipe",
+        "largest",
+    )
+    """the fixed mixtures trained beside the swarm: natural (token-proportional), uniform, the recipe as
+    written, more of the largest source (the trivial rule a search must beat); at least one"""
     anchor_seeds: Annotated[int, Field(ge=2)] = 2
     """seeds of each anchor (natural, uniform, the recipe, more of the largest) and of the chosen mixture:
     their spread is the noise the gate compares the mixtures' spread with"""
     max_draws: Annotated[int, Field(ge=1)] = 100_000
     """draws before giving up when the caps reject nearly every mixture"""
+
+    @model_validator(mode="after")
+    def _check(self) -> SwarmSection:
+        if not self.anchors or len(set(self.anchors)) != len(self.anchors):
+            raise ConfigError(
+                f"swarm.anchors must name distinct anchors, at least one; got {list(self.anchors)}"
+            )
+        return self
 
 
 class FitSection(ConfigModel):
@@ -74,7 +90,7 @@ class FitSection(ConfigModel):
     """residual (bits per byte) beyond which the fit's loss grows linearly (Olmix's δ)"""
     starts: Annotated[int, Field(ge=1)] = 6
     """starting points of each law's fit (the best Huber cost is kept)"""
-    bootstrap: Annotated[int, Field(ge=0)] = 200
+    bootstrap: Annotated[int, Field(ge=0)] = 100
     """resamples of the swarm for the intervals (0: none)"""
     seed: Annotated[int, Field(ge=0)] = 0
 
@@ -255,46 +271,60 @@ def fit_linear(W: np.ndarray, y: np.ndarray) -> LinearLaw:
 def fit_loglinear(
     W: np.ndarray, y: np.ndarray, delta: float = 0.02, starts: int = 6, x0: np.ndarray | None = None
 ) -> LogLinearLaw:
-    """The law's c and t by Huber least squares; the best of `starts` starts (and `x0` if given).
+    """The law's c and t by Huber least squares; the best of `starts` starts (and `x0` = (c, t) if given).
 
-    Each start fixes c below the smallest loss and takes t from the linear fit of log(y − c) on W (exact
-    when the data follow the law), so every start is already a fair fit and the optimiser refines it.
-    c is bounded to [0, min y): bits per byte are positive and the exponential term is."""
+    Fitted on u = (y − min y) / span, where every parameter is of order one whatever the losses' scale
+    (proxy losses differ in the third decimal: fitted on y itself the optimiser crawled for seconds).
+    The law is closed under that map: u = c' + exp(t'·w) with c = min y + span·c', t = t' + ln span
+    (Σw = 1), and the Huber threshold scales with it (δ / span). Each start fixes c' below 0 and takes t'
+    from the linear fit of log(u − c') on W (exact when the data follow the law), so every start is
+    already a fair fit that the optimiser refines. c is bounded to [0, min y): bits per byte are positive,
+    and so is the exponential term."""
     from scipy.optimize import least_squares
 
     W = np.asarray(W, float)
     y = np.asarray(y, float)
-    lo_y, span = float(y.min()), float(np.ptp(y)) or 1e-3
-    ub_c = lo_y - 1e-9
+    lo_y = float(y.min())
+    span = float(np.ptp(y)) or max(abs(lo_y), 1.0) * 1e-6
+    u = (y - lo_y) / span
+    c_lo, c_hi = -lo_y / span, -1e-9  # c in [0, min y), in u's units
     inits = []
-    if x0 is not None:
-        inits.append(np.asarray(x0, float))
-    for f in np.geomspace(0.05, 50.0, starts):
-        c0 = max(lo_y - f * span, 0.0)
-        if c0 >= ub_c:
-            c0 = ub_c * 0.5
-        t0, *_ = np.linalg.lstsq(W, np.log(np.maximum(y - c0, 1e-9)), rcond=None)
+    if x0 is not None:  # a warm start (the bootstrap's refits): that start alone, refined briefly
+        x0 = np.asarray(x0, float)
+        inits.append(np.concatenate([[(x0[0] - lo_y) / span], x0[1:] - math.log(span)]))
+    for f in np.geomspace(0.05, 50.0, starts if x0 is None else 0):
+        c0 = max(-f, c_lo)
+        t0, *_ = np.linalg.lstsq(W, np.log(np.maximum(u - c0, 1e-12)), rcond=None)
         inits.append(np.concatenate([[c0], t0]))
 
     def resid(x: np.ndarray) -> np.ndarray:
-        return x[0] + np.exp(np.clip(W @ x[1:], -50, 50)) - y
+        return x[0] + np.exp(np.clip(W @ x[1:], -50, 50)) - u
 
     def jac(x: np.ndarray) -> np.ndarray:
         e = np.exp(np.clip(W @ x[1:], -50, 50))
-        return np.column_stack([np.ones(len(y)), W * e[:, None]])
+        return np.column_stack([np.ones(len(u)), W * e[:, None]])
 
-    lower = np.concatenate([[0.0], np.full(W.shape[1], -np.inf)])
-    upper = np.concatenate([[max(ub_c, 1e-12)], np.full(W.shape[1], np.inf)])
-    best = None
+    lower = np.concatenate([[c_lo], np.full(W.shape[1], -np.inf)])
+    upper = np.concatenate([[c_hi], np.full(W.shape[1], np.inf)])
+    f_scale = delta / span
+
+    def huber(x: np.ndarray) -> float:
+        z = (resid(x) / f_scale) ** 2
+        return float(np.sum(np.where(z <= 1, z, 2 * np.sqrt(z) - 1)))
+
+    # the flat valley along (c' down, t' up) of a nearly linear law costs the optimiser hundreds of
+    # evaluations per start: refine only the two best starts (ranked by their Huber cost as they are)
     for x in inits:
-        x = x.copy()
-        x[0] = min(max(x[0], 0.0), upper[0] * (1 - 1e-9))
-        r = least_squares(resid, x, jac=jac, bounds=(lower, upper), loss="huber", f_scale=delta,
-                          x_scale="jac", max_nfev=2000)  # fmt: skip
+        x[0] = min(max(x[0], c_lo + 1e-12 * abs(c_lo)), c_hi * 2)  # strictly inside, as least_squares needs
+    best = None
+    for x in sorted(inits, key=huber)[:2]:
+        r = least_squares(resid, x, jac=jac, bounds=(lower, upper), loss="huber", f_scale=f_scale,
+                          max_nfev=200 if x0 is None else 60)  # fmt: skip
         if best is None or r.cost < best.cost:
             best = r
     assert best is not None
-    return LogLinearLaw(float(best.x[0]), np.asarray(best.x[1:]), float(best.cost))
+    c = lo_y + span * float(best.x[0])
+    return LogLinearLaw(c, np.asarray(best.x[1:]) + math.log(span), float(best.cost) * span**2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,7 +442,7 @@ def noise_gate(mixture_values: Sequence[float], seed_groups: Sequence[Sequence[f
 def project_box_simplex(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The point of {lo ≤ w ≤ hi, Σw = 1} nearest `v` (bisection on the shift τ of clip(v − τ, lo, hi))."""
     a, b = float(np.min(v - hi)) - 1.0, float(np.max(v - lo)) + 1.0
-    for _ in range(200):
+    for _ in range(100):  # halves an interval of a few units: far below float resolution by then
         tau = (a + b) / 2
         if np.clip(v - tau, lo, hi).sum() > 1:
             a = tau

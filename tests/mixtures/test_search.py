@@ -116,7 +116,7 @@ def test_solve_respects_simplex_caps_and_bounds_and_the_pull():
     # without the pull the optimum of the true objective is found (checked against a dense random search)
     x = solve(laws, P, lo, hi, "kl", 0.0)
     cand = np.array(
-        [project_box_simplex(v, lo, hi) for v in np.random.default_rng(1).dirichlet(np.ones(4), 4000)]
+        [project_box_simplex(v, lo, hi) for v in np.random.default_rng(1).dirichlet(np.ones(4), 1000)]
     )
     truth = lambda W: np.mean([t.predict(W) for t in TRUE], axis=0)  # noqa: E731
     assert truth(x[None])[0] <= truth(cand).min() + 1e-3
@@ -161,3 +161,11 @@ def test_bootstrap_interval_holds_the_true_loss_and_regret():
 def test_rounded_keeps_the_simplex():
     w = rounded(np.array([1 / 3, 1 / 3, 1 / 3]))
     assert w.sum() == pytest.approx(1.0) and set(np.round(w, 4)) == set(w)
+
+
+def test_mixtures_search_names_the_workflow_command_and_starts_nothing(capsys):
+    from mixtures.__main__ import main
+
+    assert main(["search", "r.yaml", "--output", "out dir", "--eval", "w=x.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert "-m workflows mixture-search r.yaml --output 'out dir' --eval w=x.jsonl" in err
