@@ -5,6 +5,10 @@ eval.sequences_per_source the plan counts exactly what its sampler will draw and
 `python -m mixtures selector-effect RECIPE --tokenizer FILE`: what each selector removes, in documents
 and tokens (mixtures/selector_effect.py). (Ablations of recipes, which train models, are a workflow:
 `python -m workflows ablate`.)
+`python -m mixtures search RECIPE ...`: mixture search trains proxy models, which this package may not
+start (the layers: mixtures sits below the trainer and the workflows); it prints the workflow's command
+line with the same arguments, `python -m workflows mixture-search RECIPE ...`, and exits 2. The math of
+the search is here (mixtures/search.py); the proxies are trained by workflows/search.py.
 
 Exit status: 0 the plan has no warnings; 1 it printed warnings (a cap exceeded, a source unknown);
 2 the recipe is invalid (the message names the file and the key), or so are its inputs.
@@ -120,9 +124,22 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("selector-effect", help="documents and tokens each selector removes, alone and last")
     e.add_argument("recipe", help="recipe YAML whose sources select")
     e.add_argument("--tokenizer", required=True, help="tokenizer.json the shards were made with")
+    sub.add_parser(
+        "search", help="mixture search: prints `python -m workflows mixture-search ...` (it trains models)"
+    ).add_argument("rest", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
 
     def run() -> int:
+        if args.command == "search":
+            import shlex
+
+            cmd = shlex.join([sys.executable, "-m", "workflows", "mixture-search", *args.rest])
+            print(
+                "mixture search trains proxy models, so it is a workflow (mixtures/ sits below the trainer); "
+                f"run:\n  {cmd}",
+                file=sys.stderr,
+            )
+            return 2
         if args.command == "selector-effect":
             import json
 

@@ -1,5 +1,5 @@
-"""Command line: `python -m workflows demo | train-lm | ablate | ablate-demo | compose | pick-records |
-compare-runs`.
+"""Command line: `python -m workflows demo | train-lm | ablate | ablate-demo | mixture-search | compose |
+pick-records | compare-runs`.
 
 Each workflow's module adds its own arguments (`add_arguments`) and runs them (`run`), except train-lm, whose
 config keys come through `--config`/`--set` (LMTrainConfig). Bad input is a core `UserError`: `error: ...`,
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.cli import add_config_args, command_parser, guarded, setup_logging
-from workflows import ablate, ablate_demo, compare_runs, compose, demo, pick_records
+from workflows import ablate, ablate_demo, compare_runs, compose, demo, pick_records, search
 from workflows.steps import StepFailed
 
 
@@ -58,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     ablate_demo.add_arguments(
         sub.add_parser("ablate-demo", help="does each stage of the demo path help? (`make ablate`)")
     )
+    search.add_arguments(
+        sub.add_parser(
+            "mixture-search", help="choose a recipe's weights from a swarm of proxy runs (issue 45)"
+        )
+    )
     compose.add_arguments(sub.add_parser("compose", help="regenerate docker-compose.yml"))
     pick_records.add_arguments(
         sub.add_parser("pick-records", help="the first N records a condition selects in a cc-index")
@@ -73,6 +78,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "train-lm": _train_lm,
     "ablate": ablate.run,
     "ablate-demo": ablate_demo.run,
+    "mixture-search": search.run,
     "compose": compose.run,
     "pick-records": pick_records.run,
     "compare-runs": compare_runs.run,

@@ -1,0 +1,186 @@
+"""`python -m workflows mixture-search` (workflows/search.py): bad input is refused before anything trains;
+--validate trains the optimum, natural and uniform at the next scale and compares them paired by seed;
+and (slow) a tiny real search on the reduced demo run's data: buckets tokenized, proxies trained, the
+law fitted, diagnostics written, a recipe the planner accepts at the target budget, and a rerun that
+reuses every finished proxy.
+
+The killed-proxy resume is train_run's, tested in tests/workflows/test_ablate.py (same bits per byte)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from core.errors import ConfigError
+from mixtures.draw import fits
+from mixtures.plan import make_plan
+from mixtures.recipe import Recipe
+from testkit.corpus import build_two_sources, two_source_recipe
+from testkit.shared_data import shared_data_dir
+from workflows import ablate
+from workflows import search as ws
+from workflows.cli import main
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory):
+    root = tmp_path_factory.mktemp("search")
+    srcs = build_two_sources(root)
+    recipe = root / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(two_source_recipe(srcs)))
+    wiki = root / "wiki.jsonl"
+    lines = (shared_data_dir() / "quality" / "enwiki_sample_articles.jsonl").read_text().splitlines()
+    wiki.write_text("\n".join(lines[:4]) + "\n")
+    return root, recipe, wiki
+
+
+def _cfg(**over) -> list[str]:
+    base = {"proxy.tokens": 2064, "target.seq_len": 64, "target.heldout_sequences": 2, "proxy.eval_docs": 2}
+    return [f"{k}={v}" for k, v in {**base, **over}.items()]
+
+
+def _args(recipe, out, wiki, *extra, sets=()):
+    cmd = ["mixture-search", str(recipe), "--output", str(out), "--eval", f"wiki={wiki}"]
+    return cmd + [a for s in (sets or _cfg()) for a in ("--set", s)] + list(extra)
+
+
+def test_bad_inputs_are_refused_before_anything_trains(two, tmp_path, capsys):
+    _, recipe, wiki = two
+    out = tmp_path / "out"
+    cases = [
+        (_args(recipe, out, tmp_path / "none.jsonl"), "--eval wiki"),
+        (_args(recipe, out, wiki, sets=_cfg(**{"search.buckets": '[{source: nope, column: q}]'})), "unknown source 'nope'"),
+        (_args(recipe, out, wiki, sets=_cfg(**{"search.buckets": '[{source: web, column: q}]'})), "has no `docs`"),
+        (_args(recipe, out, wiki, sets=_cfg(**{"search.objective": "[dclm]"})), "eval sets not given"),
+        (_args(recipe, out, wiki, sets=_cfg(**{"search.phase": "warmup"})), "no such phase"),
+        (_args(recipe, out, wiki, sets=_cfg(**{"search.swarm.anchor_seeds": 1})), "anchor_seeds"),
+        (_args(recipe, out, wiki, sets=_cfg(**{"search.solve.max": "{zz: 0.5}"})), "not searched"),
+        (_args(recipe, out, wiki, sets=_cfg(**{"proxy.tokens": 10})), "less than one step"),
+        # a target so large that every mixture breaks a cap
+        (_args(recipe, out, wiki, sets=_cfg(**{"target.tokens": "50M"})), "no mixture satisfies the bounds"),
+        (_args(recipe, out, wiki, "--budget", "0.0001"), "over --budget"),
+    ]  # fmt: skip
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err, (argv, err)
+        assert not (out / "proxies").exists()  # nothing trained, not even started
+    # --dry-run: the cost, and no proxy
+    assert main(_args(recipe, out, wiki, "--dry-run")) == 0
+    printed = capsys.readouterr().out
+    assert "6ND" in printed and "core-hours" in printed and not (out / "proxies").exists()
+    with pytest.raises(ConfigError, match="greater than or equal to 4"):
+        ws.MixtureSearchConfig.load(None, ["transfer.token_multiple=2"])  # the issue: >= 4x
+    with pytest.raises(ConfigError):
+        ws.MixtureSearchConfig.load(None, ["transfer.seeds=2"])
+
+
+def test_the_space_counts_caps_as_the_sampler_does(two):
+    """Every swarm mixture fits at the target budget by the planner's own count; the continuous caps the
+    solver gets are never looser than that count."""
+    _, recipe, _ = two
+    cfg = ws.MixtureSearchConfig.load(None, _cfg(**{"target.tokens": 200_000}))  # web capped at ~0.74
+    space = ws.Space(recipe, cfg)
+    assert space.phase == "main" and set(space.sources) == {"web", "multi"}
+    assert np.allclose(space.p, space.tokens / space.tokens.sum())
+    from mixtures.search import draw_swarm
+
+    for w in draw_swarm(space.p, cfg.search.swarm, space.fits):
+        assert fits(space.with_weights(space.target, w), space.row, space.pools)
+    # at its cap (less a row) a source fits; a hair over the cap, with room elsewhere, it does not
+    j = int(np.argmin(space.caps))
+    w = np.full(2, 1 - space.caps[j])
+    w[j] = space.caps[j]
+    assert space.fits(w)
+    over = w.copy()
+    over[j] += 0.02
+    over[1 - j] -= 0.02
+    assert not space.fits(over)
+
+
+def test_validate_trains_three_arms_at_four_times_the_tokens_on_a_larger_model(two, tmp_path, monkeypatch):
+    _, recipe, wiki = two
+    cfg = ws.MixtureSearchConfig.load(None, _cfg())
+    space = ws.Space(recipe, cfg)
+    seen = {}
+
+    def fake_ablate(paths, opts, evals, log=print):  # the ablation itself is tested in test_ablate.py
+        seen.update(paths=paths, opts=opts)
+        obj = {"natural": [3.0, 3.1, 3.2], "uniform": [3.05, 3.12, 3.3], "optimum": [2.9, 3.0, 3.1]}
+        return {"seeds": [1, 2, 3], "arms": {a: {"bpb": {"wiki": {"values": v}}} for a, v in obj.items()}}
+
+    monkeypatch.setattr(ablate, "ablate", fake_ablate)
+    w = np.array([{"web": 0.6, "multi": 0.4}[s] for s in space.sources])
+    v = ws.run_validation(space, cfg, tmp_path, w, 4 * 2064, [f"wiki={wiki}"], ("wiki",), print)
+    recipes = {Path(p).stem: Recipe.load(p) for p in seen["paths"]}
+    assert set(recipes) == {"natural", "uniform", "optimum"}
+    assert all(r.total_tokens == 4 * 2064 for r in recipes.values())
+    assert recipes["optimum"].phases[0].fractions() == pytest.approx({"web": 0.6, "multi": 0.4})
+    assert seen["opts"].seeds == 3 and seen["opts"].baseline == "natural"
+    assert any(o.startswith("model.overrides=") and '"n_layers": 4' in o for o in seen["opts"].overrides)
+    assert v["vs"]["natural"]["mean_diff"] == pytest.approx(-0.1)
+    assert v["vs"]["natural"]["optimum_better_every_seed"] and v["vs"]["natural"]["p"] is None  # no spread
+    assert v["vs"]["uniform"]["mean_diff"] == pytest.approx(np.mean([-0.15, -0.12, -0.2]))
+    assert 0 < v["vs"]["uniform"]["p"] < 0.05
+
+
+@pytest.mark.slow
+def test_a_tiny_search_on_the_demo_data_resumes_and_writes_a_recipe_the_planner_accepts(demo_run, tmp_path):
+    wiki = tmp_path / "wiki.jsonl"
+    lines = (shared_data_dir() / "quality" / "enwiki_sample_articles.jsonl").read_text().splitlines()
+    wiki.write_text("\n".join(lines[:4]) + "\n")
+    out = tmp_path / "search"
+    sets = _cfg(**{
+        "search.buckets": "[{source: web, column: perplexity_bpb, count: 2}]",
+        "search.swarm.proxies": 2, "search.swarm.anchors": "[natural]", "search.fit.bootstrap": 5,
+        "search.fit.folds": 2, "proxy.eval_docs": 4, "target.seq_len": 128, "target.tokens": "30K",
+    })  # fmt: skip
+    logs: list[str] = []
+    cfg = ws.MixtureSearchConfig.load(None, sets)
+    s = ws.mixture_search(demo_run / "recipe.yaml", out, cfg, [f"wiki={wiki}"], log=logs.append)
+
+    # the buckets are sources: the perplexity_bpb median cuts web in two, tokenized with the band selector
+    assert set(s["sources"]) == {"web_hq", "web_q1", "web_q2"}
+    q1 = json.loads((out / "tokens" / "shards" / "web_q1" / "manifest.json").read_text())
+    assert q1["select"]["perplexity_bpb"].startswith("< ") and q1["tokens"] > 0
+    # every proxy is a unit folder with its config and result: natural x2, 2 swarm, the chosen x2
+    runs = sorted((out / "proxies" / "runs").glob("*/seed-*"))
+    assert len(runs) == 6 and all((r / "run.json").is_file() and (r / "result.json").is_file() for r in runs)
+    assert set(s["runs"]) >= {"natural"} and len(s["runs"]) == 3
+    # diagnostics: held-out rho for the law and its baselines, the gate, the regret, intervals
+    assert set(s["cv"]["predictors"]) == {"loglinear", "linear", "more_of_largest", "near_natural"}
+    assert s["gate"]["seed_sd"] >= 0 and isinstance(s["gate"]["passed"], bool)
+    assert s["recommended"] == s["gate"]["passed"]
+    assert s["regret"]["regret"] == pytest.approx(
+        s["chosen"]["actual"] - min(r["objective"] for r in s["runs"].values())
+    )
+    lo, hi = s["chosen"]["predicted_interval"]
+    assert lo <= hi and 0.5 < s["chosen"]["actual"] < 9  # bits per byte of a (barely) trained model
+    assert len(s["chosen"]["actual_seeds"]) == 2
+    md = (out / "search.md").read_text()
+    for words in ("Held-out Spearman", "Noise gate", "Regret", "Every proxy"):
+        assert words in md
+    assert (out / "search.png").stat().st_size > 0
+    # the written recipe loads, is at the target budget, and the planner finds every cap kept
+    optimum = Recipe.load(out / "law-optimum.yaml")
+    assert optimum.total_tokens == 30_000
+    assert sum(optimum.phases[0].weights.values()) == pytest.approx(1.0)
+    assert make_plan(optimum, 129, 2).warnings == [] and s["chosen"]["fits_target"]
+    assert (out / "chosen.yaml").is_file() == s["recommended"]
+
+    # a rerun (other fit settings) trains nothing: every proxy is reused, results untouched
+    stamps = {r: (r / "result.json").stat().st_mtime_ns for r in runs}
+    logs.clear()
+    cfg2 = ws.MixtureSearchConfig.load(None, [*sets, "search.fit.bootstrap=3"])
+    s2 = ws.mixture_search(demo_run / "recipe.yaml", out, cfg2, [f"wiki={wiki}"], log=logs.append)
+    assert not any(": train " in m or m.startswith("$ python -m tokens") for m in logs)
+    assert {r: (r / "result.json").stat().st_mtime_ns for r in runs} == stamps
+    assert s2["chosen"]["weights"] == s["chosen"]["weights"]
+    # a proxy setting that changes results is another search: refused, not mixed in
+    with pytest.raises(Exception, match="was made by"):
+        ws.mixture_search(demo_run / "recipe.yaml", out, ws.MixtureSearchConfig.load(None, [*sets, "proxy.seq_len=64"]),
+                          [f"wiki={wiki}"], log=logs.append)  # fmt: skip
