@@ -632,16 +632,22 @@ def mixture_search(
         "law_optimum": str(opt_path),
         "chosen_recipe": str(chosen_path) if recommended else None,
     }
+    # written before the validation too: a search whose validation is cut short still has its report
+    write_report(out, summary, log if not validate else lambda m: None)
     if validate:
         summary["validate"] = run_validation(space, cfg, out, w_opt, vtokens, eval_specs, objective, log)
-    atomic_write_json(out / "search.json", summary)
+        write_report(out, summary, log)
+    return summary
+
+
+def write_report(out: Path, summary: dict[str, Any], log) -> None:
     from mixtures.search_report import chart, format_report
 
+    atomic_write_json(out / "search.json", summary)
     text = format_report(summary)
     (out / "search.md").write_text(text + "\n")
     chart(summary, out / "search.png")
     log(text)
-    return summary
 
 
 def run_validation(
