@@ -355,9 +355,12 @@ def test_source_to_selector_boundary(browser, dup_run, data, shots):
 
 
 @pytest.mark.spark
-def test_language_filter(browser, dup_run, shots):
+def test_language_and_source_filters(browser, dup_run, shots):
     """The language filter narrows every list: English shows only the filters' drops, `?` (no
-    language: dropped before language ID) only the reader's and extractor's."""
+    language: dropped before language ID) only the reader's and extractor's. The source filter keeps
+    one WARC's documents, in the drops and in the score ranges alike."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
     page = dup_run / "browse.html"
     open_page(browser, page)
     select(browser, "f-lang", "eng_Latn")
@@ -372,6 +375,26 @@ def test_language_filter(browser, dup_run, shots):
     tab(browser, "selectors")
     click(browser, "button.sel-source", source="web_hq")
     assert not browser.find_elements("css selector", ".cut .doc")  # no scored page lacks a language
+    select(browser, "f-lang", "")
+    warc = "crawl-2024-sample-0000.warc.gz"
+    select(browser, "f-src", warc)
+    tab(browser, "dropped")
+    click(
+        browser,
+        "button.reason",
+        stage="filter:gopher_quality",
+        reason="gopher_quality:gopher_below_alpha_threshold",
+    )
+    metas = texts(browser, "#drop-docs .drop-doc .d-meta")
+    assert metas and all(m.endswith(warc) for m in metas)
+    tab(browser, "scores")
+    svg = browser.find_element("css selector", "#hist svg")
+    ActionChains(browser).move_to_element_with_offset(
+        svg, -svg.size["width"] // 2 + 42, 0
+    ).click_and_hold().move_by_offset(svg.size["width"] - 60, 0).release().perform()
+    metas = texts(browser, "#score-docs .doc .d-meta")
+    assert metas and all(f"source {warc}" in m for m in metas)
+    browser.save_screenshot(str(shots / "source-filter.png"))
     only_itself(browser, page)
 
 
