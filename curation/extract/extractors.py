@@ -357,8 +357,7 @@ class ExtractStep(DocumentStage):
         first_drop: Drop | None = None
         for i, ex in enumerate(self.extractors):
             result = ex.process(doc)
-            for k, n in (ex.take_counters() or {}).items():
-                self.count(k, n)
+            self.adopt(ex)  # its counters, and what it measured
             if not isinstance(result, Drop) and result.text is None:
                 result = Drop("extract_empty", f"{type(ex).__name__} returned no text")
             if isinstance(result, Drop):
