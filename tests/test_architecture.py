@@ -87,6 +87,9 @@ def test_readme_filter_runs_on_spark_with_its_reason_in_funnel_and_rejected(tmp_
     ours = [r for r in rejected if r["reason"] == reason]
     assert ours and all(r["stage"] == f"filter:{key}" for r in ours)
     assert all(int(r["detail"].split()[0]) < min_words for r in ours)
+    # the evidence a user's Drop gives reaches rejected/ as columns (issue 46)
+    assert all((r["metric"], r["op"], r["threshold"]) == ("words", "<", min_words) for r in ours)
+    assert all(r["value"] == int(r["detail"].split()[0]) < min_words for r in ours)
     docs = pq.read_table(out / "docs").to_pylist()
     assert len(docs) == rows["write"]["docs_out"] and docs
     assert all(len(d["text"].split()) >= min_words for d in docs)
