@@ -521,6 +521,12 @@ def test_hostile_lengths_are_bounded_and_text_is_scrubbed(warc_dir):
     none = _Rejected(3, 200, None, 0)
     none.add("filter:x", "x:r", id="b" * 32, lang=None, snippet=text)
     assert none.rows[0]["text"] is None and len(none.rows[0]["snippet"]) == 200
+    # a stage whose input must not be shown (a PII scrub that failed: Drop.snippet "") shows no text either
+    failed = _Rejected(3, 200, None, 20_000)
+    failed.add_drop(
+        "pii", Document("c" * 32, text, {"lang": "eng_Latn"}), Drop("pii_error", "boom", snippet="")
+    )
+    assert (failed.rows[0]["snippet"], failed.rows[0]["text"]) == (None, None)
     from core.errors import ConfigError
 
     for bad in ("-1", "2000000"):
