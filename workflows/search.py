@@ -369,7 +369,8 @@ class Space:
         for ph in data["phases"]:
             if ph["name"] == self.phase:
                 ph["weights"] = {s: float(x) for s, x in zip(self.sources, r, strict=True) if x > 0}
-        data.pop("weights", None) if all("weights" in ph for ph in data["phases"]) else None
+        if all("weights" in ph for ph in data["phases"]):  # the loader refuses a temperature nothing uses
+            data.pop("weights", None)
         return header + yaml.safe_dump(data, sort_keys=False)
 
 
@@ -411,6 +412,22 @@ def estimate(runs: int, tokens: int, params: int, cost: CostSection) -> dict[str
 # ------------------------------------------------------------------ the search
 
 
+def padded_budget(trained: int, n_phases: int, proxy: ProxySection) -> int:
+    """The total_tokens of a proxy recipe that trains exactly `trained` tokens (whole steps).
+
+    Each phase is cut into whole rows of seq_len + 1 on its own, so a recipe of exactly `trained` tokens
+    in several phases holds up to one row per phase fewer than the steps need (the trainer stops, data
+    exhausted). One row per phase more keeps the step count (train_run's `steps_for`) and leaves at
+    most those rows of the last phase undrawn."""
+    row = proxy.seq_len + 1
+    if n_phases >= proxy.global_batch:
+        raise InputError(
+            f"the recipe has {n_phases} phases and proxy.global_batch is {proxy.global_batch}: "
+            "a batch must hold more rows than there are phases"
+        )
+    return trained + (n_phases - 1) * row if n_phases > 1 else trained
+
+
 def _opts(out: Path, cfg: MixtureSearchConfig, seeds: int, overrides: tuple[str, ...] = (), baseline=None):
     p = cfg.proxy
     return ablate.Options(output=out, seeds=seeds, trainer_config=_config_path(p.trainer_config).resolve(),
@@ -447,6 +464,7 @@ def mixture_search(
     proxy_opts = _opts(out / "proxies", cfg, ms_cfg.swarm.anchor_seeds)
     steps = ablate.steps_for(cfg.proxy.tokens, proxy_opts)
     proxy_tokens = steps * cfg.proxy.global_batch * (cfg.proxy.seq_len + 1)  # whole steps, exactly trained
+    n_phases = len(recipe.phases)
     evals_id = {k: fingerprint_of(v) for k, v in evals.items()}
     ident = {"recipe": recipe_data(recipe_path), "buckets": [b.to_dict() for b in ms_cfg.buckets],
              "proxy": cfg.proxy.to_dict(), "evals": evals_id}  # fmt: skip
@@ -473,7 +491,8 @@ def mixture_search(
     params = model_params(proxy_opts.trainer_config, vocab)
     runs = len(swarm_mix) + (len(anchor_mix) + 1) * n_seeds
     cost = {"proxies": estimate(runs, proxy_tokens, params, cfg.cost)}
-    vtokens = int(proxy_tokens * cfg.transfer.token_multiple)
+    vsteps = math.ceil(steps * cfg.transfer.token_multiple)
+    vtokens = vsteps * cfg.proxy.global_batch * (cfg.proxy.seq_len + 1)
     if validate:
         vparams = model_params(proxy_opts.trainer_config, vocab, cfg.transfer.model_overrides)
         cost["validate"] = estimate(3 * cfg.transfer.seeds, vtokens, vparams, cfg.cost)
@@ -505,7 +524,8 @@ def mixture_search(
     results: dict[str, dict[int, dict]] = {}
 
     def train(names_w: dict[str, np.ndarray], run_seeds: list[int]) -> None:
-        paths = [write_mixture(n, w, proxy_tokens) for n, w in names_w.items()]
+        budget = padded_budget(proxy_tokens, n_phases, cfg.proxy)
+        paths = [write_mixture(n, w, budget) for n, w in names_w.items()]
         arms = ablate.load_arms([str(p) for p in paths])
         for s in run_seeds:
             for arm in arms:
@@ -635,7 +655,8 @@ def mixture_search(
     # written before the validation too: a search whose validation is cut short still has its report
     write_report(out, summary, log if not validate else lambda m: None)
     if validate:
-        summary["validate"] = run_validation(space, cfg, out, w_opt, vtokens, eval_specs, objective, log)
+        vbudget = padded_budget(vtokens, n_phases, cfg.proxy)
+        summary["validate"] = run_validation(space, cfg, out, w_opt, vbudget, eval_specs, objective, log)
         write_report(out, summary, log)
     return summary
 

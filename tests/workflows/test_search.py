@@ -158,8 +158,9 @@ def test_a_tiny_search_on_the_demo_data_resumes_and_writes_a_recipe_the_planner_
     assert s["regret"]["regret"] == pytest.approx(
         s["chosen"]["actual"] - min(r["objective"] for r in s["runs"].values())
     )
-    lo, hi = s["chosen"]["predicted_interval"]
-    assert lo <= hi and 0.5 < s["chosen"]["actual"] < 9  # bits per byte of a (barely) trained model
+    # 3 mixtures cannot fit a law of 4 parameters on any resample: no interval rather than a made-up one
+    assert s["chosen"]["predicted_interval"] is None and s["chosen"]["bootstrap"] is None
+    assert 0.5 < s["chosen"]["actual"] < 9  # bits per byte of a (barely) trained model
     assert len(s["chosen"]["actual_seeds"]) == 2
     md = (out / "search.md").read_text()
     for words in ("Held-out Spearman", "Noise gate", "Regret", "Every proxy"):
