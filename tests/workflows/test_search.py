@@ -102,6 +102,26 @@ def test_the_space_counts_caps_as_the_sampler_does(two):
     assert not space.fits(over)
 
 
+def test_a_temperature_recipe_is_searched_and_written_back_as_plain_weights(two, tmp_path):
+    _, recipe, _ = two
+    data = yaml.safe_load(recipe.read_text())
+    data["weights"] = {"by": "tokens", "temperature": 0.5}
+    data["phases"] = [{"name": "main", "share": 1.0}]
+    path = tmp_path / "temp.yaml"
+    path.write_text(yaml.safe_dump(data))
+    space = ws.Space(path, ws.MixtureSearchConfig.load(None, _cfg()))
+    # the recipe as written is the temperature mixture, p_i ∝ n_i^0.5, not natural
+    expect = np.sqrt(space.tokens) / np.sqrt(space.tokens).sum()
+    assert np.allclose(space.as_written(), expect) and not np.allclose(space.as_written(), space.p)
+    written = tmp_path / "out.yaml"
+    written.write_text(space.recipe_yaml(space.p, "out", 12_800))
+    loaded = Recipe.load(written)  # the temperature nothing uses any more is dropped, or the loader refuses
+    assert loaded.temperature is None
+    assert loaded.phases[0].fractions() == pytest.approx(
+        dict(zip(space.sources, space.p, strict=True)), abs=1e-4
+    )
+
+
 def test_validate_trains_three_arms_at_four_times_the_tokens_on_a_larger_model(two, tmp_path, monkeypatch):
     _, recipe, wiki = two
     cfg = ws.MixtureSearchConfig.load(None, _cfg())
