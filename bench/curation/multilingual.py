@@ -257,10 +257,34 @@ def datatrove_lang_pages(logging_dir: Path) -> Counter:
     return out
 
 
-def agreement(ours: dict[str, str], theirs: dict[str, str], pages: Counter, min_pages: int) -> list[dict]:
-    """Per language with >= min_pages pages: kept by both, ours only, datatrove only, both/either."""
+def read_by_both(files: list[str], cfg: ExtractJobConfig) -> tuple[set[str], dict[str, int]]:
+    """WARC record ids both readers take as pages, and the count each reader alone takes. The readers
+    select differently by design (ours: HTTP 200 responses with an HTML type; datatrove's
+    process_record: any record whose identified payload type is HTML, `resource` records and any status
+    included): a page only one reads says nothing about curation, so the agreement is over the rest."""
+    from datatrove.pipeline.readers.warc import process_record
+    from warcio.archiveiterator import ArchiveIterator
+
+    from curation.warc.records import iter_records
+
+    ours: set[str] = set()
+    theirs: set[str] = set()
+    for f in files:
+        ours |= {it.record_id for it in iter_records(f, cfg.reader) if getattr(it, "kind", None)}
+        with open(f, "rb") as fh:
+            for rec in ArchiveIterator(fh):
+                if process_record(rec) is not None:
+                    theirs.add(rec.rec_headers.get_header("WARC-Record-ID"))
+    return ours & theirs, {"ours": len(ours - theirs), "datatrove": len(theirs - ours)}
+
+
+def agreement(
+    ours: dict[str, str], theirs: dict[str, str], pages: Counter, min_pages: int, both_read: set[str]
+) -> list[dict]:
+    """Per language with >= min_pages pages: kept by both, ours only, datatrove only, both/either,
+    over the pages both readers take (`both_read`)."""
     rows: dict[str, Counter] = {}
-    for doc_id in set(ours) | set(theirs):
+    for doc_id in (set(ours) | set(theirs)) & both_read:
         lang = ours.get(doc_id) or theirs[doc_id]
         side = "both" if doc_id in ours and doc_id in theirs else "ours" if doc_id in ours else "dt"
         rows.setdefault(lang, Counter())[side] += 1
@@ -330,7 +354,7 @@ def report(groups: list[list[Run]], rows: list[dict], args: argparse.Namespace, 
         "language. The large-file rows (--large-mb) show the rates where set-up is a small share.",
         "",
         f"Kept-set agreement per language (>= {args.min_pages} pages as labelled by datatrove's LID; "
-        "both / either, by WARC record id)",
+        "both / either, by WARC record id, over the pages both readers take)",
         _table(
             ["lang", "pages", "kept by both", "ours only", "datatrove only", "agreement"],
             [
@@ -412,9 +436,20 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"\n(full stderr in {log})\n")
         raise
     pages = datatrove_lang_pages(work / "dt" / "logs")
-    rows = agreement(our_kept(work / "pool"), datatrove_kept(work / "dt" / "docs"), pages, args.min_pages)
+    both_read, one_reader = read_by_both(files, cfg)
+    ours_kept, dt_kept = our_kept(work / "pool"), datatrove_kept(work / "dt" / "docs")
+    rows = agreement(ours_kept, dt_kept, pages, args.min_pages, both_read)
+    kept_one_reader = {
+        "ours": sum(k not in both_read for k in ours_kept),
+        "datatrove": sum(k not in both_read for k in dt_kept),
+    }
     print()
     print(report(groups, rows, args, files))
+    print(
+        f"  pages one reader alone takes: ours {one_reader['ours']:,}, datatrove {one_reader['datatrove']:,} "
+        f"(of these kept: ours {kept_one_reader['ours']:,}, datatrove {kept_one_reader['datatrove']:,}); "
+        f"the agreement is over the {len(both_read):,} pages both take"
+    )
     if args.keep:
         print(f"\noutputs and logs kept in {work}")
     else:
@@ -428,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
         "datatrove_pages_per_s_per_core": round(dt.per_core(), 3),
         "ratio": round(ours.per_core() / dt.per_core(), 3),
         "agreement": {r["lang"]: r["agreement"] and round(r["agreement"], 4) for r in rows},
+        "pages_both_readers": len(both_read),
+        "pages_one_reader": one_reader,
+        "kept_one_reader": kept_one_reader,
     }
     if len(groups) > 1:
         l_dt, l_ours = groups[1][0], groups[1][-1]

@@ -9,6 +9,7 @@ from datatrove.data import Document
 
 from curation.filters.langid import default_model_path
 from curation.language_settings import FOLDER
+from testkit.shared_data import shared_data_dir
 from tests.support.bench import load_bench
 
 ml = load_bench("curation/multilingual")
@@ -56,7 +57,8 @@ def test_per_language_block_builds_datatrove_filters_with_the_files_kwargs():
 def test_agreement_per_language():
     ours = {"a": "rus_Cyrl", "b": "rus_Cyrl", "c": "deu_Latn"}
     theirs = {"a": "rus_Cyrl", "d": "rus_Cyrl"}
-    rows = ml.agreement(ours, theirs, Counter({"rus_Cyrl": 30, "deu_Latn": 20, "fra_Latn": 25, "x": 1}), 20)
+    pages = Counter({"rus_Cyrl": 30, "deu_Latn": 20, "fra_Latn": 25, "x": 1})
+    rows = ml.agreement(ours, theirs, pages, 20, both_read={"a", "b", "c", "d"})
     by = {r["lang"]: r for r in rows}
     assert set(by) == {"rus_Cyrl", "deu_Latn", "fra_Latn"}
     assert (by["rus_Cyrl"]["both"], by["rus_Cyrl"]["ours_only"], by["rus_Cyrl"]["datatrove_only"]) == (
@@ -67,3 +69,29 @@ def test_agreement_per_language():
     assert abs(by["rus_Cyrl"]["agreement"] - 1 / 3) < 1e-9
     assert by["deu_Latn"]["agreement"] == 0.0
     assert by["fra_Latn"]["agreement"] is None  # neither side kept one
+
+    # a page only one reader takes is left out: it says nothing about curation
+    by = {r["lang"]: r for r in ml.agreement(ours, theirs, pages, 20, both_read={"a", "c"})}
+    assert (by["rus_Cyrl"]["both"], by["rus_Cyrl"]["ours_only"], by["rus_Cyrl"]["datatrove_only"]) == (
+        1,
+        0,
+        0,
+    )
+
+
+def test_read_by_both_on_a_real_warc():
+    """The readers' page sets on a real WARC: ours takes HTTP 200 HTML responses; every id is a real
+    WARC-Record-ID of the file, and the counts add up to each reader's own page count."""
+    from datatrove.pipeline.readers.warc import process_record
+    from warcio.archiveiterator import ArchiveIterator
+
+    from curation.config import ExtractJobConfig
+    from curation.warc.records import iter_records
+
+    warc = str(shared_data_dir() / "warc" / "cc-main-2020-34-sample.warc.gz")
+    cfg = ExtractJobConfig()
+    both, alone = ml.read_by_both([warc], cfg)
+    ours = sum(1 for it in iter_records(warc, cfg.reader) if getattr(it, "kind", None))
+    with open(warc, "rb") as fh:
+        theirs = sum(process_record(rec) is not None for rec in ArchiveIterator(fh))
+    assert both and len(both) + alone["ours"] == ours and len(both) + alone["datatrove"] == theirs
