@@ -96,7 +96,8 @@ def languages(run: Path) -> dict[str, Any]:
         "seen": dict(sorted(seen.items(), key=lambda kv: -kv[1])),
         "funnel": language_funnel(counters),
         "rejected_sample": dict(rejected.most_common()),
-        "note": "rejected_sample counts the rejected/ sample (at most N per reason and file), not every drop",
+        "note": "rejected_sample counts the rejected/ sample (at most N per stage, reason and language, per file), "
+        "not every drop: the funnel has the exact counts",
     }
 
 
