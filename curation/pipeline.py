@@ -69,7 +69,7 @@ from core.storage import is_remote, local_input
 from curation.config import ExtractJobConfig, stage_name, uses_section
 from curation.extract.extractors import ExtractStep, decoded_html
 from curation.filters.blocks import build_filter_steps
-from curation.filters.langid import LanguageIdentifier, PreLanguageFilter
+from curation.filters.langid import LanguageIdentifier, PreLanguageFilter, prelid_can_drop
 from curation.filters.url_filter import UrlFilter
 from curation.pii.scrub import PiiScrubber, PiiStage
 from curation.schema import (
@@ -129,8 +129,13 @@ def _extractors(cfg: ExtractJobConfig) -> list[DocumentStage]:
 def cascades(cfg: ExtractJobConfig) -> bool:
     """Whether the cascade's pre-LID runs. Not in `filters.mode: annotate`: its point is to skip the
     extraction of pages langid will drop, and annotate mode writes those pages (an ablation's `raw`
-    arm is every language), so each page goes the full way there."""
-    return cfg.extract.cascade and cfg.filters.mode != "annotate"
+    arm is every language), so each page goes the full way there. Nor where it can drop no page
+    (`prelid_can_drop`: every language kept, a floor at 0), where it would be pure cost."""
+    return (
+        cfg.extract.cascade
+        and cfg.filters.mode != "annotate"
+        and prelid_can_drop(cfg.langid, cfg.languages.folder(), cfg.extract.cascade_margin)
+    )
 
 
 def build_plan(cfg: ExtractJobConfig) -> Plan:

@@ -206,12 +206,7 @@ class LanguageIdentifier(DocumentStage):
     def min_threshold(self) -> float:
         """The lowest threshold any kept language can have: the cascade's pre-check must not drop a
         page that the language's own threshold would keep."""
-        floors = [self.cfg.threshold, *(t for _, t in self._thresholds)]
-        if self.settings is not None:
-            from curation.language_settings import lowest_lid_threshold
-
-            floors.append(lowest_lid_threshold(self.settings))
-        return min(floors)
+        return lowest_threshold(self.cfg, self.settings)
 
     def kept_probability(self, text: str) -> tuple[str, float, float]:
         """(top language, its probability, the best probability of a kept language).
@@ -295,6 +290,25 @@ class LanguageIdentifier(DocumentStage):
         return Drop(
             r.reason, f"{r.lang} {r.score:.2f} < {t:.2f}", metric=metric, value=r.judged, threshold=t, op="<"
         )
+
+
+def lowest_threshold(cfg: LangIdConfig, settings: Path | None) -> float:
+    """The lowest LID threshold a document's language can be judged by: the global one, any
+    `thresholds` entry, any file of the per-language settings folder."""
+    floors = [cfg.threshold, *cfg.thresholds.values()]
+    if settings is not None:
+        from curation.language_settings import lowest_lid_threshold
+
+        floors.append(lowest_lid_threshold(settings))
+    return min(floors)
+
+
+def prelid_can_drop(cfg: LangIdConfig, settings: Path | None, margin: float) -> bool:
+    """Whether the cascade's pre-check can drop any page: one whose top language is not kept (a
+    keep-list), or whose probability is under the lowest threshold less the margin. With every
+    language kept and that floor at 0 or below (the multilingual preset: 0.3 - 0.3), it drops
+    nothing and would only cost a second extraction and LID call per page."""
+    return bool(cfg.languages) or lowest_threshold(cfg, settings) - margin > 0
 
 
 class PreLanguageFilter(DocumentStage):

@@ -135,6 +135,21 @@ def test_a_macrolanguage_family_shares_its_probability(data_dir):
     assert LanguageIdentifier(LangIdConfig(languages=(), thresholds={"hrv_Latn": family + 0.01}))(text).reason
 
 
+def test_the_cascade_runs_only_where_it_can_drop_a_page():
+    """The pre-check drops a page whose top language is not kept, or whose probability is under the
+    lowest threshold less the margin. The preset keeps every language and its lowest threshold (0.3,
+    configs/languages/) less the margin (0.3) is 0: no page can fall under it, so the row is left
+    out rather than paid for; a keep-list, or a smaller margin, brings it back."""
+    from curation.pipeline import stage_order
+
+    preset = ExtractJobConfig.load(PRESET)
+    assert "prelid" not in stage_order(preset)
+    assert "prelid" in stage_order(ExtractJobConfig())  # the English default keeps its cascade
+    assert "prelid" in stage_order(ExtractJobConfig.load(PRESET, ["langid.languages=[deu_Latn]"]))
+    assert "prelid" in stage_order(ExtractJobConfig.load(PRESET, ["extract.cascade_margin=0.1"]))
+    assert "prelid" not in [st.name for st in build_plan(preset).stages()]
+
+
 @pytest.mark.spark
 def test_preset_on_spark_over_real_multilingual_pages(spark, warc_dir, tmp_path):
     """The preset as a job: Spark over the real multilingual pages of trafilatura's evaluation set gives
