@@ -67,9 +67,10 @@ from workflows.paths import project_path
 from workflows.steps import StepFailed, call
 
 # A proxy's trainer settings besides its size: no periodic eval, TensorBoard or sample; checkpoints so a
-# killed proxy resumes; 2 held-out rows per source so that a small source (a bucket of a small crawl)
-# keeps most of its documents to train on.
-PROXY_OVERRIDES = ("eval.every=0", "eval.sequences_per_source=2", "logging.tensorboard=false",
+# killed proxy resumes; no held-out rows of its own: a proxy is scored on the fixed eval sets only (its own
+# held-out rows differ between mixtures, so they rank nothing), and on a small source (a bucket of a small
+# crawl: ~10 pages) each seed would hold out other whole pages, adding data noise to the seed spread.
+PROXY_OVERRIDES = ("eval.every=0", "eval.sequences_per_source=0", "logging.tensorboard=false",
                    "logging.sample_tokens=0", "checkpoint.every=10", "schedule.warmup_steps=2")  # fmt: skip
 
 
