@@ -12,9 +12,10 @@ stage that has its marker, so a crashed run resumes at the first unfinished stag
 components also resume per round). Only the first stage and the last two read document text; the
 others work on narrow rows (row number, hashes, lengths, the keep-policy columns).
 
-After the stages: removed_ids/ (every decision), removed/ (a sample per reason with a snippet),
-stats.json (the funnel, built from the stages' own infos) and _SUCCESS. Nothing is collected to the
-driver but per-reason counts.
+After the stages: removed_ids/ (every decision), removed/ (a bounded sample per stage, reason,
+language and group-size band, with a snippet and the similarity to the document kept:
+dedup/removed.py), stats.json (the funnel, built from the stages' own infos) and _SUCCESS. Nothing
+is collected to the driver but per-reason counts.
 
 A stage marker holds for the inputs it was made from, so before resuming the inputs are checked by
 content as well as by name (core.output.guard_inputs: size, mtime and a sampled hash; an object's
@@ -47,9 +48,10 @@ from core.spark import DEFAULT_SPARK, SparkOptions, check_master, check_spark_na
 from core.stats import Stats, funnel_table
 from core.storage import is_object_store
 from dedup.config import DedupJobConfig
+from dedup.removed import write_removed
 from dedup.stages import STAGES, Flow, StageContext, StageStore, job_stages
 from dedup.stages.base import progress_printer
-from dedup.stages.common import ADDED_COLUMNS, DECISION_COLS
+from dedup.stages.common import ADDED_COLUMNS
 
 __all__ = ["ADDED_COLUMNS", "DedupResult", "InputError", "print_funnel", "resolve_input", "run_dedup"]
 
@@ -154,7 +156,7 @@ def _run(files: list[str], out: OutputDir, cfg: DedupJobConfig, spark: SparkOpti
         if stage.enabled(cfg):
             ctx.run(stage)
 
-    _write_removed(ctx, cfg.output.removed_sample_per_reason)
+    write_removed(ctx, cfg.output.removed_sample_per_reason)
     stats = funnel_stats(ctx)
     docs_in, docs_out = ctx.infos["prepare"]["docs"], ctx.infos["output"]["docs"]
     out.write_json(
@@ -181,30 +183,6 @@ def funnel_stats(ctx: StageContext) -> Stats:
         if ctx.ran(stage.name):
             stage.add_to_stats(stats, ctx.infos[stage.name], flow)
     return stats
-
-
-def _write_removed(ctx: StageContext, per_reason: int) -> None:
-    """removed_ids/: every decision; removed/: a sample per reason with URL and a text snippet."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    dec = ctx.decisions(ctx.done).select(*DECISION_COLS)
-    tables = ctx.store.tables
-    tables.write(
-        dec.drop("_row", "_bytes").repartition(1).sortWithinPartitions("reason", "id"), "removed_ids", "zstd"
-    )
-    w = Window.partitionBy("reason").orderBy(F.xxhash64("id"), "_row")
-    sample = dec.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") <= per_reason)
-    prep = ctx.prep
-    extra = ["url"] if "url" in prep.columns else []
-    sample = sample.join(prep.select("_row", *extra, F.substring("text", 1, 500).alias("snippet")), "_row")
-    tables.write(
-        sample.select("id", *extra, "stage", "reason", "partner_id", "snippet")
-        .repartition(1)
-        .sortWithinPartitions("reason", "id"),
-        "removed",
-        "zstd",
-    )
 
 
 def print_funnel(result: DedupResult) -> None:

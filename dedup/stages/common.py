@@ -148,18 +148,9 @@ def _verify_fn(mh_config: MinHashConfig):
                     a = _u32(d["sig_a"][i])
                     b = _u32(d["sig_b"][i])
                     sim = estimate_jaccard(a, b)
-                elif "lang_a" in d:  # minhash.words = language: the tokens the signatures had
-                    ha, hb = (
-                        shingle_hashes(
-                            shingle_texts([normalize_bytes(t)], [t], [d[f"lang_{e}"][i]])[0], mh_config.ngram
-                        )
-                        for e, t in (("a", d["text_a"][i]), ("b", d["text_b"][i]))
-                    )
-                    sim = exact_jaccard(ha, hb)
-                else:
-                    ha = shingle_hashes(normalize_text(d["text_a"][i]), mh_config.ngram)
-                    hb = shingle_hashes(normalize_text(d["text_b"][i]), mh_config.ngram)
-                    sim = exact_jaccard(ha, hb)
+                else:  # with minhash.words = language, the tokens the signatures had (lang_a, lang_b)
+                    langs = (d["lang_a"][i], d["lang_b"][i]) if "lang_a" in d else (None, None)
+                    sim = text_jaccard(mh_config, d["text_a"][i], d["text_b"][i], *langs)
                 keep.append(sim >= mh_config.threshold)
             yield pa.RecordBatch.from_pydict(
                 {
@@ -169,6 +160,22 @@ def _verify_fn(mh_config: MinHashConfig):
             )
 
     return run
+
+
+def text_shingles(mh: MinHashConfig, text: str | None, lang: str | None = None):
+    """The shingle hashes MinHash signed for `text`: word n-grams of its normalized text, or with
+    `minhash.words = language` of its segmented words where `lang` names a segmenter."""
+    if mh.words == "language" and lang is not None:
+        return shingle_hashes(shingle_texts([normalize_bytes(text or "")], [text], [lang])[0], mh.ngram)
+    return shingle_hashes(normalize_text(text or ""), mh.ngram)
+
+
+def text_jaccard(
+    mh: MinHashConfig, text_a: str | None, text_b: str | None, lang_a: str | None = None, lang_b=None
+) -> float:
+    """Exact Jaccard of two documents' shingle sets (`text_shingles`): what `verify: exact` checks and
+    what a signature estimates."""
+    return exact_jaccard(text_shingles(mh, text_a, lang_a), text_shingles(mh, text_b, lang_b))
 
 
 def _u32(b: bytes):
