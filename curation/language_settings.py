@@ -247,14 +247,23 @@ def _cached(path: str) -> LanguageSettings:
     return load_settings(path)
 
 
+SAME_WRITTEN_LANGUAGE = {"tgl": "fil"}
+"""Codes that name one written language on the web under two ISO 639-3 codes, not a macrolanguage
+and its member: lid.176's `tl` is Tagalog (`tgl`), and GlotLID and FineWeb-2 label the same pages
+Filipino (`fil_Latn`, the standard form of Tagalog), so a `tgl_Latn` document takes fil_Latn.yaml
+where no tgl_Latn.yaml is given. Codes stay as each model gives them; only the settings are shared."""
+
+
 def settings_for(code: str, folder: str | Path = FOLDER) -> LanguageSettings:
     """The settings of language `code` (`rus_Cyrl`): its own file, else its macrolanguage's in the
-    same script, else default.yaml (the `language` of what comes back says which). Cached per file."""
+    same script, else the file of the code it shares its written language with (SAME_WRITTEN_LANGUAGE),
+    else default.yaml (the `language` of what comes back says which). Cached per file."""
     if not is_canonical(code):
         raise ConfigError(f"language code must be xxx_Scrp (e.g. rus_Cyrl), got {code!r}")
     folder = Path(folder)
     lang, script = split_code(code)
-    for candidate in (code, f"{MACROLANGUAGE.get(lang, '')}_{script}"):
+    same = SAME_WRITTEN_LANGUAGE.get(lang, "")
+    for candidate in (code, f"{MACROLANGUAGE.get(lang, '')}_{script}", f"{same}_{script}"):
         path = folder / f"{candidate}.yaml"
         if path.is_file():
             return _cached(str(path.resolve()))

@@ -95,6 +95,43 @@ def test_settings_for_picks_the_file_then_the_macrolanguage_then_the_default():
     assert ls.settings_for("srp_Latn").language == ls.DEFAULT  # srp_Cyrl's words say nothing of Latin
     assert ls.settings_for("xho_Latn").language == ls.DEFAULT
     assert ls.settings_for("rus_Cyrl") is ls.settings_for("rus_Cyrl")  # cached
+    assert ls.settings_for("tgl_Latn").language == "fil_Latn"  # lid.176's tl; FineWeb-2 names fil_Latn
+
+
+# Letters of each script the shipped files are written in (a label's script comes from its text).
+SCRIPT_SAMPLES = {
+    "Latn": "Sprache",
+    "Cyrl": "язык",
+    "Arab": "زبان",
+    "Deva": "भाषा",
+    "Hani": "语言",
+    "Jpan": "日本語です",
+    "Hang": "언어",
+    "Thai": "ภาษา",
+    "Grek": "γλώσσα",
+    "Hebr": "שפה",
+    "Beng": "ভাষা",
+    "Taml": "மொழி",
+}
+
+
+def test_every_shipped_file_is_reached_by_a_label_of_the_default_model():
+    """A settings file no label of lid.176 can reach is dead weight: its language would be judged by
+    default.yaml. Every file of configs/languages/ must be what some label's documents get."""
+    import fasttext
+
+    from core.languages import from_lid176, split_code
+    from curation.filters.langid import default_model_path
+
+    labels = [
+        lab.removeprefix("__label__") for lab in fasttext.load_model(str(default_model_path())).get_labels()
+    ]
+    for path in sorted(ls.FOLDER.glob("*.yaml")):
+        if path.stem == ls.DEFAULT:
+            continue
+        text = SCRIPT_SAMPLES[split_code(path.stem)[1]]
+        reached = [lab for lab in labels if ls.settings_for(from_lid176(lab, text)).language == path.stem]
+        assert reached, f"{path.name}: no lid.176 label reaches it"
     for bad in ("ru", "rus", "rus_cyrl", "../x_Latn"):
         with pytest.raises(ConfigError, match="xxx_Scrp"):
             ls.settings_for(bad)
