@@ -41,6 +41,11 @@ def format_report(s: dict[str, Any]) -> str:
         f"{s['proxy_tokens']:,} tokens each on a {s['proxy_params']:,}-parameter proxy; objective: mean bits "
         f"per byte of {', '.join(s['objective'])}; target budget {s['target_tokens']:,} tokens.",
         "",
+        f"Cost: estimated {s['cost_estimate']['proxies']['core_hours']:.2f} core-hours for the proxies "
+        f"(6ND = {s['cost_estimate']['proxies']['flops']:.3g} FLOPs); measured "
+        f"{s['cost_measured']['core_hours']:.2f} ({s['cost_measured']['runs']} runs, "
+        f"{s['cost_measured']['wall_s'] / 60:.1f} min).",
+        "",
         "## Diagnostics",
         "",
         f"Held-out Spearman ρ ({cv['folds']}-fold over {cv['n']} mixtures; top quartile: the best quarter by "

@@ -129,11 +129,14 @@ class TransferSection(ConfigModel):
 
 
 class CostSection(ConfigModel):
-    core_flops: Annotated[float, Field(gt=0)] = 1.0e9
-    """training FLOP/s one CPU core gives the trainer (measured: the debug model, 98,688 tokens in ~100 s
-    on 2 cores, docs/mixtures-and-ablations.md)"""
-    overhead_s: Annotated[float, Field(ge=0)] = 60.0
-    """seconds per run outside training steps (launcher start, export, scoring)"""
+    core_flops: Annotated[float, Field(gt=0)] = 5.0e9
+    """training FLOP/s (6ND) one CPU core gives the trainer. Measured on this project's 2 shared cores: ~1e10
+    per core for the debug model at load 5-10 (30 steps of 8 x 129 tokens in 3.3 s; the 2x wider and deeper
+    validation model 124K tokens in ~25 s), ~1e9 at load 11-21 with 2 ranks (`make ablate`); half the
+    quiet figure, so that an estimate errs long"""
+    overhead_s: Annotated[float, Field(ge=0)] = 30.0
+    """seconds per run outside training steps (launcher start, export, scoring): measured 16 s (proxy) to
+    35 s (validation run) at load 5-10, up to ~100 s under heavy load"""
     cores: Annotated[int, Field(ge=1)] = max(os.cpu_count() or 1, 1)
 
 
@@ -609,7 +612,9 @@ def mixture_search(
         "cost_estimate": cost,
         "cost_measured": {
             "runs": sum(len(v) for v in results.values()),
-            "wall_s": sum(r.get("wall_s", 0.0) for v in results.values() for r in v.values()),
+            "wall_s": (wall := sum(r.get("wall_s", 0.0) for v in results.values() for r in v.values())),
+            # what this process's runs took (a run reused from an earlier call counts its own wall time)
+            "core_hours": wall * cfg.cost.cores / 3600,
         },
         "runs": {
             n: {
