@@ -253,7 +253,11 @@ def train_run(arm: Arm, seed: int, opts: Options, evals: dict[str, list[str]], l
     }
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     atomic_write_json(run / "result.json", result)
-    log(f"==> {arm.name} seed {seed}: " + " ".join(f"{k} {v:.4f}" for k, v in result["bpb"].items()))
+    # `own` is None when the run held out no rows (eval.sequences_per_source=0, as mixture-search's proxies)
+    log(
+        f"==> {arm.name} seed {seed}: "
+        + " ".join(f"{k} {'–' if v is None else f'{v:.4f}'}" for k, v in result["bpb"].items())
+    )
     return result
 
 
