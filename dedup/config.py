@@ -231,7 +231,9 @@ class DecontaminateConfig(ConfigModel):
 
 class OutputConfig(ConfigModel):
     removed_sample_per_reason: int = 1000
-    """removed documents kept with a text snippet, per reason"""
+    """removed/: documents kept with a snippet and their evidence, per (stage, reason, lang, group-size
+    band) cell: those of smallest curation.schema.sample_key (dedup/removed.py; the name predates
+    the cells)"""
     partitions: int = 0
     """Spark shuffle partitions and output hash buckets by id; 0: 2 x the default parallelism"""
 

@@ -15,7 +15,8 @@ others work on narrow rows (row number, hashes, lengths, the keep-policy columns
 After the stages: removed_ids/ (every decision), removed/ (a bounded sample per stage, reason,
 language and group-size band, with a snippet and the similarity to the document kept:
 dedup/removed.py), stats.json (the funnel, built from the stages' own infos) and _SUCCESS. Nothing
-is collected to the driver but per-reason counts.
+is collected to the driver but per-reason counts (and the removed sample's row numbers pass through
+it as a broadcast: at most 2 x k per cell).
 
 A stage marker holds for the inputs it was made from, so before resuming the inputs are checked by
 content as well as by name (core.output.guard_inputs: size, mtime and a sampled hash; an object's
