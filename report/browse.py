@@ -244,7 +244,9 @@ def dropped(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
     removed = run / "dedup" / "removed"
     rfiles = _parquet_files(removed) if removed.is_dir() else []
     drows = [
-        r for b, _ in _batches(rfiles, ("id", "url", "stage", "reason", "partner_id")) for r in b.to_pylist()
+        r
+        for b, _ in _batches(rfiles, ("id", "url", "stage", "reason", "partner_id", "cluster_id", *EVIDENCE))
+        for r in b.to_pylist()
     ]
     inputs = _dedup_inputs(run)
     if drows:
@@ -255,6 +257,8 @@ def dropped(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
             row["stage"] = f"dedup:{r.get('stage')}"
             row["lang"] = src.get("lang")
             row["detail"] = f"duplicate of {r['partner_id']}" if r.get("partner_id") else ""
+            if r.get("cluster_id"):  # dedup's removed/ since issue 46 (dedup/removed.py)
+                row["detail"] += f" in cluster {r['cluster_id']}"
             cells[(row["stage"], r.get("reason") or "?", row.get("lang") or "?")].offer(r["id"], row)
     allot = _allot(cells, limits.max_dropped)
     out = []
