@@ -4,7 +4,8 @@ the document kept) checked against an independent computation.
 
 One dedup run over real documents with planted groups of every size band (near-duplicate clusters of
 2, 4, 8 and 24; exact groups of 2 and 7; URL recaptures; a duplicate id; an empty text; a Chinese
-pair as a second language), with 3 rows per cell, so most cells are cut and a few are not.
+pair as a second language), with 3 rows per cell, so most cells are cut and a few are not; and a
+second, small run with `cluster.keep: drop_cluster`, whose removals have no kept partner.
 """
 
 from __future__ import annotations
@@ -248,3 +249,42 @@ def test_bottom_k_per_partition_keeps_the_smallest_keys_however_batched():
         assert dict(got) == {lang: v[:K] for lang, v in want.items()}
     (empty,) = list(_bottom_k_fn(0, names)(table.to_batches()))
     assert empty.num_rows == 0
+
+
+@pytest.mark.spark
+def test_drop_cluster_rows_name_their_cluster_and_its_size(spark, data_dir, tmp_path):
+    """keep: drop_cluster removes every member (partner_id = the cluster's id, itself removed): each
+    row's cluster_id is that id, cluster_size the planted group's size, and the member that is the
+    cluster's id has no similarity to itself."""
+    docs = [d for d in real_documents(data_dir) if 300 <= len(d.split()) <= 900]
+    rng = random.Random(7)
+    vocab = vocabulary(docs)
+    rows, groups = [], []
+    for page, size in zip(docs, (2, 4, 7)):
+        groups.append(
+            [doc_row(len(rows) + j, edit(page, 0.004, rng, vocab) if j else page) for j in range(size)]
+        )
+        rows += groups[-1]
+    rows.append(doc_row(len(rows), docs[3]))  # a page with no copy: kept
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
+    cfg = {**CFG, "cluster": {"keep": "drop_cluster"}}
+    run_dedup(
+        str(tmp_path / "in.parquet"),
+        str(tmp_path / "out"),
+        DedupJobConfig.from_dict(cfg),
+        spark=SparkOptions(progress=False),
+    )
+    sample = pq.read_table(tmp_path / "out" / "removed").to_pylist()
+    text = {r["id"]: r["text"] for r in rows}
+    for group in groups:
+        ids = {r["id"] for r in group}
+        got = [r for r in sample if r["id"] in ids]
+        assert len(got) == min(K, len(group))
+        for r in got:
+            assert r["reason"] == "near_duplicate_cluster" and r["partner_id"] in ids
+            assert r["cluster_id"] == r["partner_id"] and r["cluster_size"] == len(group)
+            assert r["size_band"] == _band(len(group))
+            if r["id"] == r["partner_id"]:
+                assert r["metric"] is r["value"] is None
+            else:
+                assert abs(r["value"] - _jaccard(text[r["id"]], text[r["partner_id"]])) < 1e-12
