@@ -240,7 +240,7 @@ def dropped(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
         for r in batch.to_pylist():
             key = r.get("id") or f"{r.get('warc_file')}:{r.get('warc_offset')}"
             cells[(r.get("stage") or "?", r.get("reason") or "?", r.get("lang") or "?")].offer(key, r)
-    # dedup's removed/: a sample per (stage, reason, lang, size band) already; text, language, source: the input's
+    # dedup's removed/: sampled per (stage, reason, lang, size band); text, lang, source: the input's
     removed = run / "dedup" / "removed"
     rfiles = _parquet_files(removed) if removed.is_dir() else []
     drows = [
