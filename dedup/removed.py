@@ -99,15 +99,17 @@ def write_removed(ctx: StageContext, per_cell: int) -> None:
         dec.drop("_row", "_bytes").repartition(1).sortWithinPartitions("reason", "id"), "removed_ids", "zstd"
     )
     sample = bottom_k(with_cells(ctx, dec), per_cell).persist(StorageLevel.DISK_ONLY)
+    held = [sample]
     try:
-        out = _with_evidence(ctx, sample, sample.count())
+        out = _with_evidence(ctx, sample, sample.count(), held)
         tables.write(
             out.select(*COLUMNS).repartition(1).sortWithinPartitions(*CELL, "sample_key", "id"),
             "removed",
             "zstd",
         )
     finally:
-        sample.unpersist()
+        for df in held:
+            df.unpersist()
 
 
 def with_cells(ctx: StageContext, dec):
@@ -215,8 +217,10 @@ def _bottom_k_fn(k: int, names: list[str]):
     return run
 
 
-def _with_evidence(ctx: StageContext, sample, n_rows: int):
-    """The sampled rows with url, snippet and the similarity to their partner (module docstring)."""
+def _with_evidence(ctx: StageContext, sample, n_rows: int, held: list):
+    """The sampled rows with url, snippet and the similarity to their partner (module docstring);
+    what it persists is appended to `held` for the caller to release once the result is written."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     prep = ctx.prep
@@ -242,6 +246,9 @@ def _with_evidence(ctx: StageContext, sample, n_rows: int):
     texts = prep.select("_row", "text", url.alias("url"), lang.alias("_lang")).join(
         F.broadcast(need) if small else need, "_row"
     )
+    # read for the rows and again for their partners: one scan of the prepared texts, not two
+    texts = texts.persist(StorageLevel.DISK_ONLY)
+    held.append(texts)
     own = texts.select("_row", "url", "text")
     other = texts.select(
         F.col("_row").alias("_p_row"), F.col("text").alias("_p_text"), F.col("_lang").alias("_p_lang")
