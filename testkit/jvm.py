@@ -44,7 +44,13 @@ def _archive_path() -> Path:
     """Per JDK and Spark jar set: another install never maps an archive of different classes."""
     import pyspark
 
-    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    # A JVM maps the archive only if every jar has the size and mtime it had when it was written:
+    # a venv made again at the same path (a clean clone where an earlier one was) gets its own.
+    jars = sorted(
+        f"{p.name}:{st.st_size}:{st.st_mtime_ns}"
+        for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")
+        for st in [p.stat()]
+    )
     # without the options in force: their "Picked up JDK_JAVA_OPTIONS" note would change the key
     env = {k: v for k, v in os.environ.items() if k not in ("JDK_JAVA_OPTIONS", "JAVA_TOOL_OPTIONS")}
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60, env=env).stderr

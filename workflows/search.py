@@ -61,7 +61,7 @@ from mixtures import search as ms
 from mixtures.draw import fits, source_draws
 from mixtures.plan import available_tokens, training_pool
 from mixtures.recipe import Recipe, RecipeError, TokenCount
-from mixtures.validate import has_manifest, read_manifest
+from mixtures.validate import check_sources, has_manifest, read_manifest
 from workflows import ablate
 from workflows.paths import project_path
 from workflows.steps import StepFailed, call
@@ -291,6 +291,15 @@ def make_buckets(recipe_path: Path, cfg: ms.SearchConfig, out: Path, log) -> Pat
     path.write_text(
         "# Written by `python -m workflows mixture-search`: the recipe as searched\n" + yaml.safe_dump(data)
     )
+    # The trainer's own source checks, before any proxy: a bucket that selects exactly the documents of
+    # another source (on a small source, a median cut can equal a `top 50%` one) holds the same shards,
+    # which every proxy would refuse after its launch.
+    try:
+        check_sources(Recipe.load(path))
+    except RecipeError as e:
+        raise InputError(
+            f"search.buckets: {e} (cut another column, or into another number of buckets)"
+        ) from None
     return path
 
 
