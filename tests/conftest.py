@@ -39,9 +39,13 @@ SHARED_SETUP_GROUPS = {
 # in this order, as longest-processing-time-first scheduling does: a long unit started late would leave
 # the other worker idle at the end (the trainer file did, ~100 s). The rest follow in collection order.
 LONGEST_UNITS = (
+    # ~900 s on a loaded machine (2026-11-28): the reduced demo (340 s quiet) and, sharing its run,
+    # tests/workflows/test_search.py's real mixture search and its --validate trainings
+    "demo",
     "dedup-isolated",  # 633 s: the dedup job tests, the isolated tier, the S3 chain
-    "demo",  # 340 s
     "tests/trainer/test_train_deepspeed.py",  # 216 s
+    "report",  # ~200 s loaded: the report tests' extract, dedup and score run, then the browser tier
+    "tests/dedup/test_removed_sample.py",  # 175 s loaded: two dedup jobs over planted clusters
     # 264 s on a loaded machine (2026-11-28, test_multinode.py took 170 s there, 97 s quiet): the isolated
     # tier's proof and a two-node job, run again from a copy of the checkout in /tmp
     "tests/isolated/test_checkout_under_tmp.py",
