@@ -956,7 +956,8 @@ def same_way_table(dt: Run, pool: Run, spark: Run, ctx: Context) -> list[str]:
     runs = [("", dt), ("", pool), ("", spark)]
     if ctx.large:
         mb = ctx.args.large_mb
-        runs += [(f"{len(r.tasks) if r is ctx.large[0] else ''} x {mb:g} MB: ", r) for r in ctx.large]
+        n = len(ctx.large[0].tasks)  # datatrove: one task per file
+        runs += [(f"{n} x {mb:g} MB: ", r) for r in ctx.large]
     base = {"": ctx.same_way(dt), **({"large": ctx.same_way(ctx.large[0])} if ctx.large else {})}
     rows = []
     for prefix, run in runs:
