@@ -206,7 +206,6 @@ def test_reply_over_the_cap_fails_and_reads_at_most_cap_plus_one_byte(servers, f
     filler = padded(size) if size == CAP else None
     server = servers(Hostile, lambda h: stream(h, framing, size, filler))
     c = client(server.url)
-    t0 = time.monotonic()
     if size == CAP:
         assert c.complete("x", 1).content == "Educational score: 3"
         assert c.counts["reply_bytes"] == CAP
@@ -224,7 +223,6 @@ def test_reply_over_the_cap_fails_and_reads_at_most_cap_plus_one_byte(servers, f
         time.sleep(0.01)
     if size != CAP + 1:  # cap + 1 bytes fit in the socket buffers: that server finished its reply
         assert server.closed == [True] and 0 <= server.sent[0] < 64 << 20, server.sent
-    assert time.monotonic() - t0 < 10
 
 
 def test_default_cap_is_one_mebibyte_and_a_hostile_json_reply_fails_cleanly(servers):
@@ -312,18 +310,14 @@ def stalled(servers, stall: str) -> str:
 @pytest.mark.parametrize("stall", list(STALLS))
 def test_a_try_ends_at_its_deadline_whatever_phase_stalls(servers, stall):
     """timeout_s=30 per read, deadline_s=1 per try: every stall ends at the deadline, counted as one.
-    Not a speed bound: the try may not end before 1 s, and must end before any read's own timeout could
-    have ended it (30 s), which only the deadline's watchdog can do (measured: 1.0 s + ~5 ms, a loaded
-    machine delays the watchdog's wake-up by a few hundred ms at most)."""
+    What ends it is read off the failure, not a clock: a read's own timeout would fail with a
+    timeout, and only the deadline's watchdog says `deadline:` (measured: 1.0 s + ~5 ms)."""
     url = stalled(servers, stall)
     c = client(url, timeout_s=30.0, deadline_s=1.0)
-    t0 = time.monotonic()
     with pytest.raises(
         RequestFailed, match=r"^deadline: no complete reply within client\.deadline_s=1, 1 tries"
     ):
         c.complete("x", 1)
-    took = time.monotonic() - t0
-    assert 1.0 <= took < 30.0, took
     assert c.counts["retried_deadline"] == 1
 
 
@@ -426,16 +420,15 @@ def test_ctrl_c_exits_130_promptly_wherever_the_workers_wait(labelled, servers, 
             time.sleep(0.05)
         assert len(server.requests) == seen, proc.poll()
         time.sleep(0.6)  # a progress line or more, and every worker settled in its wait
-        t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
+        # the server never answers: without Ctrl-C ending the requests in flight the run would not
+        # end, and communicate's timeout (a hang guard, not a speed bound) would fail the test
         _, stderr = proc.communicate(timeout=90)
-        took = time.monotonic() - t0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, stderr[-2000:]
-    assert took < 60, took
     assert stderr.rstrip().endswith("interrupted") and "Traceback" not in stderr
     assert "annotate: " in stderr and "/12 done" in stderr
     assert json.loads((out / "summary.json").read_text())["counts"]["sampled"] == 12
