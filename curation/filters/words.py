@@ -98,6 +98,10 @@ def _import_spacy_without_torch():
     return spacy
 
 
+def _never(_chunk: str) -> None:
+    return None
+
+
 class WordSplitter:
     """spaCy's blank tokenization of a text (English unless `lang` names another spaCy language
     class with the standard rule-based tokenizer), spaCy asked once per distinct chunk."""
@@ -111,6 +115,7 @@ class WordSplitter:
         self._nlp = None
         self._is_punct: Any = None
         self._rules: frozenset[str] = frozenset()
+        self._affixes: tuple[Any, Any, Any] = (_never, _never, _never)
         self._chunks: dict[str, tuple[str, ...]] = {}
         self._facts: dict[str, TokenFacts] = {}
         self._reset_ids()
@@ -127,7 +132,14 @@ class WordSplitter:
 
         self._nlp = spacy.blank(self.lang)
         self._is_punct = is_punct
-        self._rules = frozenset(self._nlp.tokenizer.rules)
+        tok = self._nlp.tokenizer
+        self._rules = frozenset(tok.rules)
+        # a language without a pattern of one kind never matches one (spaCy skips it too)
+        self._affixes = (
+            tok.prefix_search or _never,
+            tok.suffix_search or _never,
+            tok.infix_finditer or (lambda _c: iter(())),
+        )
         self._sent_chars = frozenset(Sentencizer.default_punct_chars)
         self._symbols = frozenset(PUNCTUATION_SET)
 
@@ -163,10 +175,22 @@ class WordSplitter:
             self._chunks[c] = tuple(ts)
 
     def _add_chunks_other(self, chunks: set[str]) -> None:
-        # another language's class: every chunk to spaCy, inside a memory zone so its string store
-        # does not grow with each new chunk (the English path keeps its behaviour exactly)
-        with self._nlp.memory_zone():
-            self._tokenize_chunks(list(chunks))
+        """Another language's class. A chunk that no special case names and in which none of the
+        language's prefix, suffix and infix patterns matches is one token: that is spaCy's own
+        algorithm (Tokenizer._split_affixes finds no affix, _attach_tokens no infix), asked of the
+        same compiled patterns, without building a lexeme per new string (most of spaCy's time
+        here). Every other chunk goes to spaCy, inside a memory zone so that its string store does
+        not grow with each new chunk (the English path keeps its behaviour exactly)."""
+        hard = []
+        prefix, suffix, infix = self._affixes
+        for c in chunks:
+            if c in self._rules or prefix(c) or suffix(c) or next(infix(c), None) is not None:
+                hard.append(c)
+            else:
+                self._chunks[c] = (c,)
+        if hard:
+            with self._nlp.memory_zone():
+                self._tokenize_chunks(hard)
 
     def _make_room(self) -> None:
         if len(self._chunks) >= _CACHE_MAX:

@@ -77,15 +77,99 @@ def test_words_are_the_text_in_order(iso1):
             assert not any("_" in w for w in words), (s, words)
 
 
-@pytest.mark.parametrize("iso1", (*SPACY, "xx"))
+# spaCy's special-case matcher merges tokens across whitespace in these two languages: Macedonian's
+# abbreviation "на пр." is one token of the whole text and two of its chunks, and an Albanian "' ''x"
+# splits its "''" only in context. The chunk-cached splitter differs there (test below); every other
+# spaCy language class with a Leipzig file is checked token for token.
+ACROSS_WHITESPACE = {"mk": "на пр.", "sq": "' ''"}
+SPACY_WITH_TEXT = sorted(
+    c for c in spacy_codes()
+    if (LEIPZIG / f"{c}.txt").is_file() and c not in segment._SPACY_SPECIAL and c not in ACROSS_WHITESPACE
+) if LEIPZIG.is_dir() else []  # fmt: skip
+# chunks that reach every kind of rule: prefixes, suffixes and infixes of punctuation, quotes and
+# brackets, elisions, abbreviations, numbers with units, URLs and e-mails, emoticons, hyphens, and
+# letters of other scripts with marks; glued onto real words below
+TRICKY = (
+    "(l'homme)",
+    "dell'anno",
+    "d'Alembert",
+    "U.S.A.",
+    "e.g.",
+    "3.5km",
+    "10,000",
+    "1990-2000",
+    "15%",
+    "$5",
+    "«quoted»",
+    "„Zitat“",
+    "¿qué?",
+    "¡ya!",
+    "http://example.org/a?b=c",
+    "a.b@example.com",
+    ":-)",
+    "<3",
+    "co-operate",
+    "—dash—",
+    "word...",
+    "'s",
+    "n't",
+    "don't",
+    "Ms.",
+    "No.",
+    "ক্ষ্মা।",
+    "कि।",
+    "ال-",
+    "«",
+    "ʻokina",
+    "x²",
+    "a/b",
+    "[1]",
+    "{x}",
+    "#tag",
+    "@user",
+    "100°C",
+    "…",
+    "\u00ad",
+    "؟",
+    "。",
+)
+
+
+@pytest.mark.parametrize("iso1", (*SPACY_WITH_TEXT, "xx"))
 def test_spacy_words_are_spacys_tokens(iso1):
-    """The chunk-cached splitter gives exactly spacy.blank(code)'s non-space tokens, sentence by sentence."""
+    """The chunk-cached splitter gives exactly spacy.blank(code)'s non-space tokens, sentence by
+    sentence: the language's own sentences, sentences of other scripts, and words glued to chunks
+    that reach its prefix, suffix, infix and special-case rules (the splitter calls a chunk that none
+    of them matches one token without asking spaCy: this is where that would differ)."""
     seg = get_segmenter("whitespace" if iso1 == "xx" else f"spacy:{iso1}")
     nlp = _import_spacy_without_torch().blank(iso1)
-    for s in sentences("en" if iso1 == "xx" else iso1):
+    own = sentences("en" if iso1 == "xx" else iso1, 1000)
+    others = [s for c in ("en", "ru", "ar", "hi", "el", "zh") for s in sentences(c, 30)]
+    glued = [" ".join(w + t + w for t in TRICKY) for w in own[0].split()[:20]]
+    for s in (*own, *others, *glued):
         assert seg.words(s) == [t.text for t in nlp.tokenizer(s) if not t.is_space], s
     if iso1 == "en":
         assert seg.splitter is SPLITTER  # English is the filters' own splitter
+
+
+@pytest.mark.parametrize(("iso1", "merged"), ACROSS_WHITESPACE.items())
+def test_spacy_merges_across_whitespace_where_chunks_cannot(iso1, merged):
+    """The known difference, kept visible: where spaCy's matcher joins tokens of two whitespace
+    chunks, the chunk-cached words differ from the whole text's, and only around that spot: the text
+    before and after it gives the same words both ways (so a new spaCy that stops doing it shows here)."""
+    seg = get_segmenter(f"spacy:{iso1}")
+    nlp = _import_spacy_without_torch().blank(iso1)
+    diff = [
+        s
+        for s in sentences(iso1, 1000)
+        if seg.words(s) != [t.text for t in nlp.tokenizer(s) if not t.is_space]
+    ]
+    assert diff and all(merged in s for s in diff), diff
+    assert len(diff) <= 3  # of 1,000 sentences: a rare abbreviation or quote run, not a systematic split
+    for s in diff:
+        head, _, tail = s.partition(merged)
+        for part in (head, tail):
+            assert seg.words(part) == [t.text for t in nlp.tokenizer(part) if not t.is_space], part
 
 
 @pytest.mark.parametrize(("iso1", "chars_per_word"), [("zh", 4), ("ja", 4), ("th", 8)])
