@@ -95,3 +95,31 @@ def test_read_by_both_on_a_real_warc():
     with open(warc, "rb") as fh:
         theirs = sum(process_record(rec) is not None for rec in ArchiveIterator(fh))
     assert both and len(both) + alone["ours"] == ours and len(both) + alone["datatrove"] == theirs
+
+
+def test_ceiling_is_our_extraction_alone_against_datatrove():
+    """Ours at 10 pages per extraction-second, datatrove at 2 pages/s/core: trafilatura alone would
+    allow 5x; a run without an extract stage time has no ceiling."""
+    from bench.curation.throughput import Run as run
+    from bench.curation.throughput import StageRow as row
+
+    dt = run(
+        "dt",
+        wall=50.0,
+        cpu=100.0,
+        cores=2,
+        stages={"extract": row(docs_in=200, seconds=60.0)},
+        tasks=[(0, 50)],
+    )
+    ours = run(
+        "ours",
+        wall=20.0,
+        cpu=40.0,
+        cores=2,
+        stages={"extract": row(docs_in=200, seconds=20.0)},
+        tasks=[(0, 20)],
+    )
+    assert abs(dt.per_core() - 2.0) < 1e-9 and ours.pages_in == 200  # the bench's own definitions
+    assert abs(ml.ceiling(dt, ours) - 5.0) < 1e-9
+    assert ml.ceiling(dt, run("x", 20.0, 40.0, 2, {}, [(0, 20)])) is None
+    assert "5.00x" in ml.ceiling_line(dt, ours)
