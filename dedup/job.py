@@ -66,10 +66,11 @@ class DedupResult:
     docs_out: int = 0
 
 
-def resolve_input(path: str) -> list[str]:
+def resolve_input(path: str, lang_for: str | None = None) -> list[str]:
     """Parquet files of a document dataset (core.files.doc_parquet_uris): absolute paths, or URIs.
 
-    Checks, from the Parquet footers only, that every file has string columns `id` and `text`.
+    Checks, from the Parquet footers only, that every file has string columns `id` and `text`, and
+    a string (or all-null) `lang` column when `lang_for`, the config key that reads it, is given.
     """
     files = doc_parquet_uris(path)
     for f in files:
@@ -80,6 +81,16 @@ def resolve_input(path: str) -> list[str]:
             kind = schema.field(col).type
             if not pa.types.is_string(kind) and not pa.types.is_large_string(kind):
                 raise InputError(f"{f}: column `{col}` is {kind}, expected string")
+        if lang_for is not None:
+            # Refused rather than run over one shared index: the user asked for per-language groups.
+            if "lang" not in schema.names:
+                raise InputError(
+                    f"{f}: no `lang` column, which {lang_for} needs (columns: {', '.join(schema.names)}); "
+                    f"label the languages first (curation's langid) or turn {lang_for} off"
+                )
+            kind = schema.field("lang").type
+            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)):
+                raise InputError(f"{f}: column `lang` is {kind}, expected string ({lang_for})")
     return files
 
 
@@ -102,7 +113,8 @@ def run_dedup(
     # Before the input is listed: an output inside it would be listed as input (and fail on its
     # schema, far from the cause).
     check_disjoint(output, [input_path])
-    files = resolve_input(input_path)
+    per_language = cfg.minhash.per_language and cfg.cluster.enabled  # the minhash stage runs
+    files = resolve_input(input_path, "minhash.per_language" if per_language else None)
     check_disjoint(output, files=files)
     check_master(spark.master)  # a bad --master is a ConfigError before the folder is made
     check_spark_native(spark.native_storage)

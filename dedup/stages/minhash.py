@@ -8,6 +8,8 @@ the component's first node, not its smallest id); two ids with the same hash sta
 Each member of a band bucket is linked to the bucket's smallest node: n-1 edges per bucket, never
 n^2, so one giant cluster costs no more than its size. With `minhash.verify` on, a candidate edge is
 kept only when its two documents reach the threshold (signature estimate or exact shingle Jaccard).
+With `minhash.per_language`, each document's band keys are mixed with the hash of its
+`lang` (dedup.minhash.language_hashes), so buckets, and so clusters, never span two languages.
 Components (dedup.components) resume per round. Everything goes under
 stages/minhash/<MinHashConfig>/: the folder names the parameters that made it. This stage removes
 nothing; `cluster` decides per component.
@@ -22,7 +24,7 @@ import pyarrow as pa
 
 from dedup.components import connected_components
 from dedup.config import DedupJobConfig
-from dedup.minhash import MinHashConfig, MinHasher
+from dedup.minhash import MinHashConfig, MinHasher, language_hashes
 from dedup.stages.base import DocBatch, Feature, Stage, StageContext
 from dedup.stages.common import alive, verify_pairs
 from dedup.words import shingle_texts
@@ -141,14 +143,19 @@ def _signer(mh: MinHashConfig, keep_sig: bool):
 
     def sign(docs: DocBatch) -> dict[str, pa.Array]:
         # One compiled call per batch; a text with no shingle (count 0) gets no bands.
+        names = docs.batch.schema.names
         if mh.words == "language":
-            names = docs.batch.schema.names
             langs = docs.batch.column("lang").to_pylist() if "lang" in names else None
             texts = shingle_texts(docs.norms, docs.texts, langs)
         else:
             texts = [n or b"" for n in docs.norms]
         sig_mat, counts = hasher.sign_batch(texts)
-        keys = hasher.band_keys_batch(sig_mat)
+        groups = None
+        if mh.per_language:
+            if "lang" not in names:  # the job refuses such input before Spark starts (dedup.job)
+                raise ValueError("minhash.per_language needs a `lang` column; the input has none")
+            groups = language_hashes(docs.batch.column("lang"))
+        keys = hasher.band_keys_batch(sig_mat, groups)
         has = (counts > 0).tolist()
         bands = [k if ok else None for k, ok in zip(keys.tolist(), has)]
         sigs = [s.tobytes() if ok and keep_sig else None for s, ok in zip(sig_mat, has)]

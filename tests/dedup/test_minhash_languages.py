@@ -24,52 +24,23 @@ Arabic and Russian get the same tokens in both modes (dedup/words.py says why). 
 
 from __future__ import annotations
 
-import random
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from core.spark import SparkOptions
 from curation.filters.segment import segmenter_for
 from dedup.config import DedupJobConfig
-from dedup.job import run_dedup
-from dedup.minhash import MinHashConfig, MinHasher
+from dedup.minhash import MinHashConfig
 from dedup.normalize import normalize_bytes
 from dedup.words import segmenter_of, shingle_texts
-from testkit.neardup import candidate_pairs, edit_segmented, leipzig_documents
+from testkit.neardup import leipzig_documents
+from tests.support.minhash_planted import FW2_BANDS, dedup_removed, found_pairs, planted
 
 LANGS = {"zh": "cmn_Hani", "ja": "jpn_Jpan", "th": "tha_Thai", "ar": "arb_Arab", "ru": "rus_Cyrl"}
-FW2_BANDS = {"bands": 14, "rows": 8}  # FineWeb-2's (and FineWeb's) LSH: 112 hashes
-
-
-def planted(iso: str, data_dir, limit: int = 100) -> tuple[list[str], list[tuple[int, int]]]:
-    """(documents, planted pairs (original, copy)): the first half of the documents get a copy."""
-    docs = leipzig_documents(iso, sentences=10, limit=limit, data_dir=data_dir)
-    seg = segmenter_for(LANGS[iso])
-    rng = random.Random(7)
-    half = len(docs) // 2
-    vocab = [w for d in docs[half:] for w in seg.words(d) if w.isalpha()]
-    rows, pairs = list(docs), []
-    for i in range(half):
-        pairs.append((i, len(rows)))
-        rows.append(edit_segmented(docs[i], seg, 0.01, rng, vocab))
-    return rows, pairs
-
-
-def found_pairs(docs: list[str], code: str, words: str, **lsh) -> set[tuple[int, int]]:
-    """Pairs that share a band key, signed as the minhash stage signs them."""
-    hasher = MinHasher(MinHashConfig(words=words, **lsh))
-    norms = [normalize_bytes(t) for t in docs]
-    texts = norms if words == "normalized" else shingle_texts(norms, docs, [code] * len(docs))
-    sigs, _ = hasher.sign_batch(texts)
-    return candidate_pairs(list(hasher.band_keys_batch(sigs)))
 
 
 @pytest.mark.parametrize("iso", LANGS)
 @pytest.mark.parametrize("words", ["normalized", "language"])
 def test_planted_near_duplicates_are_found_and_nothing_else(data_dir, iso, words):
-    rows, pairs = planted(iso, data_dir)
+    rows, pairs = planted(iso, LANGS[iso], data_dir)
     found = found_pairs(rows, LANGS[iso], words, **FW2_BANDS)
     recall = len(found & set(pairs)) / len(pairs)
     assert recall >= 0.95, (iso, words, recall)
@@ -114,25 +85,14 @@ def test_the_job_removes_one_of_each_planted_pair_per_language(spark, tmp_path, 
     """The real job (prepare -> minhash -> cluster) with words=language over all five languages at once."""
     rows, plan = [], []
     for iso, code in LANGS.items():
-        texts, pairs = planted(iso, data_dir, limit=40)
+        texts, pairs = planted(iso, code, data_dir, limit=40)
         ids = [f"{iso}-{i:03d}" for i in range(len(texts))]
         rows += [
             {"id": d, "url": f"https://{iso}.example.org/{d}", "text": t, "lang": code}
             for d, t in zip(ids, texts)
         ]
         plan += [(iso, ids[a], ids[b]) for a, b in pairs]
-    folder = tmp_path / "in"
-    folder.mkdir()
-    pq.write_table(pa.Table.from_pylist(rows), folder / "part-0.parquet")
-    # lines off: its min_words counts whitespace words, which a Chinese page has a handful of
-    cfg = {
-        "output": {"partitions": 2},
-        "lines": {"enabled": False},
-        "minhash": {"words": "language", **FW2_BANDS},
-    }
-    out = tmp_path / "out"
-    run_dedup(str(folder), str(out), DedupJobConfig.from_dict(cfg), spark=SparkOptions(progress=False))
-    removed = {r["id"]: r["reason"] for r in pq.read_table(out / "removed_ids").to_pylist()}
+    removed = dedup_removed(rows, tmp_path, {"words": "language", **FW2_BANDS})
     planted_ids = {d for _, a, b in plan for d in (a, b)}
     assert set(removed) <= planted_ids, set(removed) - planted_ids  # no unrelated page removed
     for iso in LANGS:
