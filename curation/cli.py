@@ -8,7 +8,9 @@ below, whose flags (`--root`, `--no-languages`) are aliases.
 
 `derive-language --lang xxx_Scrp --reference FILE...` measures a language's settings file
 (configs/languages/) on reference text; `import-fineweb2 GIT_DIR` rewrites the shipped files from
-FineWeb-2's configs (curation/language_settings.py).
+FineWeb-2's configs; `calibrate-lid --reference-dir DIR` measures the LID thresholds of every
+language of a folder of reference files with the model that runs (configs/languages/models/)
+(curation/language_settings.py).
 
 It also runs under spark-submit (`spark-submit curation/__main__.py extract ...`); the token
 jobs (train-tokenizer, tokenize) are `python -m tokens ...`.
@@ -117,6 +119,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", metavar="FILE.yaml", help="write here (named after --lang), else print to stdout"
     )
 
+    cl = sub.add_parser(
+        "calibrate-lid",
+        help="LID thresholds measured with the model that runs (configs/languages/models/<scheme>.yaml)",
+    )
+    cl.add_argument(
+        "--reference-dir",
+        required=True,
+        metavar="DIR",
+        help="one UTF-8 file per language, named by its code (de.txt, deu.txt or deu_Latn.txt), one "
+        "sentence or paragraph a line",
+    )
+    cl.add_argument("--max-lines", type=int, default=1000, help="lines read per file (default 1000)")
+    cl.add_argument("--model", metavar="PATH", help="a fastText LID model (default: lid.176)")
+    cl.add_argument("--source", default=None, help="what the reference text is (written in the table)")
+    cl.add_argument(
+        "--out", default=None, metavar="FILE.yaml", help="default: configs/languages/models/<scheme>.yaml"
+    )
+
     fw = sub.add_parser(
         "import-fineweb2",
         help="rewrite configs/languages/ from FineWeb-2's per-language configs (a git clone of it)",
@@ -134,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "index": _index,
         "derive-language": _derive_language,
         "import-fineweb2": _import_fineweb2,
+        "calibrate-lid": _calibrate_lid,
     }
     return run_subcommand(build_parser(), bodies, argv)
 
@@ -260,4 +281,51 @@ def _import_fineweb2(args: argparse.Namespace) -> int:
         raise InputError(f"--top must be in [1, 2000], got {args.top}")
     written = ls.write_fineweb2(args.fineweb2, args.out or ls.FOLDER, args.top, args.rev)
     print(f"Refinery import-fineweb2 -> {written[0].parent}: {len(written)} files")
+    return 0
+
+
+def _calibrate_lid(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from core.languages import LanguageCodeError, split_code
+    from curation import language_settings as ls
+    from curation.config import LangIdConfig
+    from curation.filters.langid import LanguageIdentifier
+
+    folder = Path(args.reference_dir)
+    if not folder.is_dir():
+        raise InputError(f"--reference-dir: not a folder: {folder}")
+    if not 20 <= args.max_lines <= 1_000_000:
+        raise InputError(f"--max-lines must be in [20, 1000000], got {args.max_lines}")
+    if args.model is not None and not Path(args.model).is_file():
+        raise InputError(f"--model: not a file: {args.model}")
+    references: dict[str, list[str]] = {}
+    skipped = []
+    for f in sorted(folder.iterdir()):
+        try:
+            split_code(f.stem)
+        except LanguageCodeError:
+            skipped.append(f.name)  # not named by a language: not reference text
+            continue
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"{f}: cannot read as UTF-8 text: {e}") from None
+        references[f.stem] = [s.strip() for s in text.splitlines() if s.strip()][: args.max_lines]
+    if not references:
+        raise InputError(f"--reference-dir: no file named by a language code in {folder}")
+    lid = LanguageIdentifier(LangIdConfig(languages=(), model_path=args.model))
+    table = ls.calibrate_lid(references, lid)
+    out = Path(args.out) if args.out else ls.FOLDER / ls.MODELS / f"{lid.scheme}.yaml"
+    if out.name != f"{lid.scheme}.yaml":
+        raise InputError(f"--out must be named {lid.scheme}.yaml (the model's label scheme)")
+    source = args.source or f"{folder} ({len(references)} files, up to {args.max_lines} lines each)"
+    how = (
+        "Made by `python -m curation calibrate-lid`: clip(median - std, 0.3, 0.9) of the judged probability."
+    )
+    ls.write_model_thresholds(table, lid.scheme, source, out, how)
+    print(
+        f"Refinery calibrate-lid -> {out}: {len(table)} language codes from {len(references)} files"
+        + (f" (not named by a code, skipped: {', '.join(skipped[:5])})" if skipped else "")
+    )
     return 0

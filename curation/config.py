@@ -380,7 +380,10 @@ class LanguagesConfig(ConfigModel):
         folder = self.folder()
         if folder is None:
             return {}
-        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.yaml"))}
+        from curation.language_settings import MODELS
+
+        files = [*sorted(folder.glob("*.yaml")), *sorted((folder / MODELS).glob("*.yaml"))]
+        return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
 class FiltersConfig(ConfigModel):

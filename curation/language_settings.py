@@ -285,11 +285,115 @@ def check_folder(folder: str | Path, key: str) -> None:
             _cached(str(path.resolve()))
         except ConfigError as e:
             raise ConfigError(f"{key}: {e}") from None
+    for path in sorted((folder / MODELS).glob("*.yaml")):
+        try:
+            _table(str(path.resolve()))
+        except ConfigError as e:
+            raise ConfigError(f"{key}: {e}") from None
 
 
 def lowest_lid_threshold(folder: str | Path) -> float:
-    """The lowest LID threshold of any file in the folder: what a pre-check may drop below, at most."""
-    return min(_cached(str(p.resolve())).lid_threshold for p in Path(folder).glob("*.yaml"))
+    """The lowest LID threshold of any file in the folder, or of its model tables (`models/`): what a
+    pre-check may drop below, at most."""
+    files = [_cached(str(p.resolve())).lid_threshold for p in Path(folder).glob("*.yaml")]
+    tables = [
+        t for p in sorted((Path(folder) / MODELS).glob("*.yaml")) for t in _table(str(p)).thresholds.values()
+    ]
+    return min(files + tables)
+
+
+# --- LID thresholds measured with the model that runs ----------------------------------------------
+
+MODELS = "models"
+"""Subfolder of a settings folder: `<scheme>.yaml`, LID thresholds measured with a model of that label
+scheme (`lid176`), for the languages whose own file's threshold was set with another model."""
+
+
+class ModelThresholds(ConfigModel):
+    """A table of `models/`: per language code (`slv_Latn`), the threshold measured with the model."""
+
+    model: str
+    """The label scheme the thresholds were measured in (`lid176`); the file's name without .yaml."""
+    source: str
+    """The reference text and the command that measured them."""
+    thresholds: dict[str, float]
+
+    @model_validator(mode="after")
+    def _valid(self) -> ModelThresholds:
+        if not self.source.strip():
+            raise ConfigError("source must say where the values come from")
+        for code, t in self.thresholds.items():
+            if not is_canonical(code):
+                raise ConfigError(f"thresholds: language code must be xxx_Scrp (e.g. rus_Cyrl), got {code!r}")
+            _check(f"thresholds.{code}", t, LID_FLOOR, 1.0)
+        return self
+
+
+@functools.cache
+def _table(path: str) -> ModelThresholds:
+    table = build_config(ModelThresholds, read_yaml_mapping(path), path)
+    if table.model != Path(path).stem:
+        raise ConfigError(f"{path}: model is {table.model!r} but the file is named {Path(path).name}")
+    return table
+
+
+def model_thresholds(scheme: str, folder: str | Path = FOLDER) -> dict[str, float]:
+    """The thresholds measured with a model of `scheme` (`models/<scheme>.yaml`), {} without a table."""
+    path = Path(folder) / MODELS / f"{scheme}.yaml"
+    return dict(_table(str(path.resolve())).thresholds) if path.is_file() else {}
+
+
+def lid_threshold_for(code: str, scheme: str, folder: str | Path = FOLDER) -> float:
+    """The threshold `code` is judged by under a model of `scheme`: its settings file's `lid_threshold`,
+    or the threshold measured with that model (`model_thresholds`) where that is lower. The files'
+    values are FineWeb-2's, set on GlotLID's probabilities; where clean prose in the language
+    scores lower under the model we run, FineWeb-2's value would drop it, so the measured one is
+    used. Never higher: FineWeb-2's is the bound that web text (not clean prose) was judged by."""
+    own = settings_for(code, folder).lid_threshold
+    measured = model_thresholds(scheme, folder).get(code)
+    return own if measured is None else min(own, measured)
+
+
+def calibrate_lid(references: dict[str, Sequence[str]], lid: Any) -> dict[str, tuple[float, int]]:
+    """Per language code, `lid_threshold` (clip(median - std, 0.3, 0.9)) of the probabilities the
+    LID stage judges (the top label's, or its macrolanguage family's sum where higher: `_judge`) of the
+    reference lines of `references` (gold code -> lines) whose predicted code is the gold language
+    (any script, a macrolanguage's member included), grouped by the predicted code: Serbian lines give
+    `srp_Cyrl` and `srp_Latn` apart. A code with fewer than MIN_LID_LINES such lines is left out.
+    Returns code -> (threshold, lines measured)."""
+    from core.languages import LanguageSet
+
+    scores: dict[str, list[float]] = {}
+    for gold, lines in references.items():
+        want = LanguageSet([gold])
+        for line in lines:
+            top = lid.top_labels(line, 10)
+            if not top or top[0][0] not in want:
+                continue
+            code, p = top[0]
+            scores.setdefault(code, []).append(max(p, lid.family_score(code, line, top)))
+    return {c: (lid_threshold(x), len(x)) for c, x in sorted(scores.items()) if len(x) >= MIN_LID_LINES}
+
+
+def write_model_thresholds(
+    table: dict[str, tuple[float, int]], scheme: str, source: str, out: str | Path, how: str
+) -> Path:
+    """Write `models/<scheme>.yaml` (validated by reading it back)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"# LID thresholds measured with the {scheme} model (curation/language_settings.py: calibrate_lid).",
+        f"# {how}",
+        "# A language is judged by min(its file's lid_threshold, this value): lid_threshold_for.",
+        f"model: {scheme}",
+        f"source: {source!r}",
+        "thresholds:",
+        *(f"  {code}: {t}  # {n} lines" for code, (t, n) in table.items()),
+    ]
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _table.cache_clear()
+    _table(str(out.resolve()))
+    return out
 
 
 # --- FineWeb-2's configs -> our files ------------------------------------------------------------

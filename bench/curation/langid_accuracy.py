@@ -15,6 +15,15 @@ of its labels) is listed apart and left out of the macro average: no model outpu
 `--docs 20` adds a column: the same sentences grouped 20 to a document (Leipzig only: its files
 are one language each), closer to the length of the pages the pipeline judges.
 
+`--kept-docs 5` adds a table: of the documents of that many sentences that lid.176 names correctly,
+the share the multilingual preset's language ID keeps, i.e. whose probability (or its macrolanguage
+family's sum) reaches the language's `lid_threshold` (configs/languages/: FineWeb-2's values, set on
+GlotLID's probabilities, not lid.176's). Clean news prose in the language, so a share well under 1
+says the threshold is strict for lid.176 there (the languages under 90% are listed first). The
+shipped lid.176 table (configs/languages/models/lid176.yaml, `python -m curation calibrate-lid`) was
+measured on each Leipzig file's first 500 sentences, so the table reads documents from sentence
+`--kept-from` (default 500) on: text the calibration did not see.
+
     .venv/bin/python bench/curation/langid_accuracy.py [--max-per-lang 1000] [--docs 20]
 """
 
@@ -116,6 +125,39 @@ def table(name: str, acc: dict[str, tuple[int, float]], docs: dict[str, tuple[in
     return "\n".join(lines)
 
 
+def kept_at_threshold(lid, data: dict[str, list[str]], size: int) -> dict[str, tuple[int, float, float]]:
+    """gold -> (documents named correctly, share kept at the language's threshold, that threshold)."""
+    out = {}
+    for gold, sentences in data.items():
+        want = LanguageSet([gold])
+        named = kept = 0
+        threshold = None
+        for doc in documents(sentences, size):
+            lang, _ = lid.predict(doc)
+            if lang not in want:
+                continue
+            named += 1
+            r = lid(doc)
+            kept += r.reason is None
+            threshold = lid.threshold(lang)
+        if named:
+            out[gold] = (named, kept / named, threshold)
+    return out
+
+
+def kept_table(kept: dict[str, tuple[int, float, float]], size: int) -> str:
+    lines = [
+        f"Leipzig documents of {size} sentences named correctly: share kept at the threshold they are judged by",
+        f"  {'lang':<6} {'named':>6} {'threshold':>9} {'kept':>7}",
+    ]
+    for gold in sorted(kept, key=lambda g: (kept[g][1], g)):
+        n, k, t = kept[gold]
+        lines.append(f"  {gold:<6} {n:>6} {t:>9.3f} {100 * k:>6.1f}%")
+    under = sorted(g for g, (_, k, _t) in kept.items() if k < 0.9)
+    lines.append(f"  under 90% kept ({len(under)} of {len(kept)}): {', '.join(under) or '-'}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     from curation.config import LangIdConfig
     from curation.filters.langid import LanguageIdentifier
@@ -127,6 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--docs", type=int, default=20, help="sentences per document for the docs column (0: off)"
+    )
+    ap.add_argument(
+        "--kept-docs",
+        type=int,
+        default=5,
+        help="sentences per document for the kept-at-threshold table (0: off)",
+    )
+    ap.add_argument(
+        "--kept-from", type=int, default=500, help="first Leipzig sentence of the kept-at-threshold table"
     )
     ap.add_argument("--data", type=Path, default=None, help="the langid/ folder (default: the shared data's)")
     args = ap.parse_args(argv)
@@ -144,12 +195,22 @@ def main(argv: list[str] | None = None) -> int:
     print(table("Leipzig sentences", lz_acc, lz_docs))
     print()
     print(table("Tatoeba long sentences", tt_acc, None))
+    kept = None
+    if args.kept_docs:
+        from curation.language_settings import FOLDER
+
+        judge = LanguageIdentifier(LangIdConfig(languages=()), settings=FOLDER)
+        held_out = leipzig(root / "leipzig" / "sentences", args.kept_from + args.max_per_lang)
+        kept = kept_at_threshold(judge, {g: s[args.kept_from :] for g, s in held_out.items()}, args.kept_docs)
+        print()
+        print(kept_table(kept, args.kept_docs))
     summary = {
         "leipzig": {g: round(a, 4) for g, (_, a) in lz_acc.items()},
         "leipzig_macro": round(macro(lz_acc) or 0, 4),
         "leipzig_docs_macro": round(macro(lz_docs) or 0, 4) if lz_docs else None,
         "tatoeba_macro": round(macro(tt_acc) or 0, 4),
         "unnamed": sorted(g for g in {**lz_acc, **tt_acc} if not nameable(g)),
+        "kept_at_threshold": {g: round(k, 4) for g, (_, k, _t) in kept.items()} if kept else None,
     }
     print(json.dumps(summary))  # the last line: machine-readable
     return 0

@@ -175,7 +175,8 @@ class LanguageIdentifier(DocumentStage):
     def threshold(self, lang: str) -> float:
         """The minimum probability for `lang`: the most specific `langid.thresholds` entry that matches
         it (language and script, then language, then its macrolanguage), else the language's settings
-        file's `lid_threshold` (`languages.settings`), else `langid.threshold`."""
+        file's `lid_threshold` (`languages.settings`), or the one measured with this model's label
+        scheme where lower (`lid_threshold_for`), else `langid.threshold`."""
         t = self._threshold_of.get(lang)
         if t is None:
             t = self.cfg.threshold
@@ -197,9 +198,9 @@ class LanguageIdentifier(DocumentStage):
                 if best is not None:
                     t = best[1]
             if best is None and self.settings is not None:
-                from curation.language_settings import settings_for
+                from curation.language_settings import lid_threshold_for
 
-                t = settings_for(lang if is_canonical(lang) else UNKNOWN, self.settings).lid_threshold
+                t = lid_threshold_for(lang if is_canonical(lang) else UNKNOWN, self.scheme, self.settings)
             self._threshold_of[lang] = t
         return t
 
