@@ -22,7 +22,8 @@ ours curation/filters/segment.py, datatrove's word_tokenizers.py. C4QualityFilte
 runs for English only on both sides (the files' `c4_quality`).
 
 LID threshold: a page is kept when its top label's probability, or the summed probability of the
-labels of its macrolanguage in the same script, reaches the language's `lid_threshold` (ours:
+labels of its macrolanguage in the same script, reaches the language's threshold under lid.176
+(`lid_threshold_for`: its file's, or lid.176's own measure where lower) (ours:
 curation/filters/langid.py `_judge` / `family_score`). The datatrove side applies the same rule to
 the labels datatrove's LanguageFilter reports (`keep_top_pairs_threshold=0.01`; ours sums its top
 10 labels; a label under 0.01 cannot move a sum across a threshold given to two decimals unless it
@@ -154,7 +155,7 @@ class PerLanguageLID(LocalLanguageFilter):
 
     def filter(self, doc) -> bool | tuple[bool, str]:
         from core.languages import from_lid176
-        from curation.language_settings import settings_for
+        from curation.language_settings import lid_threshold_for
 
         super().filter(doc)
         pairs = {
@@ -165,7 +166,7 @@ class PerLanguageLID(LocalLanguageFilter):
         score = doc.metadata["language_score"]
         doc.metadata["lang"] = code
         self.stat_update(f"lang:{code}")
-        t = settings_for(code, self.folder).lid_threshold
+        t = lid_threshold_for(code, "lid176", self.folder)  # the threshold ours judges by, the same model
         if score >= t or family_sum(code, pairs, doc.text) >= t:
             return True
         return False, "lang_low_score"
