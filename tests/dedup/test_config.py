@@ -101,3 +101,15 @@ def test_fingerprint_and_folder_name_follow_the_recorded_formula():
         == DedupJobConfig.from_dict({"minhash": {"false_positive_weight": 1.0}}).fingerprint()
     )
     assert json.dumps(one.to_dict()["minhash"]["false_positive_weight"]) == "1.0"
+
+
+def test_the_multilingual_preset_is_fineweb2s_minhash_per_language():
+    """configs/dedup-multilingual.yaml: FineWeb-2's 14 x 8 bands over each language's words, one
+    index per language; everything else the defaults, and a folder of its own (no rerun of a
+    default run's MinHash stage can take its place)."""
+    cfg = DedupJobConfig.load(REPO_ROOT / "configs" / "dedup-multilingual.yaml")
+    mh = cfg.minhash
+    assert mh.band_rows == (14, 8) and mh.words == "language" and mh.per_language
+    assert str(mh).endswith("_wlanguage_plang") and str(mh) != str(DedupJobConfig().minhash)
+    assert cfg.model_copy(update={"minhash": DedupJobConfig().minhash}) == DedupJobConfig()
+    assert cfg.fingerprint() != DedupJobConfig().fingerprint()
