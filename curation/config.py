@@ -196,6 +196,11 @@ class ExtractConfig(ConfigModel):
     otherwise runs and compares on every page. Measured (bench/curation/extraction_quality.py): 37% less
     extraction CPU, F1 0.961 -> 0.948 on aeb and 0.918 -> 0.904 on trafilatura-eval (recall drops, more
     empty pages). Off by default: FineWeb and datatrove run the full mode."""
+    keep_joiners: bool = False
+    """Keep ZERO WIDTH NON-JOINER and JOINER in trafilatura's text (curation/extract/extractors.py
+    `JOINERS`): trafilatura deletes them with the control characters, which misspells Persian, Kurdish
+    and Urdu (the half-space), Sinhala and Malayalam conjuncts, and emoji sequences. On in the
+    multilingual preset; off by default, where datatrove's (FineWeb's) text is the reference."""
     timeout_s: float = 5.0
     """Per-page wall-clock limit; a page that hits it is dropped with reason `extract_timeout`."""
     max_html_chars: int = 2_000_000
@@ -270,6 +275,8 @@ class ExtractConfig(ConfigModel):
             d.pop("max_tag_depth")  # the default changes no real page: outputs keep their names
         if not self.fast:
             d.pop("fast")
+        if not self.keep_joiners:
+            d.pop("keep_joiners")
         if not self.cascade:
             d.pop("cascade")
             d.pop("cascade_margin")

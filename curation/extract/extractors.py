@@ -132,6 +132,41 @@ class HtmlExtractor(DocumentStage, abc.ABC):
         return doc
 
 
+JOINERS = frozenset("\u200c\u200d")
+"""ZERO WIDTH NON-JOINER and ZERO WIDTH JOINER. They are format characters (Unicode category Cf), so
+`str.isprintable()` is False for them, and trafilatura (utils.return_printables_and_spaces, applied to
+every line it outputs) deletes them. They are spelling, not control: Persian's half-space (کتاب‌ها,
+"books", becomes the misspelt کتابها), Kurdish and Urdu likewise, the conjunct forms of Sinhala and
+Malayalam, emoji sequences (a family emoji falls apart into its members). FineWeb-2, built on
+trafilatura through datatrove, lost them too. Both are valid XML characters, so keeping them cannot
+make lxml refuse a text (the reason trafilatura removes non-printables)."""
+
+
+@functools.lru_cache(maxsize=2**14)  # as trafilatura's own: one entry per distinct character
+def _printables_spaces_and_joiners(char: str) -> str:
+    return char if char.isprintable() or char.isspace() or char in JOINERS else ""
+
+
+_TRAFILATURA_PRINTABLES = None
+
+
+def keep_joiners(on: bool) -> None:
+    """Make trafilatura keep ZWNJ and ZWJ (`JOINERS`) in this process, or restore its own filter.
+
+    trafilatura's `remove_control_characters` looks `return_printables_and_spaces` up in its module at
+    each call, so replacing that one name changes every caller (line_processing, the baseline); the
+    line cache is cleared on a switch so that no line filtered the other way is reused."""
+    global _TRAFILATURA_PRINTABLES
+    import trafilatura.utils as tu
+
+    if _TRAFILATURA_PRINTABLES is None:
+        _TRAFILATURA_PRINTABLES = tu.return_printables_and_spaces
+    want = _printables_spaces_and_joiners if on else _TRAFILATURA_PRINTABLES
+    if tu.return_printables_and_spaces is not want:
+        tu.return_printables_and_spaces = want
+        tu.line_processing.cache_clear()
+
+
 class Extractor(HtmlExtractor):
     """HTML -> (text, title) with trafilatura; drop reasons extract_oversize/timeout/error/empty."""
 
@@ -187,6 +222,7 @@ class Extractor(HtmlExtractor):
         from trafilatura.metadata import extract_title
         from trafilatura.utils import load_html
 
+        keep_joiners(self.cfg.keep_joiners)  # a no-op unless another config ran in this process
         tree = load_html(html)
         if tree is None:
             return None, None
