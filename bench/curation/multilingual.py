@@ -19,7 +19,9 @@ use their argument names), plus `language=` the code datatrove's tokenizer_assig
 else the settings file's language, else the bare ISO 639-3 code, else datatrove's WhitespaceTokenizer
 (spaCy `xx`, our `whitespace`)). So each side splits words with its own tokenizer for the language:
 ours curation/filters/segment.py, datatrove's word_tokenizers.py. C4QualityFilter(filter_no_terminal_punct=False)
-runs for English only on both sides (the files' `c4_quality`).
+runs for English only on both sides (the files' `c4_quality`). One difference is the preset's on purpose:
+ours keeps ZWNJ/ZWJ in the text (`extract.keep_joiners`), datatrove's trafilatura deletes them, so a
+Persian or Indic page's text differs by those characters (its word counts rarely do).
 
 LID threshold: a page is kept when its top label's probability, or the summed probability of the
 labels of its macrolanguage in the same script, reaches the language's threshold under lid.176
