@@ -40,6 +40,7 @@ import functools
 import logging
 import signal
 import threading
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -239,7 +240,11 @@ class Extractor(HtmlExtractor):
         )
         if doc is None:
             return None, title
-        return doc.text, title
+        # what trafilatura.extract() returns, the text datatrove (FineWeb, FineWeb-2) keeps: its txt
+        # output appends the comments (an empty body without include_comments), strips the whole text
+        # and normalizes it to NFC; bare_extraction's python output does none of the three
+        text = doc.text if not (self.cfg.include_comments and doc.comments) else f"{doc.text}\n{doc.comments}"
+        return unicodedata.normalize("NFC", text.strip()), title
 
 
 class Resiliparse(HtmlExtractor):
