@@ -23,6 +23,12 @@ def _ci(ci: Any) -> str:
     return "" if not ci else f" [{ci[0]:.4f}, {ci[1]:.4f}]"
 
 
+def _at(s: dict[str, Any]) -> str:
+    """Where mixtures are compared: at the seeds every proxy has (a seed moves all of them together)."""
+    seeds = s.get("compared_seeds")
+    return "" if not seeds else f" (seed {', '.join(map(str, seeds))}: the seeds every proxy has)"
+
+
 def format_report(s: dict[str, Any]) -> str:
     gate, reg, ch, cv = s["gate"], s["regret"], s["chosen"], s["cv"]
     verdict = (
@@ -61,7 +67,7 @@ def format_report(s: dict[str, Any]) -> str:
         f"Noise gate: sd between mixtures {gate['mixture_sd']:.4f}, pooled sd between seeds {gate['seed_sd']:.4f}: "
         f"ratio {gate['ratio']:.2f} (needs ≥ {gate['required']:g}): **{'passed' if gate['passed'] else 'FAILED'}**.",
         "",
-        f"Regret: the chosen mixture's measured objective {_f(reg['chosen_objective'])} against the best proxy "
+        f"Regret{_at(s)}: the chosen mixture's measured objective {_f(reg['chosen_objective'])} against the best proxy "
         f"`{reg['best_run']}` {_f(reg['best_run_objective'])}: {reg['regret']:+.4f} bits per byte "
         "(> 0: the best proxy was better).",
         "",
@@ -74,7 +80,8 @@ def format_report(s: dict[str, Any]) -> str:
         "",
         "## The chosen mixture",
         "",
-        f"Predicted objective {ch['predicted']:.4f}{_ci(ch['predicted_interval'])}, measured {ch['actual']:.4f}"
+        f"Predicted objective {ch['predicted']:.4f}{_ci(ch['predicted_interval'])}, measured "
+        f"{ch.get('actual_compared', ch['actual']):.4f}{_at(s)}"
         + (
             f" ({ch['bootstrap']['samples']} bootstrap resamples, 95% percentile intervals)"
             if ch["bootstrap"]
@@ -117,7 +124,7 @@ def format_report(s: dict[str, Any]) -> str:
         ]
     lines += [
         "",
-        "## Every proxy: predicted (in-sample, out-of-fold) against actual",
+        f"## Every proxy: predicted (in-sample, out-of-fold) against actual{_at(s)}",
         "",
         "| mixture | kind | "
         + " | ".join(s["sources"])
