@@ -103,22 +103,11 @@ def test_ceiling_is_our_extraction_alone_against_datatrove():
     from bench.curation.throughput import Run as run
     from bench.curation.throughput import StageRow as row
 
-    dt = run(
-        "dt",
-        wall=50.0,
-        cpu=100.0,
-        cores=2,
-        stages={"extract": row(docs_in=200, seconds=60.0)},
-        tasks=[(0, 50)],
-    )
-    ours = run(
-        "ours",
-        wall=20.0,
-        cpu=40.0,
-        cores=2,
-        stages={"extract": row(docs_in=200, seconds=20.0)},
-        tasks=[(0, 20)],
-    )
+    def one(name, wall, extract_s):  # a 2-core run over 200 pages, its extraction taking extract_s
+        stages = {"extract": row(docs_in=200, seconds=extract_s)}
+        return run(name, wall=wall, cpu=2 * wall, cores=2, stages=stages, tasks=[(0, wall)])
+
+    dt, ours = one("dt", 50.0, 60.0), one("ours", 20.0, 20.0)
     assert abs(dt.per_core() - 2.0) < 1e-9 and ours.pages_in == 200  # the bench's own definitions
     assert abs(ml.ceiling(dt, ours) - 5.0) < 1e-9
     assert ml.ceiling(dt, run("x", 20.0, 40.0, 2, {}, [(0, 20)])) is None
