@@ -208,8 +208,12 @@ def test_a_tiny_search_on_the_demo_data_resumes_and_writes_a_recipe_the_planner_
     assert set(s["cv"]["predictors"]) == {"loglinear", "linear", "more_of_largest", "near_natural"}
     assert s["gate"]["seed_sd"] >= 0 and isinstance(s["gate"]["passed"], bool)
     assert s["recommended"] == s["gate"]["passed"]
+    # the regret compares the chosen mixture with the runs at the seeds every run has (seed 1 here:
+    # the swarm's), not at its mean over both of its seeds
+    assert s["compared_seeds"] == [1]
+    assert s["chosen"]["actual_compared"] == pytest.approx(s["chosen"]["actual_seeds"][0])
     assert s["regret"]["regret"] == pytest.approx(
-        s["chosen"]["actual"] - min(r["objective"] for r in s["runs"].values())
+        s["chosen"]["actual_compared"] - min(r["objective"] for r in s["runs"].values())
     )
     # 3 mixtures cannot fit a law of 5 parameters on any resample: no interval rather than a made-up one
     assert s["chosen"]["predicted_interval"] is None and s["chosen"]["bootstrap"] is None
