@@ -378,7 +378,10 @@ def calibrate_lid(references: dict[str, Sequence[str]], lid: Any) -> dict[str, t
 def write_model_thresholds(
     table: dict[str, tuple[float, int]], scheme: str, source: str, out: str | Path, how: str
 ) -> Path:
-    """Write `models/<scheme>.yaml` (validated by reading it back)."""
+    """Write `models/<scheme>.yaml` through a temporary name (as write_settings), validated by reading
+    it back; each code's line says how many reference lines measured it."""
+    import yaml
+
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     lines = [
@@ -386,11 +389,13 @@ def write_model_thresholds(
         f"# {how}",
         "# A language is judged by min(its file's lid_threshold, this value): lid_threshold_for.",
         f"model: {scheme}",
-        f"source: {source!r}",
+        yaml.safe_dump({"source": source}, allow_unicode=True, width=1_000_000).rstrip("\n"),
         "thresholds:",
         *(f"  {code}: {t}  # {n} lines" for code, (t, n) in table.items()),
     ]
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(out)
     _table.cache_clear()
     _table(str(out.resolve()))
     return out
