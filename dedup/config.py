@@ -270,18 +270,31 @@ class DedupJobConfig(ConfigModel):
         return self
 
     def user_stages(self) -> list[Any]:
-        """The `stages` entries, built (a ConfigError names the entry that cannot be)."""
-        from core.stage import build_class, class_entries
-        from dedup.stages.base import Stage
+        """The `stages` entries, built (a ConfigError names the entry that cannot be).
+
+        Checked against dedup/stages/base.py's `Stage` without importing it: the stage package
+        imports this module (every stage reads its section of the config), so an import from here,
+        even one deferred to this method, would close a circle (importing dedup.stages.base runs
+        dedup/stages/__init__.py, which loads every stage). A class can only subclass `Stage` once
+        its module has run, so where dedup.stages.base is not loaded after resolving the class,
+        nothing named here is a stage (pyproject.toml's contract "dedup: the config does not import
+        its stages" and tests/dedup/test_config.py hold this)."""
+        import sys
+
+        from core.stage import check_arguments, class_entries, resolve_stage
 
         out = []
         for i, (spec, args) in enumerate(class_entries(self.stages, "stages")):
+            key = f"stages[{i}]"
+            cls = resolve_stage("dedup_stage", spec, key, base=object)  # any class: checked below
+            base = sys.modules.get("dedup.stages.base")
+            if base is None or not issubclass(cls, base.Stage):
+                raise ConfigError(f"{key}: {spec!r} is not a subclass of dedup.stages.base.Stage")
+            check_arguments(cls, args, key)
             try:
-                out.append(build_class("dedup_stage", spec, args, f"stages[{i}]", base=Stage))
-            except ConfigError:
-                raise
+                out.append(cls(**args))
             except (TypeError, ValueError) as e:  # what its constructor refuses
-                raise ConfigError(f"stages[{i}]: {e}") from None
+                raise ConfigError(f"{key}: {e}") from None
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -38,10 +38,9 @@ from core.stats import Stats
 from core.storage import join
 from core.tables import Tables
 
-if TYPE_CHECKING:
-    # Annotations only: dedup/config.py builds a config's own stages against `Stage` (so a wrong class
-    # is refused on load), and a runtime import back would close a circle between the two files.
-    from dedup.config import DedupJobConfig
+# One direction only: a stage reads the config; dedup/config.py never imports this package (it
+# checks a config's own stages against `Stage` without an import), so this is no circle.
+from dedup.config import DedupJobConfig
 
 
 class StageStore:

@@ -10,6 +10,7 @@ import pytest
 from core.errors import ConfigError
 from dedup.config import DedupJobConfig
 from dedup.minhash import MinHashConfig, optimal_bands
+from dedup.stages.base import Stage
 from testkit.shared_data import REPO_ROOT
 
 
@@ -113,3 +114,68 @@ def test_the_multilingual_preset_is_fineweb2s_minhash_per_language():
     assert str(mh).endswith("_wlanguage_plang") and str(mh) != str(DedupJobConfig().minhash)
     assert cfg.model_copy(update={"minhash": DedupJobConfig().minhash}) == DedupJobConfig()
     assert cfg.fingerprint() != DedupJobConfig().fingerprint()
+
+
+def test_the_config_and_its_stages_import_in_one_direction_only():
+    """dedup/stages/ reads the config; the config never imports the stage package: not at run time,
+    not inside a function, not for annotations (grimp with TYPE_CHECKING imports counted, which the
+    pyproject contract cannot see), and loading a config, even one naming its own stages, runs no
+    stage module until the stage class itself is imported."""
+    import subprocess
+    import sys
+
+    import grimp
+
+    graph = grimp.build_graph("dedup", "core", exclude_type_checking_imports=False)
+    stage_modules = sorted(m for m in graph.modules if m == "dedup.stages" or m.startswith("dedup.stages."))
+    assert "dedup.stages.base" in stage_modules
+    assert [m for m in stage_modules if graph.find_shortest_chain("dedup.config", m)] == []
+    assert graph.find_shortest_chain("dedup.stages.base", "dedup.config") is not None  # the one way
+    probe = (
+        "import sys\n"
+        "from core.errors import ConfigError\n"
+        "from dedup.config import DedupJobConfig\n"
+        "DedupJobConfig.from_dict({'exact': {'enabled': False}})\n"
+        "try:\n"
+        "    DedupJobConfig.from_dict({'stages': ['collections:OrderedDict']})\n"
+        "except ConfigError as e:\n"
+        "    print(e)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('dedup.stages')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    refused, loaded = out.strip().splitlines()
+    assert "stages[0]: 'collections:OrderedDict' is not a subclass of dedup.stages.base.Stage" in refused
+    assert loaded == "[]"
+
+
+class Tagging(Stage):
+    """A dedup stage of a user's own (an import path in `stages:`)."""
+
+    name = "tagging"
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    def run(self, ctx):
+        return {}
+
+
+class NotAStage:
+    """Has a name and a run method, but not the `Stage` base: refused on load."""
+
+    name = "not_a_stage"
+
+    def run(self, ctx):
+        return {}
+
+
+def test_a_configs_own_stages_are_checked_against_the_stage_contract_on_load():
+    cfg = DedupJobConfig.from_dict({"stages": [{"class": f"{__name__}:Tagging", "tag": "x"}]})
+    (stage,) = cfg.user_stages()
+    assert isinstance(stage, Tagging) and stage.tag == "x"
+    with pytest.raises(ConfigError, match=r"stages\[0\]: .*:NotAStage' is not a subclass of dedup"):
+        DedupJobConfig.from_dict({"stages": [f"{__name__}:NotAStage"]})
+    with pytest.raises(ConfigError, match=r"stages\[0\]"):  # an argument its constructor lacks
+        DedupJobConfig.from_dict({"stages": [{"class": f"{__name__}:Tagging", "colour": "x"}]})
+    with pytest.raises(ConfigError, match="a second stage named 'tagging'"):
+        DedupJobConfig.from_dict({"stages": [{"class": f"{__name__}:Tagging", "tag": t} for t in "ab"]})
