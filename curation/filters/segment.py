@@ -20,7 +20,7 @@ Why: Gopher's and FineWeb's rules count words, average word length, stop words a
 n-grams; with whitespace-split "words" a Chinese or Thai page is a handful of giant words and every
 rule misfires. FineWeb-2 (Penedo et al. 2025) assigns a tokenizer per language in datatrove
 (datatrove/utils/word_tokenizers.py, assets/tokenizer_assignment.csv); we follow its choices where
-the library and its data install offline from PyPI (docs/research: /work/shared/research/
+the library and its data install offline from PyPI (research: ../shared/research/
 multilingual-2026.md 1.4, 3.3): spaCy blank classes, jieba (datatrove: spaCy `zh` with jieba),
 SudachiPy mode A (spaCy `ja`, chunked at 40,000 UTF-8 bytes as datatrove does: Sudachi refuses
 inputs over ~49 KB), kiwipiepy, PyThaiNLP `newmm-safe` (datatrove's ThaiTokenizer), pyvi (spaCy

@@ -34,10 +34,10 @@ def test_kept_folders_are_those_under_tmp_outermost_first():
         Path("/tmp/c/refinery/.venv"),
         Path("/tmp/c/refinery"),
         Path("/tmp/c/shared"),
-        Path("/work/shared"),
+        Path("/srv/shared"),
     ]
     assert _kept_under_tmp(paths) == ["c/refinery", "c/shared"]
-    assert _kept_under_tmp([Path("/work/main"), Path("/var/tmp/x")]) == []
+    assert _kept_under_tmp([Path("/srv/refinery"), Path("/var/tmp/x")]) == []
     with pytest.raises(RuntimeError, match="/tmp itself"):
         _kept_under_tmp([Path("/tmp")])
 

@@ -114,3 +114,62 @@ def test_dockerfile_pins(tmp_path):
     assert "pip install '.[train]'" in text  # pyspark comes pinned from pyproject.toml
     ignore = (ROOT / ".dockerignore").read_text().split()
     assert {".venv", "out", ".git"} <= set(ignore)
+
+
+def _copied(dockerfile: str) -> list[tuple[str, str]]:
+    """The Dockerfile's `COPY src dest` pairs (one source each, as this Dockerfile writes them)."""
+    pairs = []
+    for line in dockerfile.splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"]:
+            assert len(words) == 3 and not words[1].startswith("--"), f"one source per COPY: {line}"
+            pairs.append((words[1], words[2]))
+    return pairs
+
+
+def test_the_image_holds_what_every_service_runs(spec):
+    """No Docker engine runs here, so the build is checked by structure (issue 55: the image copied a
+    `scripts/` folder that did not exist and never copied `workflows/`): every COPY source exists in the
+    build context (and is not left out by .dockerignore); every module a service starts with `python -m`,
+    every script `spark-submit` is given, every package `--module` names and every repository file a
+    command reads (configs/, mixtures/) is inside something the image copies; and `pip install .` sees
+    every package pyproject.toml installs."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+    copied = []
+    for src, _dest in _copied(dockerfile):
+        assert (ROOT / src).exists(), f"COPY {src}: no such file or folder in the build context"
+        assert src.rstrip("/") not in ignored, f"COPY {src}: left out of the context by .dockerignore"
+        copied.append(src.rstrip("/").removeprefix("./"))
+
+    def in_image(rel: str) -> bool:
+        return any(rel == c or rel.startswith(c + "/") for c in copied)
+
+    needed = set()
+    for name, service in spec["services"].items():
+        command = service.get("command", [])
+        words = [
+            w for part in command for w in (shlex.split(part) if "\n" in part or " " in part else [part])
+        ]
+        for i, w in enumerate(words):
+            if w in ("-m", "--module") and i + 1 < len(words):
+                needed.add((name, words[i + 1].split(".")[0]))
+            elif re.fullmatch(r"[a-z_]+/[\w/.-]+\.(py|yaml)", w):
+                needed.add((name, w))
+    assert {n for _, n in needed} >= {"workflows", "classifiers", "trainer", "curation/__main__.py"}
+    for service, rel in sorted(needed):
+        if "/" in rel:
+            assert (ROOT / rel).is_file(), f"service {service} names {rel}, which is not in the repository"
+            assert in_image(rel), f"service {service} runs {rel}, which the Dockerfile does not copy"
+        elif rel in ("deepspeed",):  # installed by pip into the image, not a folder of ours
+            continue
+        else:
+            assert in_image(rel), f"service {service} runs `-m {rel}`, which the Dockerfile does not copy"
+    # pip installs what setuptools finds in the context at that point: every package must be copied before it
+    pip_at = dockerfile.index("RUN pip install")
+    before = [s.rstrip("/").removeprefix("./") for s, _ in _copied(dockerfile[:pip_at])]
+    import tomllib
+
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    for pattern in include["include"]:
+        assert pattern.rstrip("*") in before, f"package {pattern} is not copied before `pip install`"
