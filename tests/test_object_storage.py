@@ -6,9 +6,10 @@ executors: every Spark job is `spark-submit`ted to the isolated cluster (testkit
 worker has a private /tmp; `isolated` tier), train-tokenizer runs on the driver's machine, and each
 reaches the server only through the standard AWS environment (AWS_ENDPOINT_URL + credentials). The
 same chain runs on local folders in this process, and the two must agree: same document ids and
-texts after every job, same scores, the same tokenizer bytes, byte-identical token shards (sha256). Then training on those S3 shards on two isolated nodes
-(testkit/nodes.py: DeepSpeed's launcher with --no_ssh, one rank per node, each caching the shards in
-its private /tmp) gives the per-step losses of one node with two ranks on the local chain's shards.
+texts after every job, same scores, the same tokenizer bytes, byte-identical token shards (sha256).
+Training on S3 shards on two isolated nodes is tests/trainer/test_multinode.py's (the suite's one
+two-node run: the per-step losses of one node with two ranks, checkpoints on S3, a resume): shards
+byte-identical to the local chain's train as those do, so a second two-node run here repeated it.
 A rerun skips every finished unit. The fault
 test stops the server while `extract` runs: the job exits 1 naming the inputs that failed, no
 marker claims a unit it did not finish, and once the server is back the rerun completes them with
@@ -23,7 +24,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -35,9 +35,7 @@ from core.files import doc_parquet_uris
 from core.spark import SparkOptions
 from core.storage import ObjectStore, join, local_input
 from testkit.isolated import ROOT, project_pythonpath, submit_command
-from testkit.nodes import train_on_one_node, train_on_two_nodes
 from testkit.s3 import s3_env, upload_tree
-from testkit.tiny_train import write_run
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -238,39 +236,6 @@ def test_chain_on_s3_equals_the_local_chain(s3_chain, local_chain, s3_server):
 
 
 @pytest.mark.isolated
-def test_chain_trains_on_two_isolated_nodes_from_its_s3_shards_as_locally(s3_chain, local_chain, s3_server):
-    """The chain's last step: the shards `tokenize` wrote to S3, trained on two isolated nodes x 1 rank
-    (each node caches them in its private /tmp, checked against the manifest's sha256), give per-step
-    losses and grad norms bit for bit those of one node with 2 ranks on the local chain's shards: the
-    same world size sums the same gloo allreduce, so no tolerance is needed, and any would hide a wrong
-    data split or a rank that trained alone."""
-    from tests.trainer.test_train_deepspeed import step_records
-
-    # configs, recipes and logs where both nodes see them (their /tmp is private)
-    root = Path(tempfile.mkdtemp(prefix="refinery-chain-train-", dir="/var/tmp"))
-    try:
-        run = {
-            "steps": 4,
-            "seq_len": 32,
-            "warmup_steps": 1,
-            "total_tokens": 2_000,
-            "checkpoint_every": 0,
-            "keep": 1,
-        }
-        s3_shards = join(s3_chain["tokens"], "shards", "web")
-        local_cfg = write_run(root, str(Path(local_chain["tokens"]) / "shards" / "web"), **run, name="local")
-        s3_cfg = write_run(root, s3_shards, **run, name="s3")
-        train_on_one_node(local_cfg, [f"logging.dir={root / 'local'}"], root, "local")
-        train_on_two_nodes(s3_cfg, [f"logging.dir={root / 's3'}"], root, "s3", s3_server.env)
-        local, got = step_records(root / "local"), step_records(root / "s3")
-        assert sorted(got) == sorted(local) == [1, 2, 3, 4]
-        for s in got:
-            assert (got[s]["loss"], got[s]["grad_norm"]) == (local[s]["loss"], local[s]["grad_norm"]), s
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.mark.isolated
 def test_rerun_on_s3_skips_everything_done(s3_chain, s3_server):
     with s3_env(s3_server):
         store = ObjectStore("s3://refinery-chain")
@@ -379,7 +344,6 @@ def test_a_stray_unit_file_is_never_read_downstream(tmp_path, warc_dir, spark, s
     output: `score` reads only the marked unit, from a local folder and from S3 alike (core.files.
     finished_docs, one helper for both), and says how many files it skipped and which."""
     import logging
-    import shutil
 
     import s3fs
 
