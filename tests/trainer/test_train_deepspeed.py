@@ -53,7 +53,7 @@ HELDOUT = 5  # held-out rows per source: an odd count, so the 2 ranks evaluate u
 EVAL_EVERY = 5
 DUMPS = [15, 25]  # steps whose full optimizer state the runs dump (trainer/faults.py, dump_state_steps)
 # 1 rank vs 2 ranks at the same global batch, relative loss difference. Measured: a fresh 1-rank run against
-# the 2-rank run A (test_one_rank_and_two_ranks_agree's pair) differs by at most 6.7e-8 over all 30 steps,
+# the 2-rank run A (a pair since merged into the elastic resume below) differs by at most 6.7e-8 over all 30 steps,
 # which is one fp32 rounding step of a loss near 5 (ulp 4.8e-7): summation order only. 1e-6 is 15 times
 # that, and 1000 times below what a wrong optimizer restore gave (1e-3 within 12 steps, README); a looser
 # bound (1e-4 before) would let a bug of that kind pass for its first steps.
@@ -419,23 +419,6 @@ def test_export_and_average_load_into_the_model(setup):
     assert load_model(avg) is not None
 
 
-def test_one_rank_and_two_ranks_agree(setup):
-    """Same global batch (4 rows = 1 rank × 2 micro-batches × 2 rows): the same rows, the same token mean.
-
-    The only difference is summation order (one rank sums both micro-batches' gradients itself; two ranks
-    reduce-scatter), so fp32 results differ by rounding: measured at most 6.7e-8 relative on the loss over
-    all 30 steps; RANKS_REL (1e-6) is 15 times that and 1000 times below a wrong optimizer restore (1e-3).
-    """
-    root, cfg_path, run_a = setup
-    run_e = root / "e"
-    launch(cfg_path, f"checkpoint.dir={run_e / 'ckpt'}", f"logging.dir={run_e}", procs=1)
-    a, e = step_records(run_a), step_records(run_e)
-    for s in range(1, 11):
-        assert e[s]["indices"] == a[s]["indices"]
-        assert e[s]["accum"] == 2 and a[s]["accum"] == 1  # 4 rows: 1 rank × 2 × 2 vs 2 ranks × 1 × 2
-        assert e[s]["loss"] == pytest.approx(a[s]["loss"], rel=RANKS_REL), s
-
-
 def test_compiled_blocks_train_like_eager_under_zero3(setup):
     """model.compile=true through the launcher: 2 ranks, ZeRO-3 (its hooks on the leaf blocks, outside the
     compiled forwards), Inductor on CPU. Run A's first 5 steps (warmup only, so the same learning rates
@@ -576,7 +559,12 @@ def check_continues(run: Path, run_a: Path, start: int, accum_factor: float) -> 
 
 
 def test_two_rank_checkpoint_resumes_on_one_rank(setup, elastic):
-    """Elastic resume (issue 17, defect 8), 2 → 1 rank: A's step-15 checkpoint, continued by run F."""
+    """Elastic resume (issue 17, defect 8), 2 → 1 rank: A's step-15 checkpoint, continued by run F.
+
+    This is also the check that one rank and two agree on the same global batch (4 rows = 1 rank × 2
+    micro-batches × 2 rows, or 2 ranks × 1 × 2): F's steps 16-30 train A's rows at twice A's gradient
+    accumulation, with A's losses within RANKS_REL (a separate 1-rank run from step 0 checked the
+    same on steps 1-10 and was removed as a repeat)."""
     _, _, run_a = setup
     run_f, _, res_f, _ = elastic
     assert "was written by 2 ranks, this run has 1: loading it through DeepSpeed's universal" in res_f.stdout
