@@ -156,6 +156,8 @@ def test_rerun_is_deterministic_and_resumes(first_run, corpus, tmp_path):
     )
     assert again.resumed == ["prepare", "ids", "exact", "url", "minhash"]
     assert _read(out2) == _read(out1)
+    # the output stage ran again and drew its removed/ sample again: the same rows
+    assert pq.read_table(out2 / "removed").to_pylist() == pq.read_table(out1 / "removed").to_pylist()
     with pytest.raises(OutputConflict, match="lines"):
         run_dedup(str(folder), str(out2), DedupJobConfig.from_dict({**CFG, "lines": {"max_docs": 3}}))
 
