@@ -1,6 +1,6 @@
 """`python -m workflows mixture-search` (workflows/search.py): bad input is refused before anything trains;
---validate trains the optimum, natural and uniform at the next scale and compares them paired by seed;
-and (slow) a tiny real search on the reduced demo run's data: buckets tokenized, proxies trained, the
+(--validate's real trainings: test_search_validate.py, a unit of its own so that the scheduler need
+not run them after the demo they do not use); and (slow) a tiny real search on the reduced demo run's data: buckets tokenized, proxies trained, the
 law fitted, diagnostics written, a recipe the planner accepts at the target budget, and a rerun that
 reuses every finished proxy.
 
@@ -18,27 +18,18 @@ from core.errors import ConfigError, InputError
 from mixtures.draw import fits
 from mixtures.plan import make_plan
 from mixtures.recipe import Recipe
-from testkit.corpus import build_two_sources, two_source_recipe
 from testkit.shared_data import shared_data_dir
+from tests.workflows.search_support import small_sets, two_source_inputs
 from workflows import search as ws
 from workflows.cli import main
 
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory):
-    root = tmp_path_factory.mktemp("search")
-    srcs = build_two_sources(root)
-    recipe = root / "recipe.yaml"
-    recipe.write_text(yaml.safe_dump(two_source_recipe(srcs)))
-    wiki = root / "wiki.jsonl"
-    lines = (shared_data_dir() / "quality" / "enwiki_sample_articles.jsonl").read_text().splitlines()
-    wiki.write_text("\n".join(lines[:4]) + "\n")
-    return root, recipe, wiki
+    return two_source_inputs(tmp_path_factory.mktemp("search"))
 
 
-def _cfg(**over) -> list[str]:
-    base = {"proxy.tokens": 2064, "target.seq_len": 64, "target.heldout_sequences": 2, "proxy.eval_docs": 2}
-    return [f"{k}={v}" for k, v in {**base, **over}.items()]
+_cfg = small_sets
 
 
 def _args(recipe, out, wiki, *extra, sets=()):
@@ -145,38 +136,6 @@ def test_mixtures_are_compared_at_the_seeds_they_share():
     assert seeds == [1, 2] and np.allclose(Y[:, 0], [3.37 + shift / 2, 3.36 + shift / 2])
     with pytest.raises(InputError, match="no seed is shared"):
         ws.seed_matched({"a": {1: run(3.0, 3.0)}, "b": {2: run(3.0, 3.0)}}, ["a", "b"], ("wiki",))
-
-
-@pytest.mark.slow
-def test_validate_trains_three_arms_at_four_times_the_tokens_on_a_larger_model(two, tmp_path):
-    """The transfer check for real, with small proxies: the optimum, natural and uniform mixtures are
-    each trained by the ablation (DeepSpeed, the same train_run as `make ablate`) at 4x the tokens on
-    the larger model, 3 seeds each, and compared paired by seed on the fixed evaluation set."""
-    _, recipe, wiki = two
-    cfg = ws.MixtureSearchConfig.load(None, _cfg())
-    space = ws.Space(recipe, cfg)
-    w = np.array([{"web": 0.6, "multi": 0.4}[s] for s in space.sources])
-    v = ws.run_validation(space, cfg, tmp_path, w, 4 * 2064, [f"wiki={wiki}"], ("wiki",), print)
-
-    recipes = {p.stem: Recipe.load(p) for p in sorted((tmp_path / "validate" / "mixtures").glob("*.yaml"))}
-    assert set(recipes) == {"natural", "uniform", "optimum"}
-    assert all(r.total_tokens == 4 * 2064 for r in recipes.values())
-    assert recipes["optimum"].phases[0].fractions() == pytest.approx({"web": 0.6, "multi": 0.4})
-    # the ablation's own record: every arm trained with 3 seeds on the transfer model
-    summary = json.loads((tmp_path / "validate" / "ablation" / "ablation.json").read_text())
-    assert len(summary["seeds"]) == 3 == cfg.transfer.seeds
-    assert set(summary["arms"]) == {"natural", "uniform", "optimum"}
-    assert (
-        v["model_overrides"] == cfg.transfer.model_overrides and cfg.transfer.model_overrides["n_layers"] == 4
-    )
-    # the paired comparison, recomputed from the ablation's per-seed bits per byte
-    values = {a: summary["arms"][a]["bpb"]["wiki"]["values"] for a in summary["arms"]}
-    assert all(len(x) == 3 and all(0.5 < b < 12 for b in x) for x in values.values())
-    for other in ("natural", "uniform"):
-        diffs = [o - b for o, b in zip(values["optimum"], values[other], strict=True)]
-        assert v["vs"][other]["diffs"] == pytest.approx(diffs, abs=1e-12)
-        assert v["vs"][other]["mean_diff"] == pytest.approx(np.mean(diffs), abs=1e-12)
-        assert v["vs"][other]["optimum_better_every_seed"] == all(d < 0 for d in diffs)
 
 
 @pytest.mark.slow
