@@ -18,6 +18,7 @@ al. 2022), and GPU-hours = FLOPs / (MFU * peak FLOP/s) / 3600 at the stated MFU 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from core.errors import ConfigError, InputError
@@ -174,13 +175,22 @@ def compute_budget(
         )
     flops = 6.0 * params * tokens
     chinchilla = CHINCHILLA_TOKENS_PER_PARAM * params
-    return {
+    out = {
         "flops": flops,
         "chinchilla_tokens": chinchilla,
         "tokens_per_param": tokens / params,
         "x_chinchilla": tokens / chinchilla,
         "gpu_hours": flops / (mfu * peak_flops) / 3600.0,
     }
+    # each input is finite and > 0, but `--model-params 1e308` overflows 6ND and `--peak-flops 1e-320`
+    # the division: a figure that is not a finite number is refused, never printed as `inf GPU-hours`
+    bad = [k for k, v in out.items() if not math.isfinite(v)]
+    if bad:
+        raise ConfigError(
+            f"the compute estimate {bad[0]} is {out[bad[0]]:g} for {params:g} parameters, {tokens:,} tokens, "
+            f"MFU {mfu:g} and peak {peak_flops:g} FLOP/s: give numbers a real model and device have"
+        )
+    return out
 
 
 def _fmt(n: float | None) -> str:

@@ -33,7 +33,7 @@ selectors are parsed. Token counts may be written with a suffix: `400K`, `2.5B`,
 Temperature weights (mT5, Xue et al. 2021 §3.1; XLM-R, Conneau et al. 2020 §3.1): a recipe-level
 `weights: {by: tokens, temperature: T}` weights every phase that gives no `weights:` of its own by
 p_i ∝ n_i^T over all sources, n_i the tokens of source i's shards (manifest.json; the plan estimates
-a source not tokenized yet). T = 1 is the natural mixture, T -> 0 uniform; T in (0, 1]. A phase with
+a source not tokenized yet). T = 1 is the natural mixture, T -> 0 uniform; T in [0.001, 1]. A phase with
 its own `weights:` keeps them (an anneal phase of chosen sources beside a temperature main phase).
 The counts are only known from the shards, so `resolve` leaves such phases unweighted
 (`Phase.temperature` set, `weights` empty) and mixtures/draw.py's `resolve_weights`, which the plan
@@ -55,13 +55,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, model_validator
 from pydantic_core import PydanticCustomError
 
 from core.config import ConfigModel, apply_overrides, build_config, read_yaml_mapping
 from core.errors import ConfigError
+from core.names import check_file_name
 from core.selectors import Selector, parse_selectors, selectors_spec
 from core.storage import is_object_store
+from mixtures.bounds import between
 
 
 class RecipeError(ConfigError):
@@ -71,6 +73,27 @@ class RecipeError(ConfigError):
 # ------------------------------------------------------------------ the YAML shape
 
 _MULTIPLIERS = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+# Every number of a recipe has a stated finite range, checked on load: a value past it is a typo, and
+# run as written it overflows far from the key (`max_epochs: 1e308` made `floor(cap * pool)` raise
+# OverflowError in the plan; `bytes_per_token: 1e-320` made the estimate infinite).
+MAX_TOKENS = 10**15
+"""A budget or phase of at most 1,000T tokens (Llama 3 trained on 15T): 6·N·D stays a finite float."""
+MAX_SEED = 2**63 - 1
+"""Seeds fit int64: numpy's SeedSequence, the trainer and JSON readers (core/safe_json.py) all take it."""
+EPOCHS = (1e-6, 1e6)
+"""max_epochs: from a millionth of a source to a million passes over it."""
+BYTES_PER_TOKEN = (0.1, 100.0)
+"""UTF-8 bytes per token: byte-level BPE gives 1 to ~10; the ends leave room for odd tokenizers."""
+WEIGHT = (1e-9, 1e9)
+"""A phase's relative weights: a ratio of 1e18 between two sources is more than any phase can draw
+(a budget is at most 1e15 tokens); normal floats, so no precision is lost in subnormals."""
+SHARE = (1e-9, 1.0)
+"""A phase's share of total_tokens (a share that rounds to 0 tokens is refused on load, `resolve`)."""
+TEMPERATURE = (1e-3, 1.0)
+"""T of the weights by tokens, p_i ∝ n_i^T: T > 1 would favour the largest source beyond its natural
+share, T <= 0 invert or flatten it completely, neither what a temperature over languages is for (mT5
+uses 0.3); at T = 1e-3 the mixture is uniform to 4% for any corpus (n^T <= 1e15^0.001 = 1.035)."""
 
 
 def parse_token_count(value: Any) -> Any:
@@ -85,13 +108,14 @@ def parse_token_count(value: Any) -> Any:
         return value
     s = value.strip().replace("_", "").upper()
     try:
-        if s and s[-1] in _MULTIPLIERS:
-            return round(float(s[:-1]) * _MULTIPLIERS[s[-1]])
-        return float(s)
+        x = float(s[:-1]) * _MULTIPLIERS[s[-1]] if s and s[-1] in _MULTIPLIERS else float(s)
     except ValueError:
         raise PydanticCustomError(
             "token_count", "must be an integer or a count like '2.5B', '400K'"
         ) from None
+    if not math.isfinite(x):  # round(inf) raises OverflowError: '1e400K' is refused here, by name
+        raise PydanticCustomError("token_count", "must be a finite count like '2.5B', '400K'")
+    return round(x) if s[-1] in _MULTIPLIERS else x
 
 
 def _not_boolean(value: Any) -> Any:
@@ -101,9 +125,24 @@ def _not_boolean(value: Any) -> Any:
     return value
 
 
-TokenCount = Annotated[int, BeforeValidator(parse_token_count), Field(ge=1)]
-Number = Annotated[float, BeforeValidator(_not_boolean)]
-PositiveNumber = Annotated[float, BeforeValidator(_not_boolean), Field(gt=0)]
+TokenCount = Annotated[between(int, 1, MAX_TOKENS), BeforeValidator(parse_token_count)]
+Seed = Annotated[between(int, 0, MAX_SEED), BeforeValidator(parse_token_count)]
+Epochs = Annotated[between(float, *EPOCHS), BeforeValidator(_not_boolean)]
+BytesPerToken = Annotated[between(float, *BYTES_PER_TOKEN), BeforeValidator(_not_boolean)]
+Share = Annotated[between(float, *SHARE), BeforeValidator(_not_boolean)]
+Weight = Annotated[between(float, *WEIGHT), BeforeValidator(_not_boolean)]
+Temperature = Annotated[between(float, *TEMPERATURE), BeforeValidator(_not_boolean)]
+
+
+def check_name(key: str, value: str) -> None:
+    """A name a recipe gives (its own, a source's, a phase's) is one plain file name (core/names.py):
+    `workflows ablate` makes a run folder of the recipe's name, mixture search and tokenize a shards
+    folder of a source's; one rule for every name, so none of them can leave a folder when it becomes
+    a path, now or later. RecipeError names the key."""
+    try:
+        check_file_name(value, folder="its output folder")
+    except ValueError as e:
+        raise RecipeError(f"{key} {e}") from None
 
 
 class SourceSpec(ConfigModel):
@@ -115,7 +154,7 @@ class SourceSpec(ConfigModel):
     """documents folder (Parquet) the shards come from; with `select`, what `tokenize` should read"""
     select: dict[str, Any] | None = None
     """column: condition pairs (core.selectors)"""
-    max_epochs: PositiveNumber | None = None
+    max_epochs: Epochs | None = None
     """this source's cap on tokens drawn / tokens available; default: the recipe's"""
 
 
@@ -123,10 +162,10 @@ class PhaseSpec(ConfigModel):
     """One entry of `phases:` as written."""
 
     name: str
-    share: Number | None = None
-    """fraction of total_tokens, in (0, 1]; or `tokens`"""
+    share: Share | None = None
+    """fraction of total_tokens, in [1e-9, 1]; or `tokens`"""
     tokens: TokenCount | None = None
-    weights: dict[str, Number] | None = None
+    weights: dict[str, Weight] | None = None
     """source name -> relative weight (> 0); sources not listed are not drawn in this phase.
     Omitted: the recipe-level `weights: {by: tokens, temperature: T}` over all sources."""
 
@@ -136,8 +175,8 @@ class WeightsSpec(ConfigModel):
 
     by: Literal["tokens"]
     """what the weights are proportional to (a power of): the tokens of each source's shards"""
-    temperature: Number
-    """T in (0, 1]: p_i ∝ n_i^T; 1 = natural (as much as there is), towards 0 = uniform"""
+    temperature: Temperature
+    """T in [0.001, 1]: p_i ∝ n_i^T; 1 = natural (as much as there is), towards 0 = uniform"""
 
 
 class RecipeSpec(ConfigModel):
@@ -145,12 +184,12 @@ class RecipeSpec(ConfigModel):
 
     name: str | None = None
     """default: the recipe file's name without .yaml"""
-    seed: Annotated[int, BeforeValidator(parse_token_count), Field(ge=0)] = 0
+    seed: Seed = 0
     total_tokens: TokenCount
     """the whole budget, all phases"""
-    max_epochs: PositiveNumber = 4.0
+    max_epochs: Epochs = 4.0
     """default cap on repetition of any source (tokens drawn / tokens available)"""
-    bytes_per_token: PositiveNumber = 4.0
+    bytes_per_token: BytesPerToken = 4.0
     """only to estimate sources that are not tokenized yet (plan)"""
     sources: dict[str, SourceSpec]
     phases: tuple[PhaseSpec, ...]
@@ -163,13 +202,6 @@ class RecipeSpec(ConfigModel):
     def _check(self) -> RecipeSpec:
         self._check_sources()
         self._check_phases()
-        if self.weights is not None and not 0 < self.weights.temperature <= 1:
-            # T > 1 would favour the largest source beyond its natural share, T <= 0 invert or flatten
-            # it completely: neither is what a temperature over languages is for (mT5 uses 0.3)
-            raise RecipeError(
-                f"weights.temperature must be in (0, 1] (1: natural mixture, towards 0: uniform), "
-                f"got {self.weights.temperature:g}"
-            )
         if self.weights is not None and all(ph.weights is not None for ph in self.phases):
             raise RecipeError(
                 "weights: {by: tokens, ...} weights only phases without `weights:` of their own, and "
@@ -178,13 +210,14 @@ class RecipeSpec(ConfigModel):
         return self
 
     def _check_sources(self) -> None:
+        if self.name is not None:
+            check_name("name", self.name)
         if not self.sources:
             raise RecipeError(
                 "sources must be a non-empty mapping of name -> {shards, docs, select, max_epochs}"
             )
         for name, src in self.sources.items():
-            if not name or "/" in name:
-                raise RecipeError(f"source names must be plain strings, got {name!r}")
+            check_name("sources: a source name", name)
             if src.shards is None and src.docs is None:
                 raise RecipeError(
                     f"sources.{name} needs `shards` (a tokenize output folder) or `docs` (documents)"
@@ -198,8 +231,9 @@ class RecipeSpec(ConfigModel):
             raise RecipeError("phases must be a non-empty list of {name, share | tokens, weights}")
         names: set[str] = set()
         for i, ph in enumerate(self.phases):
-            if not ph.name or ph.name in names:
-                raise RecipeError(f"phases[{i}].name must be a unique non-empty string, got {ph.name!r}")
+            check_name(f"phases[{i}].name", ph.name)
+            if ph.name in names:
+                raise RecipeError(f"phases[{i}].name must be unique, got {ph.name!r} twice")
             names.add(ph.name)
             where = f"phases.{ph.name}"
             if (ph.share is None) == (ph.tokens is None):
@@ -213,15 +247,11 @@ class RecipeSpec(ConfigModel):
                 continue
             if not ph.weights:
                 raise RecipeError(f"{where}.weights must be a non-empty mapping of source -> weight")
-            for src, w in ph.weights.items():
+            for src in ph.weights:
                 if src not in self.sources:
                     raise RecipeError(
                         f"{where}.weights.{src}: unknown source; allowed: {', '.join(sorted(self.sources))}"
                     )
-                if not w > 0:
-                    raise RecipeError(f"{where}.weights.{src} must be a number > 0, got {w!r}")
-            if ph.share is not None and not 0 < ph.share <= 1:
-                raise RecipeError(f"{where}.share must be in (0, 1], got {ph.share}")
 
 
 # ------------------------------------------------------------------ the resolved recipe
@@ -336,11 +366,18 @@ def resolve(spec: RecipeSpec, base: Path, path: Path | None) -> Recipe:
         for name, s in spec.sources.items()
     }
     temperature = spec.weights.temperature if spec.weights is not None else None
+    split = phase_tokens(spec.total_tokens, spec.phases)
+    for ph, tokens in zip(spec.phases, split, strict=True):
+        if tokens < 1:  # `share: 1e-9` of a small budget: a phase that draws nothing, said nowhere
+            raise RecipeError(
+                f"phases.{ph.name}.share {ph.share:g} of total_tokens {spec.total_tokens:,} is 0 tokens: "
+                "raise the share or the budget, or drop the phase"
+            )
     phases = tuple(
         Phase(name=ph.name, tokens=tokens, share=ph.share, weights=dict(ph.weights))
         if ph.weights is not None
         else Phase(name=ph.name, tokens=tokens, share=ph.share, temperature=temperature)
-        for ph, tokens in zip(spec.phases, phase_tokens(spec.total_tokens, spec.phases), strict=True)
+        for ph, tokens in zip(spec.phases, split, strict=True)
     )
     return Recipe(
         name=spec.name if spec.name is not None else (path.stem if path else "recipe"),

@@ -3,7 +3,7 @@ constrained solve, and the diagnostics that say whether to trust it. Pure numpy/
 here (workflows/search.py trains the proxies and calls these functions).
 
 The method is Olmix's (Chen et al. 2026, allenai/olmix `olmix/fit/law.py`) over RegMix's swarm (Liu et
-al. 2025, sail-sg/regmix `mixture_config/synthesize_mixture.py`); /work/shared/research/mixture-search-2026.md
+al. 2025, sail-sg/regmix `mixture_config/synthesize_mixture.py`); ../shared/research/mixture-search-2026.md
 reads both and says what to keep.
 
 - **Swarm** (`draw_swarm`): mixtures w over the m sources from a Dirichlet centred on the natural token
@@ -38,28 +38,41 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from core.config import ConfigModel
 from core.errors import ConfigError
+from core.names import check_file_name
+from mixtures.bounds import between
 
 ROUND = 4
 """Decimals a mixture's weights are written with (the recipe's weights, and what the proxies train)."""
+
+# Every number of the search's settings has a stated finite range, checked when the config loads, so a
+# value past it is refused with its key and the range before anything runs: unbounded, 1e308 ended in
+# an OverflowError traceback (concentration · spread overflowed the Dirichlet's alpha) and a million
+# proxies ran out of draws with advice about caps that had rejected nothing.
+MAX_SEED = 2**63 - 1
+"""Seeds fit int64 (numpy's SeedSequence, JSON readers)."""
+MAX_PROXIES = 4096
+"""Each proxy is a training run: RegMix trained 512 (research: 3m-6m for m sources); 4096 is far past any
+search this workflow can afford, and below max_draws' default, so the draws can find them."""
 
 # ------------------------------------------------------------------ settings
 
 
 class SwarmSection(ConfigModel):
-    proxies: Annotated[int, Field(ge=2)] = 24
+    proxies: between(int, 2, MAX_PROXIES) = 24
     """swarm mixtures trained once each (research: 3m–6m for m sources), besides the anchors"""
-    concentration: Annotated[float, Field(gt=0)] = 1.0
+    concentration: between(float, 1e-3, 1e3) = 1.0
     """Dirichlet concentration per source around the natural mixture (alpha = c·s·m·p): larger = closer"""
-    spread: Annotated[float, Field(ge=1)] = 3.0
+    spread: between(float, 1, 1e3) = 3.0
     """each draw's concentration is scaled by s, log-uniform in [1/spread, spread] (1: fixed)"""
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: between(int, 0, MAX_SEED) = 0
     anchors: tuple[Literal["natural", "uniform", "recipe", "largest"], ...] = (
         "natural",
         "uniform",
@@ -68,11 +81,11 @@ class SwarmSection(ConfigModel):
     )
     """the fixed mixtures trained beside the swarm: natural (token-proportional), uniform, the recipe as
     written, more of the largest source (the trivial rule a search must beat); at least one"""
-    anchor_seeds: Annotated[int, Field(ge=2)] = 2
+    anchor_seeds: between(int, 2, 64) = 2
     """seeds of each anchor (natural, uniform, the recipe, more of the largest) and of the chosen mixture:
     their spread is the noise the gate compares the mixtures' spread with"""
-    max_draws: Annotated[int, Field(ge=1)] = 100_000
-    """draws before giving up when the caps reject nearly every mixture"""
+    max_draws: between(int, 1, 10_000_000) = 100_000
+    """draws before giving up when the caps reject nearly every mixture (a draw costs ~0.1 ms)"""
 
     @model_validator(mode="after")
     def _check(self) -> SwarmSection:
@@ -80,44 +93,64 @@ class SwarmSection(ConfigModel):
             raise ConfigError(
                 f"swarm.anchors must name distinct anchors, at least one; got {list(self.anchors)}"
             )
+        if self.max_draws < self.proxies:  # then no cap could be to blame
+            raise ConfigError(
+                f"swarm.max_draws ({self.max_draws:,}) must be at least swarm.proxies ({self.proxies:,})"
+            )
         return self
 
 
 class FitSection(ConfigModel):
-    folds: Annotated[int, Field(ge=2)] = 5
+    folds: between(int, 2, 100) = 5
     """k of the k-fold held-out Spearman ρ"""
-    huber_delta: Annotated[float, Field(gt=0)] = 0.02
+    huber_delta: between(float, 1e-6, 10) = 0.02
     """residual (bits per byte) beyond which the fit's loss grows linearly (Olmix's δ)"""
-    starts: Annotated[int, Field(ge=1)] = 6
+    starts: between(int, 1, 100) = 6
     """starting points of each law's fit (the best Huber cost is kept)"""
-    bootstrap: Annotated[int, Field(ge=0)] = 100
+    bootstrap: between(int, 0, 10_000) = 100
     """resamples of the swarm for the intervals (0: none)"""
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: between(int, 0, MAX_SEED) = 0
 
 
 class SolveSection(ConfigModel):
     pull: Literal["kl", "l2"] = "kl"
     """the pull toward the natural mixture: KL(w‖p) (Olmix) or squared distance"""
-    strength: Annotated[float, Field(ge=0)] = 0.05
+    strength: between(float, 0, 100) = 0.05
     """λ of the pull (Olmix's code default 0.05); 0 lets the optimum collapse onto a vertex"""
-    min: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    min: dict[str, between(float, 0, 1)] = Field(default_factory=dict)
     """source -> lowest weight allowed"""
-    max: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    max: dict[str, between(float, 0, 1)] = Field(default_factory=dict)
     """source -> highest weight allowed (the epoch cap applies as well)"""
 
 
 class GateSection(ConfigModel):
-    ratio: Annotated[float, Field(gt=0)] = 3.0
-    """no recommendation unless sd between mixtures >= ratio × sd between seeds"""
+    ratio: between(float, 1, 100) = 3.0
+    """no recommendation unless sd between mixtures >= ratio × sd between seeds; below 1 the gate would
+    pass mixtures that differ less than one mixture's seeds do (a gate that cannot fail)"""
 
 
 class BucketSpec(ConfigModel):
     """A source cut into quantile buckets of a score column: each bucket becomes a source."""
 
     source: str
+    """a source of the recipe; its buckets are tokenized into DIR/tokens/shards/<source>_q<k>/"""
     column: str
-    count: Annotated[int, Field(ge=2, le=20)] = 4
+    count: between(int, 2, 20) = 4
     """buckets (Olmix uses 20 on a large crawl; each must hold documents to train on)"""
+
+    @field_validator("source")
+    @classmethod
+    def _plain(cls, source: str) -> str:
+        # a bucket's shards folder is named from the source (<source>_q<k>): the one checked helper
+        # before it is a path; 251 characters leave room for `_q20` in a 255-byte file name
+        try:
+            check_file_name(source, folder="DIR/tokens/shards/")
+            if len(source) > 251:
+                raise ValueError(f"must be at most 251 characters (its buckets add _q<k>), got {len(source)}")
+        except ValueError as e:  # the message through the context (a hostile value may hold braces),
+            # less its `got ...`: core.config's formatter adds the value itself
+            raise PydanticCustomError("file_name", "{why}", {"why": str(e).rsplit(", got ", 1)[0]}) from None
+        return source
 
 
 class SearchConfig(ConfigModel):
@@ -219,10 +252,17 @@ def draw_swarm(
         out.append(w)
         if len(out) == n:
             return out
+    repeated = cfg.max_draws - rejected - len(out)
+    if rejected > repeated:  # the advice follows what rejected the draws
+        raise ConfigError(
+            f"only {len(out)} of {n} mixtures fit the epoch caps at the target budget after {cfg.max_draws:,} "
+            f"draws ({rejected:,} rejected by a cap, {repeated:,} repeats): lower the target tokens, raise "
+            "max_epochs, or raise swarm.concentration (mixtures closer to natural)"
+        )
     raise ConfigError(
-        f"only {len(out)} of {n} mixtures fit the epoch caps at the target budget after {cfg.max_draws:,} "
-        f"draws ({rejected:,} rejected by a cap): lower the target tokens, raise max_epochs, or raise "
-        "swarm.concentration (mixtures closer to natural)"
+        f"only {len(out)} of {n} distinct mixtures after {cfg.max_draws:,} draws ({repeated:,} repeated a "
+        f"mixture already drawn at {ROUND} decimals, {rejected:,} rejected by a cap): lower swarm.proxies, "
+        "raise swarm.max_draws, or widen the swarm (a lower swarm.concentration, a larger swarm.spread)"
     )
 
 

@@ -42,6 +42,7 @@ start, the export and the scoring dominate a tiny proxy), × the cores the runs 
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import math
@@ -49,7 +50,7 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -58,9 +59,10 @@ from core.config import ConfigModel, fingerprint_of, load_config, read_yaml_mapp
 from core.errors import ConfigError, InputError
 from core.output import atomic_write_json, guard_folder
 from mixtures import search as ms
+from mixtures.bounds import between
 from mixtures.draw import fits, source_draws
 from mixtures.plan import available_tokens, training_pool
-from mixtures.recipe import Recipe, RecipeError, TokenCount
+from mixtures.recipe import MAX_TOKENS, Recipe, RecipeError, TokenCount
 from mixtures.validate import check_sources, has_manifest, read_manifest
 from workflows import ablate
 from workflows.paths import project_path
@@ -74,17 +76,30 @@ PROXY_OVERRIDES = ("eval.every=0", "eval.sequences_per_source=0", "logging.tenso
                    "logging.sample_tokens=0", "checkpoint.every=10", "schedule.warmup_steps=2")  # fmt: skip
 
 
+# Every number below has a stated finite range, checked on load with the key and the range named (the
+# ranges of the search itself are mixtures/search.py's): past them a value is a typo, and unbounded
+# `transfer.token_multiple=1e308` overflowed math.ceil into an OverflowError traceback on every run,
+# `cost.core_flops=1e-320` printed `~inf core-hours` with exit 0. Derived numbers (the validation runs'
+# tokens, the cost) are checked as well (`check_finite`, `_check_derived`).
+MAX_SEQ_LEN = 1 << 20
+"""Tokens per row: a million, far past any proxy or target context."""
+MAX_BATCH = 1 << 20
+"""Rows per step."""
+MAX_PROCESSES = 4096
+"""Trainer ranks of one run."""
+
+
 class ProxySection(ConfigModel):
     tokens: TokenCount = 16_512
     """tokens each proxy trains on (rounded down to whole steps of global_batch rows of seq_len + 1)"""
-    seq_len: Annotated[int, Field(ge=8)] = 128
-    global_batch: Annotated[int, Field(ge=1)] = 8
-    processes: Annotated[int, Field(ge=1)] = 1
+    seq_len: between(int, 8, MAX_SEQ_LEN) = 128
+    global_batch: between(int, 1, MAX_BATCH) = 8
+    processes: between(int, 1, MAX_PROCESSES) = 1
     trainer_config: str = ablate.DEFAULT_TRAINER_CONFIG
     overrides: tuple[str, ...] = PROXY_OVERRIDES
     """trainer `key=value` overrides of every proxy"""
-    eval_docs: Annotated[int, Field(ge=1)] = 50
-    eval_chunks: Annotated[int, Field(ge=1)] = 1
+    eval_docs: between(int, 1, 1_000_000) = 50
+    eval_chunks: between(int, 1, 1024) = 1
 
     @model_validator(mode="after")
     def _check(self) -> ProxySection:
@@ -100,17 +115,17 @@ class TargetSection(ConfigModel):
 
     tokens: TokenCount | None = None
     """default: the recipe's total_tokens"""
-    seq_len: Annotated[int, Field(ge=1)] = 256
+    seq_len: between(int, 1, MAX_SEQ_LEN) = 256
     """the target trainer's data.seq_len (rows of seq_len + 1 tokens)"""
-    heldout_sequences: Annotated[int, Field(ge=0)] = 16
+    heldout_sequences: between(int, 0, 1_000_000) = 16
     """the target trainer's eval.sequences_per_source (held-out rows a source cannot repeat)"""
 
 
 class TransferSection(ConfigModel):
-    token_multiple: Annotated[float, Field(ge=4)] = 4.0
-    """the validation runs' tokens, × the proxy's (the issue: ≥ 4×)"""
-    seeds: Annotated[int, Field(ge=3)] = 3
-    model_overrides: dict[str, int] = Field(
+    token_multiple: between(float, 4, 1000) = 4.0
+    """the validation runs' tokens, × the proxy's (the issue: ≥ 4×; past 1000× it is no proxy-scale check)"""
+    seeds: between(int, 3, 64) = 3
+    model_overrides: dict[str, between(int, 1, 1 << 20)] = Field(
         default_factory=lambda: {
             "d_model": 128,
             "n_layers": 4,
@@ -129,15 +144,15 @@ class TransferSection(ConfigModel):
 
 
 class CostSection(ConfigModel):
-    core_flops: Annotated[float, Field(gt=0)] = 5.0e9
+    core_flops: between(float, 1e6, 1e16) = 5.0e9
     """training FLOP/s (6ND) one CPU core gives the trainer. Measured on this project's 2 shared cores: ~1e10
     per core for the debug model at load 5-10 (30 steps of 8 x 129 tokens in 3.3 s; the 2x wider and deeper
     validation model 124K tokens in ~25 s), ~1e9 at load 11-21 with 2 ranks (`make ablate`); half the
     quiet figure, so that an estimate errs long"""
-    overhead_s: Annotated[float, Field(ge=0)] = 30.0
+    overhead_s: between(float, 0, 86_400) = 30.0
     """seconds per run outside training steps (launcher start, export, scoring): measured 16 s (proxy) to
     35 s (validation run) at load 5-10, up to ~100 s under heavy load"""
-    cores: Annotated[int, Field(ge=1)] = max(os.cpu_count() or 1, 1)
+    cores: between(int, 1, 1 << 20) = max(os.cpu_count() or 1, 1)
 
 
 class MixtureSearchConfig(ConfigModel):
@@ -149,6 +164,18 @@ class MixtureSearchConfig(ConfigModel):
     transfer: TransferSection = Field(default_factory=TransferSection)
     """the `--validate` runs: the transfer check at the next scale up"""
     cost: CostSection = Field(default_factory=CostSection)
+
+    @model_validator(mode="after")
+    def _check_derived(self) -> MixtureSearchConfig:
+        """Products of bounded numbers can still pass a bound: the validation runs' tokens."""
+        row = self.proxy.global_batch * (self.proxy.seq_len + 1)
+        validation = self.proxy.tokens * self.transfer.token_multiple + row  # ceil to whole steps
+        if validation > MAX_TOKENS:
+            raise ConfigError(
+                f"transfer.token_multiple {self.transfer.token_multiple:g} x proxy.tokens {self.proxy.tokens:,} "
+                f"is {validation:.3g} tokens per validation run, over the {MAX_TOKENS:.0e} a recipe may have"
+            )
+        return self
 
     @classmethod
     def load(cls, path: str | Path | None, overrides: list[str] = ()) -> MixtureSearchConfig:
@@ -375,7 +402,7 @@ class Space:
     def recipe_yaml(self, w: np.ndarray, name: str, total_tokens: int, header: str = "") -> str:
         import yaml
 
-        data = json.loads(json.dumps(self.data))
+        data = copy.deepcopy(self.data)  # the recipe's own data, not outside JSON
         data["name"] = name
         data["total_tokens"] = total_tokens
         r = ms.rounded(w)
@@ -418,8 +445,17 @@ def model_params(trainer_config: Path, vocab: int, model_overrides: dict[str, in
 def estimate(runs: int, tokens: int, params: int, cost: CostSection) -> dict[str, float]:
     flops = 6.0 * params * tokens * runs
     seconds = flops / (cost.core_flops * cost.cores) + cost.overhead_s * runs
-    return {"runs": runs, "tokens_per_run": tokens, "params": params, "flops": flops,
-            "wall_hours": seconds / 3600, "core_hours": seconds * cost.cores / 3600}  # fmt: skip
+    out = {"runs": runs, "tokens_per_run": tokens, "params": params, "flops": flops,
+           "wall_hours": seconds / 3600, "core_hours": seconds * cost.cores / 3600}  # fmt: skip
+    # the settings are bounded, but a trainer config's model size is not theirs to bound: an estimate
+    # that is not a finite number is refused, never printed as `~inf core-hours`
+    bad = [k for k, v in out.items() if not math.isfinite(v)]
+    if bad:
+        raise InputError(
+            f"the cost estimate is not a finite number ({bad[0]} = {out[bad[0]]}) for {runs} runs x {tokens:,} "
+            f"tokens x {params:,} params: lower proxy.tokens, transfer.token_multiple or the model's size"
+        )
+    return out
 
 
 # ------------------------------------------------------------------ the search

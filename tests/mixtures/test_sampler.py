@@ -496,9 +496,18 @@ def test_small_temperature_approaches_uniform(lang_sources):
 @pytest.mark.parametrize(
     ("weights", "message"),
     [
-        ({"by": "tokens", "temperature": 0}, "weights.temperature must be in (0, 1]"),
-        ({"by": "tokens", "temperature": 1.5}, "weights.temperature must be in (0, 1]"),
-        ({"by": "tokens", "temperature": -0.3}, "weights.temperature must be in (0, 1]"),
+        (
+            {"by": "tokens", "temperature": 0},
+            "weights.temperature: must be greater than or equal to 0.001 and less than or equal to 1",
+        ),
+        (
+            {"by": "tokens", "temperature": 1.5},
+            "weights.temperature: must be greater than or equal to 0.001 and less than or equal to 1",
+        ),
+        (
+            {"by": "tokens", "temperature": -0.3},
+            "weights.temperature: must be greater than or equal to 0.001 and less than or equal to 1",
+        ),
         ({"by": "tokens", "temperature": True}, "weights.temperature"),
         ({"by": "tokens", "temperature": "warm"}, "weights.temperature"),
         ({"by": "tokens"}, "weights.temperature"),
