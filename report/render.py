@@ -339,7 +339,7 @@ def _section_tables(r: dict[str, Any]) -> dict[str, str]:
         ],
     )
     bpt = tok.get("bytes_per_token") or []
-    if bpt:  # manifests of tokenize runs that counted per `lang` (tokens/languages.py)
+    if bpt:  # manifests of tokenize runs that counted per `lang` (tokens/lang_counts.py)
         t["tokens"] += "<h3>Bytes per token by language</h3>" + _table(
             ["language", "documents", "bytes", "tokens", "bytes per token"],
             [[x["lang"], x["documents"], x["bytes"], x["tokens"], x["bytes_per_token"] or "—"] for x in bpt],

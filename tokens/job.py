@@ -27,7 +27,7 @@ its file (core.runner.run_per_file); `tokenize_file` runs one file without Spark
 Per language: where the input has a `lang` column, each part counts, per `lang` value of the documents
 it tokenizes, documents, UTF-8 bytes and tokens (EOD not counted: bytes per token is the tokenizer's
 compression of that language's text), in its marker and stats as `languages`; the manifest sums them.
-The mapping is bounded (tokens/languages.py: `MAX_LANGUAGE_KEYS` values, the rest under "other"): the column is data, and
+The mapping is bounded (tokens/lang_counts.py: `MAX_LANGUAGE_KEYS` values, the rest under "other"): the column is data, and
 a column of ids mistaken for languages must not grow a marker without end. The report's "bytes per
 token by language" table reads it.
 
@@ -65,7 +65,7 @@ from core.selectors import (
 from core.spark import DEFAULT_SPARK, SparkOptions, check_master
 from core.stats import Stats
 from core.storage import is_object_store, join, local_input
-from tokens.languages import LANGUAGE_COLUMN, count_languages
+from tokens.lang_counts import LANGUAGE_COLUMN, count_languages
 from tokens.shards import build_manifest, dtype_for_vocab, write_shard_files
 from tokens.tokenizer import build_encoder, load_tokenizer
 

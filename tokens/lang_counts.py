@@ -7,6 +7,9 @@ multilingual mix does not leave a script at one token per byte). Tokens exclude 
 
 The `lang` column is data, so the mapping is bounded: `MAX_LANGUAGE_KEYS` values, the rest summed
 under "other" (a column of ids mistaken for languages must not grow a marker without end).
+
+Counting only: what a language code is (its form, ISO tables, scripts) is core/languages.py's, the one
+home of the language vocabulary; a `lang` value is counted here as the string it is.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from tokens.languages import merge_languages
+from tokens.lang_counts import merge_languages
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1

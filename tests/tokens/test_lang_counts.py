@@ -1,4 +1,4 @@
-"""Per-language counts of tokenize (tokens/languages.py) and a tokenizer trained on a multilingual mix.
+"""Per-language counts of tokenize (tokens/lang_counts.py) and a tokenizer trained on a multilingual mix.
 
 Real documents only: testkit/corpus.py (Leipzig sentences in eight languages, a real WARC's
 documents, edge rows) and Leipzig sentences of zh/ru/ar/en for the tokenizer.
@@ -17,7 +17,7 @@ import pytest
 from testkit.corpus import build_corpus
 from testkit.shared_data import shared_data_dir
 from tokens.job import TokenizeTask, tokenize_file
-from tokens.languages import OTHER, count_languages, merge_languages
+from tokens.lang_counts import OTHER, count_languages, merge_languages
 from tokens.shards import build_manifest
 from tokens.tokenizer import TokenizerConfig, load_tokenizer, train_tokenizer
 
