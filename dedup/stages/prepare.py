@@ -29,10 +29,10 @@ class Prepare(Stage):
     def run(self, ctx: StageContext) -> dict[str, Any]:
         from pyspark.sql import functions as F
 
-        if not ctx.stages:  # a context made for one stage (unit tests): the job's own list
-            from dedup.stages import STAGES
-
-            ctx.stages = STAGES
+        # The job's stage list, which the job sets (dedup/job.py). Not a fallback to dedup.stages.STAGES
+        # here: importing the package from one of its own modules made an import circle.
+        if not ctx.stages:
+            raise RuntimeError("prepare needs StageContext.stages: the features of every stage of the job")
         features = [f for st in ctx.stages for f in st.features(ctx.cfg)]
         df = ctx.store.tables.read_files(ctx.files)
         # A rerun over dedup output replaces its cluster columns; private (_) columns are ours.
