@@ -11,9 +11,12 @@ outside each threshold a recipe's selector resolved to. Every view filters by la
 Bounded at any input size (datatrove's `inspect` and Data-Juicer's analysis sample too): documents are
 chosen by a bottom-k sample of a hash of their id per cell (stage, reason, language; score bin; cluster
 size band; source and language), so the sample is uniform, the same on every rerun, and never holds
-more than `Limits` rows in memory; every text is cut to `Limits.text_chars`. The inputs are streamed
-file by file, reading only the columns needed, then the sampled rows' text by id. With the default
-limits a billion-document crawl gives a page of a few MB.
+more than `Limits` rows in memory; every text is cut to `Limits.text_chars`, and every URL, title, id
+or other name from the data to `Limits.field_chars`. The inputs (extract's rejected/ and dedup's
+removed/ alike) are streamed batch by batch into those samples, reading only the columns needed, then
+the sampled rows' text by id. With the default limits a billion-document crawl gives a page of a few
+MB. Score histograms are finite whatever the column holds (report/histogram.py: NaN and ±inf are
+counted apart, a ±1e308 range is binned without overflow).
 
 Safety: the page makes no request (a Content-Security-Policy allows only its own inline script and
 style and data: images, and nothing in it names a URL to load); the data is JSON in a
@@ -21,6 +24,9 @@ style and data: images, and nothing in it names a URL to load); the data is JSON
 close the block; the script puts every document string on screen with `textContent`, never as markup,
 never as a link, and bidirectional control characters in URLs and titles are shown as visible marks
 (an RTL override there can disguise a URL). tests/report/test_browse_browser.py proves it in Chromium.
+What the run's files name (dedup's inputs in its stats.json, a recipe's docs and shards folders) is
+read only under the run folder (`RunFiles`, CONVENTIONS 14); others are counted on the page, not
+read. A shards manifest is read by tokens/manifest.py's checked reader.
 
 Layout read (any part may be missing; its view then says so):
 
@@ -36,9 +42,11 @@ Layout read (any part may be missing; its view then says so):
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import math
+import os
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -48,6 +56,7 @@ from typing import Any
 from curation.schema import sample_key
 from report.browse_page import TEMPLATE
 from report.collect import _json, _parquet_files, recipe_path
+from report.histogram import bin_edges, bin_index, finite_values
 
 BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
 
@@ -75,6 +84,10 @@ class Limits:
     """Documents each side of a selector's threshold."""
     text_chars: int = 2500
     """Characters of a document's text kept (the page says when a text was cut)."""
+    field_chars: int = 300
+    """Characters of a URL, title, id, language, stage, reason or other name from the data (one
+    1 MB URL made a 1 MB page): a longer one ends in `…`. No string on the page is longer than
+    text_chars, whatever field it is in."""
     max_langs: int = 40
     """Languages with their own histogram counts; the rest are counted as `other`."""
 
@@ -91,7 +104,8 @@ class BottomK:
 
     def offer(self, key: str, item: Any = None) -> None:
         self.seen += 1
-        h = sample_key(key)
+        h = sample_key(key)  # of the whole key: the sample extract and dedup keep is by this hash
+        key = key[:256]  # only breaks ties of the hash: a 1 MB id is not held k times
         if len(self.heap) < self.k:
             heapq.heappush(self.heap, (-h, key, item))
         elif -self.heap[0][0] > h:
@@ -103,6 +117,51 @@ class BottomK:
 
 def _source(warc_file: str | None) -> str:
     return (warc_file or "").rsplit("/", 1)[-1] or "?"
+
+
+def _cut(text: str, n: int) -> str:
+    """`text` in at most `n` characters; a cut one ends in `…` (the page shows it as it is)."""
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _bounded(value: Any, n: int) -> Any:
+    """`value` with every string in it, keys too, cut to `n` characters: the page's last guard, so
+    that a field nobody thought to cut cannot make the page as large as the data."""
+    if isinstance(value, str):
+        return _cut(value, n)
+    if isinstance(value, dict):
+        return {_bounded(k, n): _bounded(v, n) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_bounded(v, n) for v in value]
+    return value
+
+
+class RunFiles:
+    """What the page may read: files under the run folder (CONVENTIONS 14).
+
+    dedup's stats.json names its inputs and a recipe names its sources' folders: those are data, so a
+    path found there is read only when it resolves (symbolic links followed) under the run folder, or
+    under a folder a link at the run's top level points to (the run's own layout: the browser test's
+    run links its extract and scores from another run; a link is laid out by whoever made the folder,
+    it is not a name in a file). A URL is never under a local folder. Anything else is not read and is
+    counted (`refused`, shown on the page), and the view it fed says so.
+    """
+
+    def __init__(self, run: Path) -> None:
+        self.roots = [os.path.realpath(run)]
+        if run.is_dir():
+            self.roots += [os.path.realpath(e) for e in sorted(run.iterdir()) if e.is_symlink()]
+        self.refused: list[str] = []
+
+    def allows(self, path: str | Path, what: str) -> bool:
+        """Whether `path` (named by `what`, e.g. "dedup/stats.json inputs") may be read; counts it if not."""
+        text = str(path)
+        if "://" not in text and "\0" not in text:
+            real = os.path.realpath(text)
+            if any(os.path.commonpath([root, real]) == root for root in self.roots):
+                return True
+        self.refused.append(f"{what}: {text}")
+        return False
 
 
 def _batches(files: Iterable[Path | str], want: Iterable[str]) -> Iterator[tuple[Any, list[str]]]:
@@ -181,6 +240,13 @@ class Docs:
 
     def add(self, row: dict[str, Any], text: str | None = None, scores: dict[str, Any] | None = None) -> int:
         key = row.get("id") or f"{row.get('warc_file')}:{row.get('warc_offset')}"
+        n = self.limits.field_chars
+        key = (
+            key
+            if len(key) <= n
+            else "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        )
+        scores = {_cut(k, n): v for k, v in (scores or {}).items()}
         if key in self.index:
             i = self.index[key]
             d = self.rows[i]
@@ -193,11 +259,11 @@ class Docs:
         self.index[key] = len(self.rows)
         self.rows.append(
             {
-                "id": row.get("id") or key,
-                "url": row.get("url") or "",
-                "title": row.get("title") or "",
-                "lang": row.get("lang") or "?",
-                "src": _source(row.get("warc_file")),
+                "id": _cut(row.get("id") or key, n),
+                "url": _cut(row.get("url") or "", n),
+                "title": _cut(row.get("title") or "", n),
+                "lang": _cut(row.get("lang") or "?", n),
+                "src": _cut(_source(row.get("warc_file")), n),
                 "text": t[: self.limits.text_chars],
                 "n": len(t),  # the whole text's length: the page says when it shows less
                 "scores": {k: v for k, v in (scores or {}).items() if v is not None},
@@ -229,41 +295,51 @@ def _allot(cells: dict[Any, BottomK], budget: int) -> dict[Any, int]:
 EVIDENCE = ("metric", "value", "threshold", "op")
 
 
-def dropped(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
-    """Sampled drops per (stage, reason, language) from extract's rejected/ and dedup's removed/."""
+def dropped(run: Path, docs: Docs, limits: Limits, inputs: list[Path | str]) -> dict[str, Any]:
+    """Sampled drops per (stage, reason, language) from extract's rejected/ and dedup's removed/.
+
+    Both are streamed batch by batch into the cells' bottom-k samples, so at most `per_cell` rows of a
+    cell are held however large either folder is; only the sampled dedup rows' text, title and source
+    are then read from dedup's inputs."""
+    n = limits.field_chars
     cells: dict[tuple[str, str, str], BottomK] = defaultdict(lambda: BottomK(limits.per_cell))
+
+    def offer(key: str, row: dict[str, Any]) -> None:
+        # names from the data are cut before they are held (a cell key, a URL of a megabyte)
+        for k in ("stage", "reason", "lang", "detail", "metric", "op", "url", "title", "partner_id"):
+            if isinstance(row.get(k), str):
+                row[k] = _cut(row[k], n)
+        cells[(row.get("stage") or "?", row.get("reason") or "?", row.get("lang") or "?")].offer(key, row)
+
     rej = run / "extract" / "rejected"
     want = ("id", "url", "title", "warc_file", "warc_offset", "stage", "reason", "detail", "lang")
     want += ("lang_score", "snippet", "text", *EVIDENCE)
-    files = sorted(rej.glob("*.parquet")) if rej.is_dir() else []
-    for batch, _ in _batches(files, want):
+    for batch, _ in _batches(sorted(rej.glob("*.parquet")) if rej.is_dir() else [], want):
         for r in batch.to_pylist():
-            key = r.get("id") or f"{r.get('warc_file')}:{r.get('warc_offset')}"
-            cells[(r.get("stage") or "?", r.get("reason") or "?", r.get("lang") or "?")].offer(key, r)
-    # dedup's removed/: sampled per (stage, reason, lang, size band); text, lang, source: the input's
+            offer(r.get("id") or f"{r.get('warc_file')}:{r.get('warc_offset')}", r)
+    # dedup's removed/ (dedup/removed.py): its own `lang` (the input's) places a row in its cell
     removed = run / "dedup" / "removed"
-    rfiles = _parquet_files(removed) if removed.is_dir() else []
-    drows = [
-        r
-        for b, _ in _batches(rfiles, ("id", "url", "stage", "reason", "partner_id", "cluster_id", *EVIDENCE))
-        for r in b.to_pylist()
-    ]
-    inputs = _dedup_inputs(run)
-    if drows:
-        by_id = _fetch(inputs, {r["id"] for r in drows}, ("id", "url", "title", "warc_file", "lang", "text"))
-        for r in drows:
-            src = by_id.get(r["id"], {})
-            row = {**src, **{k: v for k, v in r.items() if v is not None}, "text": src.get("text")}
+    rwant = ("id", "url", "stage", "reason", "partner_id", "cluster_id", "lang", "snippet", *EVIDENCE)
+    for batch, _ in _batches(_parquet_files(removed) if removed.is_dir() else [], rwant):
+        for r in batch.to_pylist():
+            row = {k: v for k, v in r.items() if v is not None}
             row["stage"] = f"dedup:{r.get('stage')}"
-            row["lang"] = src.get("lang")
-            row["detail"] = f"duplicate of {r['partner_id']}" if r.get("partner_id") else ""
+            row["detail"] = f"duplicate of {_cut(r['partner_id'], n)}" if r.get("partner_id") else ""
             if r.get("cluster_id"):  # dedup's removed/ since issue 46 (dedup/removed.py)
-                row["detail"] += f" in cluster {r['cluster_id']}"
-            cells[(row["stage"], r.get("reason") or "?", row.get("lang") or "?")].offer(r["id"], row)
+                row["detail"] += f" in cluster {_cut(r['cluster_id'], n)}"
+            row["dedup"] = True
+            offer(r["id"], row)
     allot = _allot(cells, limits.max_dropped)
+    chosen = {c: sample.items()[: allot.get(c, 0)] for c, sample in sorted(cells.items())}
+    dedup_ids = {r["id"] for rows in chosen.values() for r in rows if r.get("dedup")}
+    cols = ("id", "url", "title", "warc_file", "lang", "text")
+    by_id = _fetch(inputs, dedup_ids, cols) if dedup_ids else {}
     out = []
-    for (stage, reason, _lang), sample in sorted(cells.items()):
-        for r in sample.items()[: allot.get((stage, reason, _lang), 0)]:
+    for (stage, reason, _lang), rows in chosen.items():
+        for r in rows:
+            if r.get("dedup"):  # text, title and source from the input; the language its own first
+                src = by_id.get(r["id"], {})
+                r = {**src, **r, "text": src.get("text"), "lang": r.get("lang") or src.get("lang")}
             text = r.get("text") or r.get("snippet") or ""
             scores = {"lang_score": _num(r.get("lang_score"))}
             i = docs.add(r, text, scores)
@@ -281,28 +357,31 @@ def dropped(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
                     **ev,
                 }
             )
-    counts = _drop_counts(run)
+    counts = _drop_counts(run, n)
     return {"rows": out, "counts": counts, "cells_left_out": len([c for c in cells if c not in allot])}
 
 
-def _drop_counts(run: Path) -> dict[str, dict[str, int]]:
-    """Every drop counted per stage and reason (the stats files; the sample is only a sample)."""
+def _drop_counts(run: Path, n: int) -> dict[str, dict[str, int]]:
+    """Every drop counted per stage and reason (the stats files; the sample is only a sample); names
+    cut to `n` characters (two cut alike are summed)."""
     out: dict[str, dict[str, int]] = {}
     for job, prefix in (("extract", ""), ("dedup", "dedup:")):
         stats = _json(run / job / "stats.json") or {}
         stages = stats.get("stages", [])
         items = stages if isinstance(stages, list) else [{"stage": k, **v} for k, v in stages.items()]
         for s in items:
-            for reason, n in (s.get("drops") or {}).items():
-                out.setdefault(f"{prefix}{s['stage']}", {})[reason] = int(n)
+            for reason, c in (s.get("drops") or {}).items():
+                cell = out.setdefault(_cut(f"{prefix}{s['stage']}", n), {})
+                cell[_cut(reason, n)] = cell.get(_cut(reason, n), 0) + int(c)
     return out
 
 
-def _dedup_inputs(run: Path) -> list[Path | str]:
-    """The documents dedup read (its stats name them), else extract's."""
+def _dedup_inputs(run: Path, files: RunFiles) -> list[Path | str]:
+    """The documents dedup read (its stats name them) that lie under the run folder, else extract's."""
     stats = _json(run / "dedup" / "stats.json") or {}
-    files = [f for f in stats.get("inputs", []) if "://" in f or Path(f).exists()]
-    return files or _parquet_files(run / "extract" / "docs")
+    named = [f for f in stats.get("inputs", []) if isinstance(f, str)]
+    inside = [f for f in named if files.allows(f, "dedup/stats.json inputs") and Path(f).is_file()]
+    return inside or _parquet_files(run / "extract" / "docs")
 
 
 def kept_beside(run: Path, docs: Docs, limits: Limits, cells_wanted: set[str]) -> dict[str, list[int]]:
@@ -321,7 +400,8 @@ def kept_beside(run: Path, docs: Docs, limits: Limits, cells_wanted: set[str]) -
         for i, wf, lang, dropped_as in zip(
             d["id"], d.get("warc_file", none), d.get("lang", none), d.get("drop_reason", none)
         ):
-            cell = f"{_source(wf)}|{lang or '?'}"
+            n = limits.field_chars  # as Docs.add cuts them: `cells_wanted` is made of its rows
+            cell = f"{_cut(_source(wf), n)}|{_cut(lang or '?', n)}"
             # annotate mode keeps every document, the dropped ones marked (`drop_reason`): not those
             if cell in cells_wanted and dropped_as is None:
                 cells[cell].offer(i, i)
@@ -359,7 +439,7 @@ _POLICY = {
 _STAGE_POLICY = {"exact": "exact", "url": "url", "cluster": "cluster"}
 
 
-def clusters(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
+def clusters(run: Path, docs: Docs, limits: Limits, inputs: list[Path | str]) -> dict[str, Any]:
     """Sampled duplicate groups: a kept document and the documents removed in its place.
 
     dedup records membership as decisions (removed_ids/: every removed id with `partner_id`, the id
@@ -401,7 +481,7 @@ def clusters(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
             break
     want = set(chosen) | {m for ms in members.values() for m, _, _ in ms}
     cols = (*_DOC_COLUMNS, "crawl", "lang_score")
-    rows = _fetch(_dedup_inputs(run), want, cols)
+    rows = _fetch(inputs, want, cols)
     kept_rows = _fetch(kept_files, set(chosen), ("id", "dup_cluster", "dup_cluster_size", "quality"))
     out = []
     for kid, size in sorted(chosen.items(), key=lambda kv: (-kv[1], kv[0])):
@@ -410,14 +490,22 @@ def clusters(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
         ms = []
         for mid, stage, reason in members.get(kid, []):
             if mid in rows:
-                ms.append({"doc": _member(docs, rows[mid]), "stage": stage, "reason": reason})
+                ms.append(
+                    {
+                        "doc": _member(docs, rows[mid]),
+                        "stage": _cut(stage, limits.field_chars),
+                        "reason": _cut(reason, limits.field_chars),
+                    }
+                )
         if not ms:
             continue
         # one line per stage that removed a member here (an exact copy and near copies: two policies)
-        why = "; ".join(_why(stage, cfg) for stage in dict.fromkeys(m["stage"] for m in ms))
+        why = "; ".join(
+            _cut(_why(stage, cfg), 2 * limits.field_chars) for stage in dict.fromkeys(m["stage"] for m in ms)
+        )
         out.append(
             {
-                "id": (kept_rows.get(kid) or {}).get("dup_cluster") or kid,
+                "id": _cut((kept_rows.get(kid) or {}).get("dup_cluster") or kid, limits.field_chars),
                 "size": size,
                 "kept": _member(docs, rows[kid]),
                 "members": ms,
@@ -455,10 +543,10 @@ def _score_folder(run: Path) -> Path | None:
 
 
 def histograms(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
-    """Per float column: bins over its range (log10 bins where it spans > 3 decades of positives),
-    counts overall and per language, and a sample of documents per bin."""
+    """Per float column: bins over the range of its finite values (log10 bins where it spans > 3
+    decades of positives), counts overall and per language, and a sample of documents per bin.
+    NaN and ±inf are counted apart (`nonfinite`), never binned (report/histogram.py: why)."""
     import numpy as np
-    import pyarrow.compute as pc
 
     folder = _score_folder(run)
     if folder is None:
@@ -467,27 +555,29 @@ def histograms(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
     cols = _float_columns(files)
     lo = dict.fromkeys(cols, math.inf)
     hi = dict.fromkeys(cols, -math.inf)
+    nonfinite = dict.fromkeys(cols, 0)
     for b, have in _batches(files, cols):
         for c in have:
-            mm = pc.min_max(b.column(have.index(c)))
-            if mm["min"].as_py() is not None:
-                lo[c], hi[c] = min(lo[c], mm["min"].as_py()), max(hi[c], mm["max"].as_py())
+            x, bad, _nulls = finite_values(b.column(have.index(c)).to_pylist())
+            nonfinite[c] += bad
+            if x.size:
+                lo[c], hi[c] = min(lo[c], float(x.min())), max(hi[c], float(x.max()))
     out: dict[str, Any] = {}
     spec: dict[str, tuple[bool, np.ndarray]] = {}
     for c in cols:
-        if not math.isfinite(lo[c]) or not math.isfinite(hi[c]):
+        if lo[c] > hi[c]:  # no finite value at all
             continue
-        log = lo[c] > 0 and hi[c] / lo[c] > 1e3
+        # decades from the logs, not hi / lo (which overflows for 1e300 / 1e-300)
+        log = lo[c] > 0 and math.log10(hi[c]) - math.log10(lo[c]) > 3
         a, z = (math.log10(lo[c]), math.log10(hi[c])) if log else (lo[c], hi[c])
-        z = z if z > a else a + 1e-9
-        spec[c] = (log, np.linspace(a, z, limits.bins + 1))
+        spec[c] = (log, bin_edges(a, z, limits.bins))
     counts = {c: np.zeros(limits.bins, np.int64) for c in spec}
     by_lang: dict[str, dict[str, np.ndarray]] = {c: {} for c in spec}
     samples = {c: [BottomK(limits.per_bin) for _ in range(limits.bins)] for c in spec}
     lang_total: dict[str, int] = defaultdict(int)
     for b, _ in _batches(files, ("id", "lang", *spec)):
         d = b.to_pydict()
-        langs = [x or "?" for x in d.get("lang", ["?"] * b.num_rows)]
+        langs = [_cut(x or "?", limits.field_chars) for x in d.get("lang", ["?"] * b.num_rows)]
         for lang in langs:
             lang_total[lang] += 1
         for c in spec:
@@ -495,9 +585,9 @@ def histograms(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
                 continue
             log, edges = spec[c]
             x = np.array([np.nan if v is None else v for v in d[c]], dtype=np.float64)
-            ok = np.isfinite(x) & ((x > 0) if log else True)
-            xs = np.log10(np.where(ok, x, 1.0)) if log else x
-            idx = np.clip(np.searchsorted(edges, xs, side="right") - 1, 0, limits.bins - 1)
+            ok = np.isfinite(x)
+            xs = np.log10(np.where(ok, x, 1.0)) if log else np.where(ok, x, 0.0)
+            idx = bin_index(xs, edges)
             for j in np.nonzero(ok)[0]:
                 k = int(idx[j])
                 counts[c][k] += 1
@@ -511,12 +601,18 @@ def histograms(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
         other = sum((v for lang, v in by_lang[c].items() if lang not in top), np.zeros(limits.bins, np.int64))
         if other.any():
             langs["other"] = other.tolist()
-        shown = [float(10**e) if log else float(e) for e in edges]
-        shown[0], shown[-1] = float(lo[c]), float(hi[c])  # exact ends (10**log10(x) is not always x)
-        out[c] = {
+        with np.errstate(over="ignore"):  # 10**308.25 may round past the float limit: clipped
+            shown = np.clip(10.0**edges, lo[c], hi[c]) if log else edges
+        shown = [float(e) for e in shown]
+        if (
+            log
+        ):  # exact ends (10**log10(x) is not always x); linear ends are exact, or widened around one value
+            shown[0], shown[-1] = float(lo[c]), float(hi[c])
+        out[_cut(c, limits.field_chars)] = {
             "log": log,
             "edges": shown,
             "counts": counts[c].tolist(),
+            "nonfinite": nonfinite[c],
             "langs": langs,
             "docs": [[_add_doc(docs, rows[i]) for i in s.items() if i in rows] for s in samples[c]],
         }
@@ -526,9 +622,11 @@ def histograms(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
 # ---------------------------------------------------------------- (d) selectors
 
 
-def selectors(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
+def selectors(run: Path, docs: Docs, limits: Limits, allowed: RunFiles) -> dict[str, Any]:
     """For each recipe source and each numeric comparison of its selection (percentiles as resolved):
-    the documents just inside and just outside the threshold, among those passing its other selectors."""
+    the documents just inside and just outside the threshold, among those passing its other selectors.
+    A source's docs and shards folders are read only under the run folder (`RunFiles`); its
+    manifest only through tokens/manifest.py's checked reader."""
     import pyarrow.compute as pc
 
     from core.selectors import parse_selectors, resolve_percentiles, selection_mask
@@ -545,12 +643,17 @@ def selectors(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
         if src.docs is None or not src.select:
             entry["note"] = "no selection" if src.docs is not None else "no docs folder in the recipe"
             continue
+        if not allowed.allows(src.docs, f"recipe sources.{name}.docs"):
+            entry["note"] = f"{src.docs}: not under the run folder, not read"
+            continue
         files = _parquet_files(Path(src.docs))
         if not files:
             entry["note"] = f"{src.docs}: no documents"
             continue
-        manifest = _json(Path(src.shards) / "manifest.json") if isinstance(src.shards, Path) else None
+        manifest, how_not = _source_manifest(src.shards, name, allowed)
         resolved, how = src.select, "the recipe"
+        if how_not:
+            entry["manifest"] = how_not
         if manifest and manifest.get("resolved_select"):
             resolved, how = parse_selectors(manifest["resolved_select"]), "the shards' manifest"
         elif any(s.is_percentile for s in src.select):
@@ -606,6 +709,25 @@ def selectors(run: Path, docs: Docs, limits: Limits) -> dict[str, Any]:
     return {"sources": out, "recipe": str(rp)}
 
 
+def _source_manifest(shards: Path | str | None, name: str, allowed: RunFiles) -> tuple[dict | None, str]:
+    """(the checked manifest.json of a source's shards folder, or None; why not, when it was not read)."""
+    from tokens.manifest import ManifestError, read_manifest_file
+
+    if not isinstance(shards, Path):  # none, or an object-store URI: never under a local run folder
+        if shards is not None:
+            allowed.allows(shards, f"recipe sources.{name}.shards")
+        return None, "" if shards is None else f"{shards}: not under the run folder, not read"
+    path = shards / "manifest.json"
+    if not path.is_file():
+        return None, ""
+    if not allowed.allows(path, f"recipe sources.{name}.shards"):
+        return None, f"{path}: not under the run folder, not read"
+    try:
+        return read_manifest_file(path).model_dump(), ""
+    except ManifestError as e:  # the message names the file and the field
+        return None, f"refused: {e}"
+
+
 # ---------------------------------------------------------------- the page
 
 
@@ -614,14 +736,17 @@ def collect_browse(run: str | Path, limits: Limits = Limits()) -> dict[str, Any]
     run = Path(run)
     docs = Docs(limits)
     data: dict[str, Any] = {"run": str(run), "limits": {k: getattr(limits, k) for k in Limits.__slots__}}
-    data["dropped"] = dropped(run, docs, limits)
+    files = RunFiles(run)
+    inputs = _dedup_inputs(run, files)  # once: both views read them, each refusal counted once
+    data["dropped"] = dropped(run, docs, limits, inputs)
     wanted = {f"{docs.rows[r['doc']]['src']}|{docs.rows[r['doc']]['lang']}" for r in data["dropped"]["rows"]}
     data["kept"] = kept_beside(run, docs, limits, wanted)
-    data["clusters"] = clusters(run, docs, limits)
+    data["clusters"] = clusters(run, docs, limits, inputs)
     data["scores"] = histograms(run, docs, limits)
-    data["selectors"] = selectors(run, docs, limits)
+    data["selectors"] = selectors(run, docs, limits, files)
     data["docs"] = docs.rows
-    return data
+    data["refused"] = {"count": len(files.refused), "first": files.refused[:20]}
+    return _bounded(data, limits.text_chars)
 
 
 def page(data: dict[str, Any]) -> str:

@@ -373,7 +373,7 @@ svg.hist { background: #fff; border: 1px solid #ddd; user-select: none; cursor: 
     var brushRect = svg("rect", { "class": "brush", x: 0, y: 0, width: 0, height: H - PADB });
     s.appendChild(brushRect);
     add(hist, s);
-    add(hist, el("div", "note", (h.log ? "log-scale bins; " : "") + (byLang ? "counts of language " + state.lang : "counts of every document") + "; documents below are a sample per bin"));
+    add(hist, el("div", "note", (h.log ? "log-scale bins; " : "") + (byLang ? "counts of language " + state.lang : "counts of every document") + "; documents below are a sample per bin" + (h.nonfinite ? "; " + h.nonfinite + " NaN or infinite values are not binned" : "")));
     // The brush: drag across bins; the range snaps to whole bins (the sample is drawn per bin).
     var x0 = null;
     function bin(ev) {
@@ -471,7 +471,8 @@ svg.hist { background: #fff; border: 1px solid #ddd; user-select: none; cursor: 
   document.querySelectorAll(".tab").forEach(function (t) {
     t.addEventListener("click", function () { state.view = t.getAttribute("data-view"); render(); });
   });
-  $("run").textContent = D.run + " \u00b7 " + DOCS.length + " documents sampled";
+  $("run").textContent = D.run + " \u00b7 " + DOCS.length + " documents sampled" +
+    (D.refused && D.refused.count ? " \u00b7 " + D.refused.count + " path(s) named by the run's files lie outside it and were not read" : "");
   var first = Object.keys(drops).sort()[0];
   if (first) { state.stage = first; state.reason = Object.keys(drops[first]).sort()[0]; }
   render();

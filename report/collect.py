@@ -8,7 +8,7 @@ Layout read (what `python -m workflows demo` writes; any part may be missing, it
     DIR/scored/stats.json       counters quality_bin_0 … quality_bin_9 (tenths of P(high quality))
     DIR/scored/docs/*.parquet   quality, perplexity and toxicity columns: histograms and quantiles
     DIR/tokens/shards/*/manifest.json   tokens and documents per source; documents, bytes and tokens
-                                        per language (`languages`, tokens/languages.py) summed over sources
+                                        per language (`languages`, tokens/lang_counts.py) summed over sources
     DIR/recipe.yaml or mixtures/demo.yaml   the recipe: its plan gives tokens per source and phase
     DIR/train/metrics.jsonl     per-step loss, tokens/s, phase; the `end` event
     DIR/timings.json            seconds per demo stage
@@ -19,15 +19,17 @@ kept documents and the score histograms (read from the Parquet columns because t
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from core.errors import InputError
 from core.files import doc_parquet_files
+from core.safe_json import JSONFileError, read_json_file
 from mixtures.plan import make_plan
 from mixtures.recipe import Recipe
+from report.histogram import finite_values, quantiles
+from tokens.manifest import ManifestError, read_manifest_file
 from trainer.metrics import MetricsLog
 
 
@@ -36,7 +38,15 @@ class ReportError(InputError):
 
 
 def _json(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text()) if path.exists() else None
+    """A run's JSON file (stats, timings, configs), None where it is missing. Read by the checked
+    reader (core/safe_json.py: bounded size and depth, finite numbers, no duplicate keys): a run
+    folder is shared and copied about, and its files are data to this report."""
+    if not path.exists():
+        return None
+    value = read_json_file(path)
+    if not isinstance(value, dict):
+        raise JSONFileError(f"{path}: holds a JSON {type(value).__name__}, not an object")
+    return value
 
 
 def funnel(stats: dict[str, Any] | None, job: str) -> list[dict[str, Any]]:
@@ -144,12 +154,12 @@ def quality(stats: dict[str, Any] | None, run: Path | None = None) -> dict[str, 
             if "quality" in pq.read_schema(f).names  # a score job may have run without a quality model
             for v in pq.read_table(f, columns=["quality"]).column(0).to_pylist()
         ]
-        q = np.array([v for v in vals if v is not None], dtype=np.float64)
+        # NaN and ±inf counted apart, not binned nor in the quantiles (report/histogram.py: why)
+        q, nonfinite, _nulls = finite_values(vals)
         counts, edges = np.histogram(np.log10(np.clip(q, 1e-4, 1.0)), bins=20, range=(-4.0, 0.0))
         out["log_bins"] = {"edges": [float(10**e) for e in edges], "counts": [int(c) for c in counts]}
-        out["quantiles"] = (
-            {str(p): float(np.quantile(q, p)) for p in (0.1, 0.25, 0.5, 0.75, 0.9)} if q.size else {}
-        )
+        out["nonfinite"] = nonfinite
+        out["quantiles"] = quantiles(q, (0.1, 0.25, 0.5, 0.75, 0.9))
     return out
 
 
@@ -179,7 +189,7 @@ def scores(run: Path) -> dict[str, Any]:
         ]
         if not vals:
             continue
-        x = np.array([v for v in vals if v is not None], dtype=np.float64)
+        x, nonfinite, nulls = finite_values(vals)  # NaN and ±inf apart (report/histogram.py)
         clipped = np.clip(x, lo, hi)
         if scale == "log":
             counts, edges = np.histogram(np.log10(clipped), bins=20, range=(np.log10(lo), np.log10(hi)))
@@ -189,10 +199,9 @@ def scores(run: Path) -> dict[str, Any]:
             "scale": scale,
             "edges": [float(10**e) if scale == "log" else float(e) for e in edges],
             "counts": [int(c) for c in counts],
-            "null": len(vals) - int(x.size),
-            "quantiles": {str(p): float(np.quantile(x, p)) for p in (0.01, 0.1, 0.5, 0.9, 0.99)}
-            if x.size
-            else {},
+            "null": nulls,
+            "nonfinite": nonfinite,
+            "quantiles": quantiles(x, (0.01, 0.1, 0.5, 0.9, 0.99)),
             "recipe": bounds.get(col, []),
         }
     return out
@@ -239,10 +248,15 @@ def tokens(run: Path) -> dict[str, Any]:
     if rp is not None:
         names = set(Recipe.load(rp).sources)  # shards of sources the recipe no longer has are not shown
     for m in sorted((run / "tokens" / "shards").glob("*/manifest.json")):
-        man = json.loads(m.read_text())
-        if names is not None and man["source"] not in names:
+        try:  # the checked reader: a manifest is data (tokens/manifest.py)
+            man = read_manifest_file(m).model_dump()
+        except ManifestError as e:  # one bad source is named, the others still shown
+            out.setdefault("refused_manifests", []).append(str(e))
             continue
-        out["manifests"][man["source"]] = {
+        source = man.get("source") if isinstance(man.get("source"), str) else m.parent.name
+        if names is not None and source not in names:
+            continue
+        out["manifests"][source] = {
             "tokens": man["tokens"],
             "documents": man["documents"],
             "select": man.get("select", {}),

@@ -26,6 +26,7 @@ tokenize still loads.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -44,6 +45,7 @@ __all__ = [
     "check_file_name",
     "check_sha256",
     "parse_manifest",
+    "read_manifest_file",
 ]
 
 MAX_FILE_BYTES = 5 * 2**40
@@ -185,6 +187,21 @@ def parse_manifest(data: bytes | str, where: str) -> Manifest:
         return Manifest.model_validate(raw)
     except ValidationError as e:
         raise ManifestError(f"{where}: {_describe(e)}") from None
+
+
+def read_manifest_file(path: str | Path) -> Manifest:
+    """The checked manifest.json at a local `path` (its size checked before it is read); ManifestError
+    naming the file otherwise. For readers of a local folder (report/); a store's reader is
+    mixtures/validate.py `read_manifest`."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise ManifestError(f"{p}: {size:,} bytes, over the {MAX_MANIFEST_BYTES:,} a manifest may have")
+        data = p.read_bytes()
+    except OSError as e:
+        raise ManifestError(f"{p}: cannot be read ({e.strerror or e})") from None
+    return parse_manifest(data, str(p))
 
 
 def _describe(e: ValidationError) -> str:

@@ -212,7 +212,15 @@ def test_selectors_use_the_threshold_the_shards_were_made_with(tmp_path):
     )
     shards = tmp_path / "tokens" / "shards" / "hq"
     shards.mkdir(parents=True)
-    (shards / "manifest.json").write_text(json.dumps({"resolved_select": {"q": ">= 0.45"}}))
+    # a manifest as tokenize writes one (read by the checked reader: tokens/manifest.py), no shards
+    manifest = {
+        "source": "hq",
+        "files": [],
+        "tokenizer": {},
+        "tokens": 0,
+        "resolved_select": {"q": ">= 0.45"},
+    }
+    (shards / "manifest.json").write_text(json.dumps(manifest))
     (tmp_path / "recipe.yaml").write_text(
         "name: t\ntotal_tokens: 1000\nsources:\n"
         "  hq: {shards: tokens/shards/hq, docs: scored, select: {q: 'top 50%'}}\n"
@@ -238,3 +246,188 @@ def test_scores_spanning_decades_get_log_bins(tmp_path):
     assert h["perplexity"]["log"] and not h["toxicity"]["log"]
     assert sum(h["perplexity"]["counts"]) == 5 and sum(h["toxicity"]["counts"]) == 6
     assert h["perplexity"]["edges"][0] == 2.0 and h["perplexity"]["edges"][-1] == 20_000.0
+
+
+def _all_strings(value):
+    """Every string of the embedded data, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _all_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _all_strings(v)
+
+
+def test_dedups_removed_sample_is_streamed_into_the_cells(tmp_path, data_dir):
+    """dedup's removed/ of 30,000 rows (2 KB URLs, real snippets) in 40 cells (stage, reason, language):
+    each cell keeps the bottom-k of its ids by the extract's own sample key, and what the page holds
+    while it reads them is one batch and the samples (~20 MB; all of removed/ in memory was ~90 MB)."""
+    import tracemalloc
+
+    from curation.schema import sample_key
+    from testkit.neardup import real_documents
+
+    texts = real_documents(data_dir)
+    langs = [f"l{k}_Latn" for k in range(10)]
+    rows = [
+        {
+            "id": f"r{i}",
+            "url": f"https://example.org/{i}/" + "x" * 2000,
+            "stage": ("exact", "cluster")[i % 2],
+            "reason": ("exact_duplicate", "near_duplicate", "url_duplicate", "lines")[i % 4],
+            "partner_id": f"k{i}",
+            "lang": langs[i // 7 % 10],
+            "snippet": texts[i % len(texts)][:500],
+        }
+        for i in range(30_000)
+    ]
+    (tmp_path / "dedup" / "removed").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "dedup" / "removed" / "part-0.parquet")
+    limits = Limits()
+    tracemalloc.start()
+    try:
+        data = collect_browse(tmp_path, limits)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 2**20, f"{peak / 2**20:.0f} MB held reading removed/"
+    shown: dict = {}
+    for r in data["dropped"]["rows"]:
+        d = data["docs"][r["doc"]]
+        shown.setdefault((r["stage"], r["reason"], d["lang"]), set()).add(d["id"])
+    expected: dict = {}
+    for r in rows:
+        expected.setdefault((f"dedup:{r['stage']}", r["reason"], r["lang"]), []).append(r["id"])
+    assert shown.keys() == expected.keys() and len(shown) == 40
+    for cell, ids in expected.items():  # the cell's per_cell smallest keys: uniform, the same every run
+        assert shown[cell] == set(sorted(ids, key=sample_key)[: limits.per_cell])
+    doc = data["docs"][data["dropped"]["rows"][0]["doc"]]
+    assert doc["text"] in {t[:500] for t in texts}  # no input to read: removed/'s snippet is shown
+
+
+def test_paths_named_by_the_runs_files_are_read_only_under_it(tmp_path, data_dir):
+    """dedup's stats.json and the recipe name files outside the run (absolute, `..`, a URL): none is
+    read or embedded; each is counted on the page, and the views they fed say so. The run's own files,
+    and a folder a link at its top level points to (the run's layout, not a name in a file), are read."""
+    import json
+
+    from testkit.neardup import real_documents
+
+    texts = real_documents(data_dir)
+    outside = tmp_path / "outside"
+    (outside / "docs").mkdir(parents=True)
+    secret = "OUTSIDE-THE-RUN " + texts[0]
+    pq.write_table(
+        pa.table({"id": ["k0", "r0"], "text": [secret, secret], "lang": ["en"] * 2, "q": [0.9, 0.1]}),
+        outside / "docs" / "part-0.parquet",
+    )
+    (outside / "shards").mkdir()
+    manifest = {"source": "hq", "files": [], "tokenizer": {}, "tokens": 0, "resolved_select": {"q": ">= 0.5"}}
+    (outside / "shards" / "manifest.json").write_text(json.dumps(manifest))
+    run = tmp_path / "run"
+    (run / "dedup" / "removed").mkdir(parents=True)
+    (run / "dedup" / "docs").mkdir()
+    (run / "dedup" / "removed_ids").mkdir()
+    inputs = [str(outside / "docs" / "part-0.parquet"), f"{run}/../outside/docs/part-0.parquet"]
+    inputs += ["https://example.org/docs/part-0.parquet", "docs\0x"]
+    (run / "dedup" / "stats.json").write_text(json.dumps({"stages": [], "counters": {}, "inputs": inputs}))
+    pq.write_table(
+        pa.table({"id": ["r0"], "stage": ["exact"], "reason": ["exact_duplicate"], "partner_id": ["k0"]}),
+        run / "dedup" / "removed" / "part-0.parquet",
+    )
+    pq.write_table(
+        pa.table({"id": ["k0"], "dup_cluster_size": [2]}), run / "dedup" / "docs" / "part-0.parquet"
+    )
+    pq.write_table(
+        pa.table({"id": ["r0"], "stage": ["exact"], "reason": ["exact_duplicate"], "partner_id": ["k0"]}),
+        run / "dedup" / "removed_ids" / "part-0.parquet",
+    )
+    linked = tmp_path / "elsewhere" / "scored"
+    linked.mkdir(parents=True)
+    pq.write_table(
+        pa.table({"id": ["s0", "s1"], "text": texts[1:3], "lang": ["en"] * 2, "q": [0.2, 0.7]}),
+        linked / "part-0.parquet",
+    )
+    (run / "scored").symlink_to(linked)
+    (run / "recipe.yaml").write_text(
+        "name: t\ntotal_tokens: 1000\nsources:\n"
+        f"  hq: {{shards: {outside / 'shards'}, docs: {outside / 'docs'}, select: {{q: '>= 0.5'}}}}\n"
+        "  up: {docs: ../outside/docs, select: {q: '>= 0.5'}}\n"
+        "  mine: {docs: scored, select: {q: '>= 0.5'}}\n"
+        "phases:\n  - {name: main, share: 1.0, weights: {hq: 1, up: 1, mine: 1}}\n"
+    )
+    html = write_browse(run).read_text()
+    assert "OUTSIDE-THE-RUN" not in html
+    data = embedded_data(html)
+    assert data["refused"]["count"] == 6  # four inputs, two recipe folders
+    assert all(("dedup/stats.json inputs" in r or "recipe sources." in r) for r in data["refused"]["first"])
+    srcs = {s["source"]: s for s in data["selectors"]["sources"]}
+    assert (
+        "not under the run folder" in srcs["hq"]["note"] and "not under the run folder" in srcs["up"]["note"]
+    )
+    (cut,) = srcs["mine"]["cuts"]  # the linked folder is the run's own
+    assert [data["docs"][i]["id"] for i in cut["inside"]] == ["s1"]
+    (row,) = data["dropped"]["rows"]  # the removal is shown, without the outside text
+    assert row["stage"] == "dedup:exact" and data["docs"][row["doc"]]["text"] == ""
+
+
+def test_every_string_from_the_data_is_cut(tmp_path):
+    """A megabyte in every field a page shows (URL, title, id, language, source, stage, reason,
+    detail, metric, cluster id, a score column's name): the page stays small, each name is cut to
+    field_chars with a visible `…`, no string of it is longer than text_chars, and the kept pages of
+    a long (source, language) cell are still found beside its drops."""
+    big = "\u00e9" * 1_000_000
+    limits = Limits()
+    _rejected(
+        tmp_path,
+        [
+            {
+                "id": "a" + big,
+                "url": "https://example.org/" + big,
+                "title": "t" + big,
+                "warc_file": "w" + big,
+                "warc_offset": 1,
+                "stage": "filter:" + big,
+                "reason": "r" + big,
+                "detail": "d" + big,
+                "lang": "l" + big,
+                "snippet": "s" + big,
+                "metric": "m" + big,
+                "value": 1.0,
+                "threshold": 2.0,
+                "op": "<" + big,
+            }
+        ],
+    )
+    (tmp_path / "extract" / "docs").mkdir()
+    pq.write_table(
+        pa.table(
+            {
+                "id": ["k" + big],
+                "url": ["https://example.org/k" + big],
+                "title": ["kt" + big],
+                "warc_file": ["w" + big],
+                "lang": ["l" + big],
+                "text": ["a kept page"],
+                "q" + big: [0.5],
+            }
+        ),
+        tmp_path / "extract" / "docs" / "part-0.parquet",
+    )
+    path = write_browse(tmp_path, limits=limits)
+    assert path.stat().st_size < 200_000
+    data = embedded_data(path.read_text())
+    assert max(len(s) for s in _all_strings(data)) <= limits.text_chars
+    for d in data["docs"]:
+        for k in ("id", "url", "title", "lang", "src"):
+            assert len(d[k]) <= limits.field_chars and d[k].endswith("…"), k
+    (row,) = data["dropped"]["rows"]
+    for k in ("stage", "reason", "detail", "metric", "op"):
+        assert len(row[k]) <= limits.field_chars and row[k].endswith("…"), k
+    (kept,) = data["kept"].values()
+    assert data["docs"][kept[0]]["text"] == "a kept page"
+    (col,) = data["scores"]
+    assert len(col) <= limits.field_chars and col.startswith("q")

@@ -168,3 +168,68 @@ def test_ablation_folder_gives_its_table_and_chart(tmp_path):
     assert (ab / "ablation.png").stat().st_size > 0
     assert report_main(["--ablation", str(tmp_path)]) == 2  # no ablation.json there
     assert report_main([]) == 2  # neither folder given
+
+
+def _strict_json(text: str):
+    """JSON as the standard has it: NaN and Infinity are not numbers of it."""
+
+    def refuse(name):
+        raise ValueError(f"{name} in the report's JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.spark
+def test_every_histogram_is_finite_for_any_score_column(report_run, tmp_path):
+    """report_run's scored documents with hostile float columns beside their real scores: one over
+    ±1e308, one pinned at the float limit, one of a single value, one of NaN and ±inf only, and NaN /
+    inf in `quality` and `perplexity`. `python -m report` exits 0; report.json and browse.html hold
+    only finite numbers; every histogram's edges are finite and ascending, and counts plus the
+    non-finite count are every non-null value."""
+    import math
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from report.browse import embedded_data
+
+    run = tmp_path / "run"
+    (run / "scored" / "docs").mkdir(parents=True)
+    shutil.copy(report_run / "scored" / "stats.json", run / "scored" / "stats.json")
+    table = pa.concat_tables(
+        pq.read_table(f) for f in sorted((report_run / "scored" / "docs").rglob("*.parquet"))
+    )
+    n = table.num_rows
+    big = 1.7976931348623157e308
+    hostile = {
+        "span": [(-1e308, 1e308, 0.5, None)[i % 4] for i in range(n)],
+        "limit": [(big, -big)[i % 2] for i in range(n)],
+        "one": [1e308] * n,
+        "bad": [(math.nan, math.inf, -math.inf)[i % 3] for i in range(n)],
+    }
+    # a perplexity column spanning decades (log bins), from the real language scores
+    hostile["perplexity"] = [10 ** (5 * (1 - (v or 0.0))) for v in table.column("lang_score").to_pylist()]
+    for name, vals in hostile.items():
+        table = table.append_column(name, pa.array(vals, pa.float64()))
+    for name, poison in (("quality", math.nan), ("perplexity", math.inf)):
+        col = table.column(name).to_pylist()
+        col[0], col[1] = poison, math.nan
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(col, pa.float64()))
+    pq.write_table(table, run / "scored" / "docs" / "part-0.parquet")
+    assert report_main(["--demo-dir", str(run)]) == 0
+    report = _strict_json((run / "report.json").read_text())
+    assert report["quality"]["nonfinite"] == 2 and sum(report["quality"]["log_bins"]["counts"]) == n - 2
+    assert report["scores"]["perplexity"]["nonfinite"] == 2
+    assert all(math.isfinite(v) for v in report["quality"]["quantiles"].values())
+    page = embedded_data((run / "browse.html").read_text())
+    scores = page["scores"]
+    assert "bad" not in scores  # no finite value: nothing to bin
+    for col in ("span", "limit", "one", "quality", "perplexity"):
+        h = scores[col]
+        e = h["edges"]
+        assert all(math.isfinite(x) for x in e) and e == sorted(e) and len(e) == len(h["counts"]) + 1, col
+        present = sum(v is not None for v in table.column(col).to_pylist())
+        assert sum(h["counts"]) + h["nonfinite"] == present, col
+    assert scores["span"]["edges"][0] == -1e308 and scores["span"]["edges"][-1] == 1e308
+    assert scores["span"]["counts"][0] > 0 and scores["span"]["counts"][-1] > 0
