@@ -374,6 +374,48 @@ def check_selected(stats: Stats, selectors: tuple[Selector, ...], where: str, al
     )
 
 
+def _tokenize_job(
+    source, out_uri, tok, tokenizer_json, resolved, encoder, config, fingerprint, on_changed_input
+):
+    """The per-file job of one tokenize run: each unit a Parquet file, tokenized by `tokenize_unit`."""
+    task = TokenizeTask(
+        source=source,
+        out_dir=out_uri,
+        tokenizer_json=tokenizer_json,
+        tokenizer_sha256=tok.sha256,
+        eod_token=tok.eod_token,
+        selectors=resolved,  # tasks see plain comparisons only
+        encoder=encoder,
+    )
+    return PerFileJob(
+        "tokenize",
+        config,
+        fingerprint,
+        tokenize_unit,
+        payload=task,
+        stage_order=STAGES,
+        subdirs=SUBDIRS,
+        guard_inputs=False,  # the input list is part of `config` (and of the fingerprint) already
+        on_changed_input=on_changed_input,
+        inputs_guarded=True,  # checked before the run: overlap and content (before the manifest is judged)
+    )
+
+
+def _finish(out, units, res, manifest_args, resolved, allow_remove_all) -> dict | None:
+    """The source's manifest.json once every part is done (None while some are not), after the removal
+    guard on a first completion."""
+    markers = [m for _, u in units if (m := out.read_marker(u)) is not None]
+    if len(markers) != len(units):
+        return None
+    # a manifest there already: an earlier run finished this folder (with the opt-in, if it was empty)
+    if not out.store.exists(out.path("manifest.json")):
+        check_selected(res.stats, resolved, out.uri, allow_remove_all)
+    source, config, fingerprint, tok, percentiles = manifest_args
+    manifest = build_manifest(source, config, fingerprint, tok, markers, percentiles)
+    out.write_json("manifest.json", manifest)
+    return manifest
+
+
 def run_tokenize(
     input_dir: str,
     tokenizer: str,
@@ -419,26 +461,8 @@ def run_tokenize(
     out.guard_inputs(units, on_changed_input)
     if not all(out.is_done(u) for _, u in units):
         out.delete("manifest.json")  # it marks a complete source; rewritten below
-    task = TokenizeTask(
-        source=source,
-        out_dir=out.uri,
-        tokenizer_json=tokenizer_json,
-        tokenizer_sha256=tok.sha256,
-        eod_token=tok.eod_token,
-        selectors=resolved,  # tasks see plain comparisons only
-        encoder=encoder,
-    )
-    job = PerFileJob(
-        "tokenize",
-        config,
-        fingerprint,
-        tokenize_unit,
-        payload=task,
-        stage_order=STAGES,
-        subdirs=SUBDIRS,
-        guard_inputs=False,  # the input list is part of `config` (and of the fingerprint) already
-        on_changed_input=on_changed_input,
-        inputs_guarded=True,  # checked above: overlap and content (before the manifest is judged)
+    job = _tokenize_job(
+        source, out.uri, tok, tokenizer_json, resolved, encoder, config, fingerprint, on_changed_input
     )
     try:
         res = run_per_file(job, units, out.uri, spark)
@@ -446,12 +470,7 @@ def run_tokenize(
         if created:  # Spark did not start: no empty folder claims this source for this config
             out.discard()
         raise
-    markers = [m for _, u in units if (m := out.read_marker(u)) is not None]
-    manifest = None
-    if len(markers) == len(units):
-        # a manifest there already: an earlier run finished this folder (with the opt-in, if it was empty)
-        if not out.store.exists(out.path("manifest.json")):
-            check_selected(res.stats, resolved, out.uri, allow_remove_all)
-        manifest = build_manifest(source, config, fingerprint, tok, markers, percentiles)
-        out.write_json("manifest.json", manifest)
+    manifest = _finish(
+        out, units, res, (source, config, fingerprint, tok, percentiles), resolved, allow_remove_all
+    )
     return TokenizeResult(**vars(res), manifest=manifest, encoder=encoder_used)
