@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shutil
 import sys
 import time
@@ -47,9 +48,12 @@ from typing import Any
 
 from core.config import fingerprint_of, read_yaml_mapping
 from core.errors import InputError, OutputConflict
+from core.names import check_file_name
 from core.output import atomic_write_json, guard_folder
-from mixtures.recipe import Recipe
-from mixtures.validate import has_manifest, read_manifest
+from core.safe_json import read_json_file
+from mixtures.draw import resolve_weights
+from mixtures.recipe import Recipe, RecipeError
+from mixtures.validate import check_sources, drawn_sources
 from trainer.launch import launch_command
 from trainer.metrics import MetricsLog
 from workflows.paths import project_path
@@ -59,6 +63,10 @@ DEFAULT_TRAINER_CONFIG = "configs/train-debug.yaml"
 _DEFAULT_TRAINER_PATH = project_path(DEFAULT_TRAINER_CONFIG)
 # `train:` keys an arm may not set: they would make the arms different models or runs
 FIXED_KEYS = ("model.", "seed", "data.seq_len", "schedule.steps", "schedule.global_batch", "data.recipe")
+# `train:` keys that name a folder or file: a recipe is a file, and what it says never chooses where a
+# run writes or reads (CONVENTIONS 14); ablate puts every run under --output. For all arms: --set.
+PATH_KEYS = ("logging.dir", "checkpoint.dir", "checkpoint.staging", "data.shard_cache_dir",
+             "deepspeed.config_file")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +117,26 @@ class Arm:
 
 
 def load_arms(paths: list[str]) -> list[Arm]:
-    """Every arm's recipe and shard manifests; InputError when the arms cannot be compared."""
+    """Every arm's recipe and shard manifests; InputError when the arms cannot be compared.
+
+    The sources are checked by mixtures/validate.py's `check_sources`, the trainer's own check (shards,
+    select, files, one tokenizer), and the weights by tokens resolved from their manifests as the
+    trainer's sampler resolves them: a temperature phase has no `weights` until then, so the sources it
+    draws are known only after (reading `ph.weights` before found none, and no tokenizer: KeyError)."""
     arms = []
     for p in paths:
         recipe = Recipe.load(p)
+        # an arm's name is its run folder (DIR/runs/<name>/): the recipe's `name` (checked on load), or
+        # the file's stem, held to the same rule here
+        try:
+            check_file_name(recipe.name, folder=f"{Path(p).parent} (an arm's name is its run folder)")
+        except ValueError as e:
+            raise InputError(f"arm {p}: its name (the file's name without .yaml) {e}") from None
+        try:
+            manifests = check_sources(recipe)
+            recipe = resolve_weights(recipe, {n: int(m["tokens"]) for n, m in manifests.items()})
+        except RecipeError as e:
+            raise InputError(f"arm {recipe.name} ({p}): {e}") from None
         data = read_yaml_mapping(Path(p))
         for name, src in recipe.sources.items():
             data["sources"][name] = {
@@ -120,19 +144,12 @@ def load_arms(paths: list[str]) -> list[Arm]:
                 **{k: str(getattr(src, k)) for k in ("shards", "docs") if getattr(src, k) is not None},
             }
         arm = Arm(recipe.name, Path(p).resolve(), recipe, data)
-        drawn = {s for ph in recipe.phases for s in ph.weights}
-        for name in sorted(drawn):
-            src = recipe.sources[name]
-            if src.shards is None or not has_manifest(src.shards):
-                raise InputError(
-                    f"arm {arm.name} ({p}): source {name} has no tokenized shards ({src.shards}); "
-                    "run `python -m tokens tokenize` for it first"
-                )
-            m = read_manifest(src.shards)
-            tok = {"sha256": m["tokenizer"]["sha256"], "path": m["tokenizer"].get("path")}
-            if arm.tokenizer and arm.tokenizer["sha256"] != tok["sha256"]:
-                raise InputError(f"arm {arm.name}: its sources use different tokenizers")
-            arm.tokenizer, arm.unique_tokens = tok, arm.unique_tokens + int(m["tokens"])
+        drawn = drawn_sources(recipe)
+        if not drawn:  # cannot happen past the recipe's checks (every phase draws); said, not assumed
+            raise InputError(f"arm {arm.name} ({p}): no phase draws from any source")
+        tok = manifests[drawn[0]]["tokenizer"]  # check_sources: every drawn source has the same one
+        arm.tokenizer = {"sha256": tok.get("sha256"), "path": tok.get("path")}
+        arm.unique_tokens = sum(int(manifests[n]["tokens"]) for n in drawn)
         arms.append(arm)
     check_arms(arms)
     return arms
@@ -154,16 +171,67 @@ def check_arms(arms: list[Arm]) -> None:
     differ("tokenizers (sha256 of tokenizer.json)", lambda a: a.tokenizer["sha256"])
     differ("token budgets (total_tokens)", lambda a: a.recipe.total_tokens)
     for a in arms:
-        bad = [k for k in a.recipe.train if any(k == f or k.startswith(f) for f in FIXED_KEYS)]
+        keys = train_keys(a.recipe.train)
+        bad = [k for k in keys if any(k in (f, f.rstrip(".")) or k.startswith(f) for f in FIXED_KEYS)]
         if bad:
             raise InputError(
                 f"arm {a.name}: train.{bad[0]} would make it another model or run; every arm trains the "
                 "same model with the same seeds (set it for all arms with --set)"
             )
+        # a section set whole (`logging: {}`) replaces the folder ablate set in it, too
+        paths = [k for k in keys if any(p == k or p.startswith(k + ".") for p in PATH_KEYS)]
+        if paths:
+            raise InputError(
+                f"arm {a.name} ({a.path}): train.{paths[0]} names a folder or file; a recipe does not "
+                f"choose where a run writes or reads (every run is under --output: runs/{a.name}/seed-N/); "
+                "set it for all arms with --set"
+            )
+
+
+def train_keys(train: dict[str, Any], prefix: str = "") -> list[str]:
+    """The dotted keys an arm's `train:` sets, as the trainer's override parser reads them: a nested
+    mapping (`train: {logging: {dir: x}}`) sets every key under it, and a key is taken stripped
+    (core.config.apply_overrides), so neither hides a key from the checks above."""
+    out = []
+    for k, v in train.items():
+        key = ".".join(part.strip() for part in f"{prefix}{k}".split("."))
+        out += train_keys(v, key + ".") if isinstance(v, dict) and v else [key]
+    return out
+
+
+# What is not text in held-out text: C0 and C1 controls other than tab, newlines and form feeds, U+FFFD
+# (classifiers.data decodes with errors="replace": each byte that is not UTF-8 becomes one), the
+# noncharacters U+FFFE/U+FFFF and lone surrogates (a JSON string can hold "\ud800").
+NOT_TEXT = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ufffd\ufffe\uffff\ud800-\udfff]")
+MAX_NOT_TEXT = 0.01
+"""Share of such characters an eval set (and each of its documents) may hold. Real text holds ~none
+(the shared Wikipedia and DCLM sets: 0); random bytes read as text ~55% (about half the bytes are not
+ASCII, nearly all of those are not UTF-8, and 28 of the 128 ASCII bytes are controls). 1% leaves room
+for a stray mis-decoded character in real pages."""
+
+
+def check_text(name: str, path: str, docs: list[str]) -> None:
+    """InputError unless `docs` read as text: bits per byte of random bytes rank nothing (every model
+    is equally bad at them), so a set that is not text is refused, not scored."""
+    chars = sum(len(d) for d in docs)
+    bad = [len(NOT_TEXT.findall(d)) for d in docs]
+    worst = max(range(len(docs)), key=lambda i: bad[i] / max(len(docs[i]), 1), default=None)
+    if chars and sum(bad) / chars > MAX_NOT_TEXT:
+        raise InputError(
+            f"--eval {name}: {path} is not text: {sum(bad) / chars:.1%} of its {chars:,} characters are "
+            f"control characters or bytes that are not UTF-8 (at most {MAX_NOT_TEXT:.0%}); give held-out "
+            "text (JSONL with a `text` field, Parquet, or UTF-8 plain text)"
+        )
+    if worst is not None and bad[worst] / max(len(docs[worst]), 1) > 10 * MAX_NOT_TEXT:
+        raise InputError(
+            f"--eval {name}: document {worst + 1} of {path} is not text: {bad[worst]:,} of its "
+            f"{len(docs[worst]):,} characters are control characters or bytes that are not UTF-8"
+        )
 
 
 def load_eval_sets(specs: list[str], max_docs: int) -> dict[str, list[str]]:
-    """`NAME=PATH` (JSONL, Parquet, a folder, plain text; classifiers.data) -> the first max_docs texts."""
+    """`NAME=PATH` (JSONL, Parquet, a folder, plain text; classifiers.data) -> the first max_docs texts,
+    refused when they are not text (`check_text`)."""
     from classifiers.data import DataError, read_inputs
 
     sets: dict[str, list[str]] = {}
@@ -176,6 +244,7 @@ def load_eval_sets(specs: list[str], max_docs: int) -> dict[str, list[str]]:
         except (DataError, OSError) as e:
             raise InputError(f"--eval {name}: {e}") from None
         sets[name] = docs[:max_docs]
+        check_text(name, path, sets[name])  # what is scored
     return sets
 
 
@@ -205,7 +274,7 @@ def _guard_run(arm: Arm, seed: int, run: Path, opts: Options) -> None:
     ident = {"arm": arm.data, "train": arm.recipe.train, "seed": seed, "options": opts.identity()}
     fp = fingerprint_of(ident)
     marker = run / "run.json"
-    if marker.is_file() and json.loads(marker.read_text())["fingerprint"] != fp:
+    if marker.is_file() and _fingerprint(marker) != fp:
         raise OutputConflict(
             f"{run} was trained from another recipe or setup of arm {arm.name}; use another --output "
             "or delete that folder"
@@ -214,13 +283,29 @@ def _guard_run(arm: Arm, seed: int, run: Path, opts: Options) -> None:
     atomic_write_json(marker, {"fingerprint": fp, **ident})
 
 
+def _fingerprint(marker: Path) -> object:
+    """A run folder's run.json fingerprint; the folder is data (another run, another user, a crash), so
+    its JSON is read by the checked reader (core/safe_json.py) and a marker without one is no match."""
+    data = read_json_file(marker)
+    return data.get("fingerprint") if isinstance(data, dict) else None
+
+
+def _result(path: Path) -> dict[str, Any]:
+    """A finished run's result.json, checked: a file this folder holds, not one this process wrote."""
+    data = read_json_file(path)
+    if not isinstance(data, dict) or not isinstance(data.get("bpb"), dict):
+        raise InputError(f"{path}: not an ablation result (a JSON object with `bpb`); delete it to rerun")
+    return data
+
+
 def train_run(arm: Arm, seed: int, opts: Options, evals: dict[str, list[str]], log) -> dict[str, Any]:
     """Train (or resume), export and evaluate one arm at one seed; result.json is written last."""
-    run = opts.output / "runs" / arm.name / f"seed-{seed}"
+    # the one checked helper before a name becomes a path (load_arms checked it; an Arm made elsewhere too)
+    run = opts.output / "runs" / check_file_name(arm.name, folder="runs/") / f"seed-{seed}"
     _guard_run(arm, seed, run, opts)
     if (run / "result.json").is_file():
         log(f"==> {arm.name} seed {seed}: done, skipped")
-        return json.loads((run / "result.json").read_text())
+        return _result(run / "result.json")
     recipe = _write_recipe(arm, seed, run)
     steps = steps_for(arm.recipe.total_tokens, opts)
     train = run / "train"
@@ -291,7 +376,8 @@ def _token_bytes(tokenizer_json: Path):
     """UTF-8 bytes each token id stands for: a byte-level BPE token is one character per byte; specials 0."""
     import numpy as np
 
-    tok = json.loads(tokenizer_json.read_text())
+    # the exported model's tokenizer: a 256K vocabulary is ~20 MB, past read_json_file's default bound
+    tok = read_json_file(tokenizer_json, max_bytes=256 << 20)
     vocab = tok["model"]["vocab"]
     out = np.zeros(max([*vocab.values(), *(t["id"] for t in tok["added_tokens"])]) + 1, np.int64)
     for piece, i in vocab.items():
@@ -331,18 +417,29 @@ def ablate(paths: list[str], opts: Options, eval_specs: list[str], log=print) ->
     return summary
 
 
-def _positive_int(s: str) -> int:
-    """An argparse type: an integer > 0 (seeds, ranks, sizes)."""
-    if not s.strip().isdigit() or int(s) <= 0:
-        raise argparse.ArgumentTypeError(f"must be an integer > 0, got {s!r}")
-    return int(s)
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [lo, hi]. Every number has a stated range: `--seeds 10**9` would
+    queue a billion runs, `--base-seed -1` fail in numpy's SeedSequence after the launch."""
+
+    def parse(s: str) -> int:
+        t = s.strip()
+        if not t.isascii() or not t.isdigit() or len(t) > 20 or not lo <= int(t) <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{lo:,}, {hi:,}], got {s!r}")
+        return int(t)
+
+    parse.__name__ = "integer"  # argparse names the type in its message
+    return parse
+
+
+_positive_int = _int_in(1, 1 << 20)
+"""ranks, sizes: a million at most (a row of a million tokens, a batch of a million rows)"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("arms", nargs="+", metavar="ARM.yaml", help="recipes, one per arm (mixtures/ablations/)")
     p.add_argument("--output", required=True, metavar="DIR", help="output folder (reruns resume)")
-    p.add_argument("--seeds", type=_positive_int, default=3, help="seeds per arm (default 3)")
-    p.add_argument("--base-seed", type=int, default=1, help="first seed (default 1)")
+    p.add_argument("--seeds", type=_int_in(1, 64), default=3, help="seeds per arm (default 3, at most 64)")
+    p.add_argument("--base-seed", type=_int_in(0, 2**31), default=1, help="first seed (default 1)")
     p.add_argument("--eval", action="append", default=[], metavar="NAME=PATH",
                    help="held-out text no arm trains on (JSONL/Parquet/folder/text); repeatable")  # fmt: skip
     p.add_argument("--baseline", default=None, help="arm the differences are taken to (default: the first)")
@@ -350,13 +447,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--config", default=DEFAULT_TRAINER_CONFIG, help="trainer config (default: the debug model)"
     )
     p.add_argument(
-        "--processes", type=_positive_int, default=1, help="trainer ranks (the launcher's --num_gpus)"
+        "--processes", type=_int_in(1, 4096), default=1, help="trainer ranks (the launcher's --num_gpus)"
     )
     p.add_argument("--seq-len", type=_positive_int, default=256)
     p.add_argument("--global-batch", type=_positive_int, default=8)
     p.add_argument("--eval-docs", type=_positive_int, default=200, help="documents per eval set")
     p.add_argument(
-        "--eval-chunks", type=_positive_int, default=4, help="windows of seq-len tokens per document"
+        "--eval-chunks", type=_int_in(1, 1024), default=4, help="windows of seq-len tokens per document"
     )
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="trainer override for every arm, e.g. optimizer.lr=1e-3")  # fmt: skip

@@ -138,3 +138,107 @@ def test_summary_pairs_seeds_and_flags_repetition():
     assert summary["arms"]["hq"]["repeated"] and not summary["arms"]["raw"]["repeated"]
     table = format_table(summary)
     assert "2.00 (repeated)" in table and "p=0.00" in table
+
+
+def test_an_arm_with_temperature_weights_loads_and_its_run_draws_them(data, tmp_path):
+    """Defect 5: `weights: {by: tokens, temperature: T}` crashed load_arms with KeyError: 'sha256' (its
+    phases have no weights until the manifests' counts resolve them). The cheapest real path a run takes
+    before training: load the arm, write its run's recipe.yaml, and build the trainer's own sampler on it."""
+    from mixtures.draw import temperature_weights
+    from mixtures.recipe import Recipe
+    from mixtures.sampler import MixtureSampler
+    from mixtures.validate import read_manifest
+    from workflows.ablate import _write_recipe, steps_for
+
+    root, shards, _ = data
+    src = {"web": shards["web"], "multi": shards["multi"]}
+    path = root / "temp.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "temp", "total_tokens": BUDGET, "max_epochs": 50,
+        "weights": {"by": "tokens", "temperature": 0.3},
+        "sources": {k: {"shards": str(v)} for k, v in src.items()},
+        "phases": [{"name": "main", "share": 1.0}],
+    }))  # fmt: skip
+    (arm_,) = load_arms([str(path)])
+    manifests = {k: read_manifest(v) for k, v in src.items()}
+    assert arm_.tokenizer["sha256"] == manifests["web"]["tokenizer"]["sha256"]
+    assert arm_.unique_tokens == sum(int(m["tokens"]) for m in manifests.values())
+    expected = temperature_weights({k: int(m["tokens"]) for k, m in manifests.items()}, 0.3)
+    assert arm_.recipe.phases[0].weights == expected and len(expected) == 2
+    run = tmp_path / "run"
+    run.mkdir()
+    written = _write_recipe(arm_, 1, run)
+    sampler = MixtureSampler(Recipe.load(written), SEQ + 1, 0, 1, allow_over_cap=True)
+    assert sampler.recipe.phases[0].weights == expected  # what the trainer draws is what was checked
+    rows = [
+        s.source for _, s in zip(range(steps_for(BUDGET, _opts(tmp_path)) * BATCH), sampler, strict=False)
+    ]
+    assert set(rows) == {"web", "multi"}
+    sampler.close()
+
+
+HOSTILE = ["../../escape", "/tmp/escape-abs", "..", ".hidden", "a/b", "x%2F..%2Fescape", "nul\x00", "sp ace"]
+
+
+@pytest.mark.parametrize("name", HOSTILE, ids=repr)
+def test_a_hostile_arm_name_is_refused_before_anything_is_written(data, tmp_path, capsys, name):
+    """Defect 2: `name: ../../../../tmp/x` wrote run.json and recipe.yaml outside --output. Now every
+    name from a file is one plain component, refused on load with the file and key (exit 2)."""
+    _root, shards, wiki = data
+    a = arm(tmp_path, "a", {"web": shards["web"]})
+    data_ = yaml.safe_load(Path(a).read_text())
+    data_["name"] = name
+    Path(a).write_text(yaml.safe_dump(data_))
+    out = tmp_path / "work" / "out"
+    assert main(["ablate", a, "--output", str(out), "--eval", f"wiki={wiki}"]) == 2
+    err = capsys.readouterr().err
+    assert "a.yaml" in err and "name must be a file name" in err, err
+    assert not out.exists() and not (tmp_path / "escape").exists() and not Path("/tmp/escape-abs").exists()
+
+
+@pytest.mark.parametrize("stem", ["..", "sp ace", "-dash"])
+def test_an_arm_named_by_its_file_is_held_to_the_same_rule(data, tmp_path, stem):
+    _root, shards, _ = data
+    path = tmp_path / f"{stem}.yaml"
+    recipe = yaml.safe_load(Path(arm(tmp_path, "x", {"web": shards["web"]})).read_text())
+    recipe.pop("name")  # the arm takes the file's name
+    path.write_text(yaml.safe_dump(recipe))
+    with pytest.raises(InputError, match=r"its name \(the file's name without \.yaml\) must be a file name"):
+        load_arms([str(path)])
+
+
+@pytest.mark.parametrize(
+    "train",
+    [{"logging.dir": "/tmp/escape"}, {"checkpoint.dir": "../../escape"}, {"checkpoint.staging": "/tmp/s"},
+     {"data.shard_cache_dir": "/tmp/c"}, {"logging": {"dir": "/tmp/escape"}}, {"logging": {}},
+     {" checkpoint.dir ": "/tmp/escape"}, {"model": {"size": "124m"}}],
+    ids=repr,
+)  # fmt: skip
+def test_an_arm_train_mapping_does_not_choose_where_a_run_writes(data, tmp_path, train):
+    """The trainer's log and checkpoint folders were the arm's to set, written flat or nested."""
+    _root, shards, _ = data
+    a = arm(tmp_path, "a", {"web": shards["web"]}, train=train)
+    with pytest.raises(InputError, match=r"names a folder or file|would make it another model"):
+        load_arms([a])
+
+
+def test_an_eval_set_that_is_not_text_is_refused(data, tmp_path):
+    """Random bytes read as plain text were accepted as held-out text and scored."""
+    import random
+
+    from workflows.ablate import load_eval_sets
+
+    _, _, wiki = data
+    junk = tmp_path / "junk.txt"
+    rnd = random.Random(0)
+    junk.write_bytes(b"\n".join(rnd.randbytes(400) for _ in range(20)))
+    with pytest.raises(InputError, match=r"--eval junk: .*junk\.txt is not text: 5\d\.\d% of its"):
+        load_eval_sets([f"junk={junk}"], 200)
+    # one document of binary among real text is refused too, and named
+    lines = wiki.read_text().splitlines()
+    mixed = tmp_path / "mixed.jsonl"
+    bad = json.dumps({"text": "".join(chr(rnd.randrange(0, 32)) for _ in range(300))})
+    mixed.write_text("\n".join([*lines[:3], bad]) + "\n")
+    with pytest.raises(InputError, match=r"document 4 of .*mixed\.jsonl is not text"):
+        load_eval_sets([f"m={mixed}"], 200)
+    assert len(load_eval_sets([f"wiki={wiki}"], 200)["wiki"]) == 4  # real text passes
