@@ -58,13 +58,27 @@ def temperature_weights(tokens: Mapping[str, int], temperature: float) -> dict[s
     """p_i = n_i^T / sum_j n_j^T over `tokens` (n_i: source i's tokens), in mapping order.
 
     mT5 (Xue et al. 2021, §3.1, T = 1/alpha = 0.3) and XLM-R (Conneau et al. 2020, alpha = 0.3) sample
-    languages so: T = 1 draws as much as there is, T -> 0 evenly. A source with 0 tokens gets no
-    weight (it is not drawn); none with tokens is an error.
+    languages so: T = 1 draws as much as there is, T -> 0 evenly.
+
+    A source with 0 tokens is refused, naming it. It used to get weight 0 with exit 0: the recipe lists
+    a language it then never draws, and every other weight shifts to fill its share. 0 tokens is a
+    selection that kept nothing or a crawl with none of that language, a mistake to fix, not a mixture
+    to train. An explicit weight on such a source already fails (the sampler refuses it, the plan warns:
+    `cap_problems`, "has none to train on"); the temperature's weights are held to the same rule, and
+    refused rather than warned because a warning in a training job's log scrolls by unread.
     """
-    powered = {name: float(n) ** temperature for name, n in tokens.items() if n > 0}
+    empty = [name for name, n in tokens.items() if n <= 0]
+    if empty:
+        raise RecipeError(
+            f"weights by tokens: {', '.join(f'sources.{n}' for n in empty)} "
+            f"{'holds' if len(empty) == 1 else 'hold'} 0 tokens, so the temperature cannot weight "
+            f"{'it' if len(empty) == 1 else 'them'} (p ∝ n^T is 0); give it data (a looser select, more "
+            "input), drop it from `sources`, or give the phases `weights:` of their own"
+        )
+    powered = {name: float(n) ** temperature for name, n in tokens.items()}
     total = math.fsum(powered.values())
-    if not total:
-        raise RecipeError(f"weights by tokens: no source has tokens ({dict(tokens)})")
+    if not total or not math.isfinite(total):  # counts are bounded (tokens/manifest.py MAX_COUNT)
+        raise RecipeError(f"weights by tokens: the token counts give no weights ({dict(tokens)})")
     return {name: w / total for name, w in powered.items()}
 
 
@@ -86,7 +100,10 @@ def resolve_weights(recipe: Recipe, tokens: Mapping[str, int | None]) -> Recipe:
             "tokenize it, or give the phases `weights:` of their own"
         )
     counts = {name: int(tokens[name] or 0) for name in recipe.sources}
-    weights = temperature_weights(counts, recipe.temperature)
+    try:
+        weights = temperature_weights(counts, recipe.temperature)
+    except RecipeError as e:
+        raise RecipeError(f"{recipe.path or recipe.name}: {e}") from None
     phases = tuple(replace(ph, weights=dict(weights)) if ph.unresolved else ph for ph in recipe.phases)
     return replace(recipe, phases=phases)
 

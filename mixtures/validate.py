@@ -9,7 +9,9 @@ opened), so it costs milliseconds even for thousands of shards:
 - the recipe's `select` of a source is the selection its shards were tokenized with (a recipe that says
   `quality: ">= 0.6"` over shards made with `>= 0.4` trains on data other than the one it describes);
   shards made with a percentile (`top 30%`) match it, or the plain selection it resolved to (the
-  manifest's `resolved_select`), which selects the same documents;
+  manifest's `resolved_select`), which selects the same documents. Languages compare as languages
+  (`same_selection`): `lang: en` is the selection `--select lang=eng` made, `[deu, fra]` is
+  `[fra, deu]`, `zh` is `cmn`; a script is part of the language (`srp` is not `srp_Latn`);
 - every `.bin`/`.idx` the manifest lists exists, and each `.bin` has the size the manifest recorded
   (a truncated or missing shard is found here, not by a rank at step 4,000);
 - all sources were tokenized with the same tokenizer (sha256 of its file);
@@ -36,6 +38,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from core.errors import ConfigError
+from core.languages import LanguageCodeError, split_code
+from core.selectors import LANG_COLUMN, parse_selectors
 from core.storage import is_object_store, join, open_store
 from mixtures.recipe import Recipe, RecipeError
 from tokens.manifest import ManifestError, parse_manifest
@@ -64,7 +69,9 @@ def check_sources(recipe: Recipe, require_shards: bool = True) -> dict[str, dict
                 "(run `python -m tokens tokenize` first)"
             )
         manifest = _read_manifest(where, name, src.shards)
-        if src.select and src.select_spec() not in (manifest.get("select"), manifest.get("resolved_select")):
+        if src.select and not any(
+            same_selection(src.select_spec(), manifest.get(k)) for k in ("select", "resolved_select")
+        ):
             raise RecipeError(
                 f"{where}: sources.{name}.select is {src.select_spec()} but {src.shards} was "
                 f"tokenized with {manifest.get('select')}; re-tokenize or fix the recipe"
@@ -77,6 +84,56 @@ def check_sources(recipe: Recipe, require_shards: bool = True) -> dict[str, dict
         detail = ", ".join(f"{n}: {str(h)[:12]}" for n, h in tokenizers.items())
         raise RecipeError(f"{where}: sources were tokenized with different tokenizers ({detail})")
     return manifests
+
+
+def _language(value: Any) -> Any:
+    """A language code as (ISO 639-3, script or None), the form core/languages.py's `split_code` reads
+    every spelling into (`en`, `eng` -> ("eng", None); `eng_Latn` -> ("eng", "Latn")); anything else
+    (null, a word that is no code) as itself, so it still compares with its own spelling."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return split_code(value)
+    except LanguageCodeError:
+        return ("", value)
+
+
+def _selection_key(spec: Any) -> Any:
+    """A `select` mapping in the form two spellings of one selection share: each `lang` condition that
+    names codes (`==`, a list, `!=`) as the set of languages it names; every other condition as written.
+
+    Only the spelling is normalised, never the meaning: `eng` (any script) and `eng_Latn` (the Latin
+    script only) stay different selections. Documents carry the script of their text, and for
+    languages written in two scripts (Serbian, Uzbek, Punjabi) the two select different documents;
+    a recipe that said one over shards made with the other would describe other data than it trains on,
+    which is what this check is for. (core/languages.py has no function for comparing two selections,
+    only for testing a document's code against one: this one is kept here, next to its one caller.)"""
+    if not isinstance(spec, dict):
+        return spec
+    out: dict[Any, Any] = {}
+    for column, cond in spec.items():
+        out[column] = cond
+        if column != LANG_COLUMN:
+            continue
+        try:
+            sels = parse_selectors({column: cond}, where="select")
+        except ConfigError:  # not a selection this project writes: compared as written
+            continue
+        if all(s.op in ("==", "!=", "in") for s in sels):
+            out[column] = frozenset(
+                (
+                    "!=" if s.op == "!=" else "in",
+                    frozenset(map(_language, s.value if s.op == "in" else [s.value])),
+                )
+                for s in sels
+            )
+    return out
+
+
+def same_selection(recipe_select: dict[str, Any], shards_select: Any) -> bool:
+    """Whether a recipe source's `select` is the selection its shards were tokenized with (a manifest's
+    `select` or `resolved_select`), languages compared as languages (`_selection_key`)."""
+    return shards_select is not None and _selection_key(recipe_select) == _selection_key(shards_select)
 
 
 def has_manifest(shards: Path | str) -> bool:
