@@ -10,6 +10,10 @@ errors as `RecipeError`, a `core.errors.ConfigError`). `resolve` then turns it i
 the sampler, the plan and the trainer use: shares become exact token counts, paths become absolute,
 selectors are parsed. Token counts may be written with a suffix: `400K`, `2.5B`, `15T`.
 
+Every number has a stated finite range (`MAX_TOKENS`, `EPOCHS`, ... below; mixtures/bounds.py), and
+every name (the recipe's, a source's, a phase's) is one plain file name (core/names.py), since
+`workflows ablate` and mixture search make folders of them: both refused on load, naming the key.
+
     name: demo
     seed: 1234
     total_tokens: 400_000           # the whole budget, all phases

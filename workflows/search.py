@@ -285,6 +285,22 @@ def check_buckets(recipe: Recipe, cfg: ms.SearchConfig) -> None:
             )
 
 
+def _source_tokenizer(shards: Path | str, source: str) -> str:
+    """The tokenizer.json a source's shards were made with, for its buckets. The path is the manifest's,
+    which is data (CONVENTIONS 14): it is used only if the file there is the one the manifest's sha256
+    names, so the buckets are tokenized exactly as their source was, or the search stops here."""
+    from core.files import sha256_file
+
+    entry = read_manifest(shards)["tokenizer"]
+    path, want = entry.get("path"), entry.get("sha256")
+    if not isinstance(path, str) or not Path(path).is_file() or want is None or sha256_file(path) != want:
+        raise InputError(
+            f"search.buckets: source {source}: the tokenizer its manifest names ({path}) is missing or is "
+            f"not the file its shards were made with (sha256 {str(want)[:12]}); buckets must use that one"
+        )
+    return path
+
+
 def make_buckets(recipe_path: Path, cfg: ms.SearchConfig, out: Path, log) -> Path:
     """DIR/searched-recipe.yaml: the recipe with each bucketed source replaced by its buckets (tokenized
     here), their weight in every phase split by their tokens."""
@@ -294,7 +310,7 @@ def make_buckets(recipe_path: Path, cfg: ms.SearchConfig, out: Path, log) -> Pat
     data = recipe_data(recipe_path)
     for spec in cfg.buckets:
         buckets = bucket_sources(recipe, data, spec, out / "tokens")
-        tokenizer = read_manifest(recipe.sources[spec.source].shards)["tokenizer"]["path"]
+        tokenizer = _source_tokenizer(recipe.sources[spec.source].shards, spec.source)
         counts = {}
         for name, entry in buckets.items():
             shards = Path(entry["shards"])

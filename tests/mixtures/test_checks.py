@@ -105,3 +105,28 @@ def test_same_selection_reads_every_spelling():
     assert not same_selection({"lang": "srp"}, {"lang": "srp_Latn"})  # Serbian is written in two scripts
     assert not same_selection({"lang": "en", "quality": ">= 0.6"}, {"lang": "en", "quality": ">= 0.4"})
     assert not same_selection({"lang": "en"}, None)
+
+
+def test_buckets_use_only_the_tokenizer_their_source_was_made_with(shards, tmp_path):
+    """mixture search tokenizes a bucketed source's buckets with the tokenizer its manifest names: a path
+    from data, used only when the file there has the manifest's sha256."""
+    import json
+    import shutil
+
+    from core.errors import InputError
+    from workflows.search import _source_tokenizer
+
+    _, s = shards
+    good = _source_tokenizer(s["de"], "de")
+    assert good.endswith("tokenizer.json")
+    copy = tmp_path / "de"
+    shutil.copytree(s["de"], copy)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"not": "the tokenizer"}))
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["tokenizer"]["path"] = str(other)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(
+        InputError, match=r"source de: the tokenizer its manifest names .* is missing or is not"
+    ):
+        _source_tokenizer(copy, "de")
