@@ -87,7 +87,8 @@ class PerLanguageBlock(DocumentStage):
     The arguments are the language file's, then the config's `filters.<key>` entries over them (a user's
     `min_doc_words: 30` holds for every language). C4's block runs only for a language whose file says
     `c4_quality: true` (English, as in FineWeb-2). A document without a language (`lang` null) gets
-    default.yaml's settings.
+    default.yaml's settings. Words are split by the language's segmenter (`_build`), never by the
+    file's field alone.
     """
 
     annotatable = True
@@ -106,12 +107,28 @@ class PerLanguageBlock(DocumentStage):
         return block  # type: ignore[return-value]
 
     def _build(self, lang: str | None) -> DocumentStage | None:
+        from core.errors import ConfigError
         from core.languages import is_canonical
-        from curation.filters.segment import get_segmenter
+        from curation.filters.segment import segmenter_name_for
         from curation.language_settings import settings_for
 
         code = lang if lang is not None and is_canonical(lang) else None
         s = settings_for(code or "und_Zyyy", self.folder)
+        # The segmenter is the language's, chosen by the one function dedup's `minhash.words:
+        # language` calls too (segment.segmenter_name_for), so both stages split a document into the
+        # same words. The block built for `language: code` already has it. default.yaml's `segmenter:
+        # whitespace` stands for no language in particular and is not applied (issue 54: it turned
+        # jieba, the syllable clusters and Ethiopic into whitespace runs of 25-65 characters), nor is
+        # the field of a file the language borrows (its macrolanguage's, SAME_WRITTEN_LANGUAGE's). A
+        # language's own file measured its thresholds in its segmenter's words: one naming another
+        # segmenter is refused rather than judged in words it was not measured in (every shipped
+        # file names its language's, tests/curation/test_multilingual_segmenters.py).
+        chosen = segmenter_name_for(code or "und_Zyyy")
+        if s.language == code and s.segmenter != chosen:
+            raise ConfigError(
+                f"{self.folder / (s.language + '.yaml')}: segmenter: {s.segmenter!r}, but documents in "
+                f"{code} are split by {chosen!r} (curation/filters/segment.py, as dedup splits them)"
+            )
         if self.key == "c4_quality":
             if not s.c4_quality:
                 return None
@@ -121,10 +138,6 @@ class PerLanguageBlock(DocumentStage):
         block = build_stage(
             "filter", self.key, {**args, "language": code or "und_Zyyy"}, f"filters.{self.key}"
         )
-        if getattr(block, "segmenter", None) is not None:
-            block.segmenter = get_segmenter(
-                s.segmenter
-            )  # the file's choice (a derived file may name another)
         return block
 
     def warm_up(self) -> None:

@@ -37,8 +37,15 @@ the word count, not a few hundredths of it as with one "word" per whitespace run
 thresholds (FineWeb-2 derives them per language anyway) absorb the constant.
 
 Text preservation: every segmenter returns substrings of the text in order, so the words joined
-equal the text with its whitespace removed; a pyvi compound keeps the text between its syllables
+equal the text with its whitespace (and the word separators below) removed; a pyvi compound keeps the text between its syllables
 ("Hà Nội", as spaCy's `vi` gives it), never the `_` pyvi's own `tokenize` joins them with.
+
+Word separators that are not whitespace (Ethiopic's wordspace ፡, U+2E31, the zero-width space)
+are word boundaries for every segmenter, as a space is (`separate_words`): the words joined equal
+the text without its whitespace and those separators. Each segmenter bounds its input
+(`Segmenter.max_call_chars`, `max_chars`): one library call stays in the range where its time per
+character is flat, and a filter block drops a document longer than the segmenter's `max_chars`
+(`segment_input_too_long`) instead of holding its task for minutes.
 
 Nothing is downloaded at run time: dictionaries come from the installed packages (PyThaiNLP is put
 in read-only, offline mode before its import; jieba builds its prefix dictionary in memory instead
@@ -55,9 +62,11 @@ import unicodedata
 from abc import ABC, abstractmethod
 from functools import cache
 from itertools import groupby
+from typing import Any
 
+from core.errors import ConfigError
 from core.languages import LID176, MACROLANGUAGE, split_code
-from curation.filters.words import SPLITTER, WordSplitter
+from curation.filters.words import ENGLISH, SPLITTER, WordSplitter, _import_spacy_without_torch
 
 # What `make install` pins (pyproject.toml); the hint a missing package fails with.
 PIP = {
@@ -73,6 +82,42 @@ PIP = {
 
 SUDACHI_CHUNK_BYTES = 40_000
 """datatrove's chunk size for Japanese: Sudachi raises on an input over 49,149 bytes."""
+
+# Word separators that are not whitespace to str.split() or spaCy (issue 54): Ethiopic text is often
+# written with the wordspace ፡ (U+1361) between words and no space at all, and the invisible ZERO WIDTH
+# SPACE (U+200B) separates words in Khmer, Lao, Myanmar and on pages that mark line-break points. Left
+# alone, a whole Amharic line is one "word" of 30-60 characters and Gopher drops the page
+# (gopher_above_avg_threshold). Each is a space written as a sign, so each becomes a space: a
+# boundary, not a token (a ፡ token after every word would count as half the words and fail Gopher's
+# share of words with a letter instead). U+2E31 WORD SEPARATOR MIDDLE DOT likewise.
+_SEPARATORS = str.maketrans(dict.fromkeys("\u1361\u2e31\u200b", " "))
+_SEPARATOR_CHARS = ("\u1361", "\u2e31", "\u200b")
+
+
+def separate_words(text: str) -> str:
+    """`text` with the word separators above turned into whitespace boundaries (a copy only when it
+    has one)."""
+    if any(c in text for c in _SEPARATOR_CHARS):
+        return text.translate(_SEPARATORS)
+    return text
+
+
+def check_language(language: str, block: str) -> Any:
+    """The word segmenter of a filter block's `language` (a code in any form
+    core.languages.split_code reads, datatrove's `eng` included): None for English, which keeps
+    words.py's cached spaCy-en splitter (datatrove's words exactly), else `segmenter_for(language)`.
+
+    Here, not in words.py: words.py is the pre-pass every segmenter builds on (WordSplitter), so it
+    never imports this module back (pyproject's import-linter contract)."""
+    if language == ENGLISH:
+        return None
+    from core.languages import LanguageCodeError
+
+    try:
+        seg = segmenter_for(language)
+    except LanguageCodeError as e:
+        raise ConfigError(f"filters.{block}: language: {e}") from None
+    return None if seg.name == "spacy:en" else seg
 
 
 def _require(segmenter: str, *modules: str) -> None:
@@ -92,11 +137,44 @@ def _strip_tokens(tokens) -> list[str]:
     return out
 
 
+def char_chunks(text: str, max_chars: int) -> list[str]:
+    """`text` in consecutive pieces of at most `max_chars` characters, each cut after the last line
+    break or space of its second half when it has one (byte_chunks' rule, in characters)."""
+    if len(text) <= max_chars:
+        return [text]
+    out, start = [], 0
+    while len(text) - start > max_chars:
+        end = start + max_chars
+        cut = max(text.rfind("\n", start + max_chars // 2, end), text.rfind(" ", start + max_chars // 2, end))
+        end = cut + 1 if cut != -1 else end
+        out.append(text[start:end])
+        start = end
+    out.append(text[start:])
+    return out
+
+
 class Segmenter(ABC):
-    """Splits a text into words; `load` (heavy imports, dictionaries) runs once, on first use."""
+    """Splits a text into words; `load` (heavy imports, dictionaries) runs once, on first use.
+
+    Two input bounds (issue 54: a 2 MB Korean page held its task 110 s in gopher_repetition):
+    - `max_call_chars`: the longest text one library call gets; a longer one goes through in pieces
+      cut at a line break or space (`char_chunks`), for a library whose time per character grows with
+      the input (kiwi), so that the whole text costs what its pieces cost: linear.
+    - `max_chars`: the longest text a filter block has segmented per document (the blocks of
+      curation/filters/text.py drop a longer one, reason `segment_input_too_long`, before any call).
+      Set per segmenter from its measured cost so that one document's words take at most ~2.5 s of
+      one core (docs/security-and-limits.md states the page's whole budget). The costs in each
+      class's comment are CPU seconds over real Leipzig text on this project's 2-core machine while
+      other jobs ran, so the bound is conservative on a quiet one. A bound in characters, not seconds:
+      the same page is kept or dropped on every machine.
+    """
 
     name: str
     requires: tuple[str, ...] = ()
+    max_call_chars: int | None = None
+    max_chars: int = 600_000
+    """Default: spaCy's rules and the cluster rules, <= 4 us/char on text never seen (the chunk cache
+    makes repeated text cheaper): 600,000 chars ~2.4 s."""
 
     def __init__(self) -> None:
         _require(self.name, *self.requires)
@@ -114,9 +192,18 @@ class Segmenter(ABC):
         """Import the library and load its dictionary."""
 
     def words(self, text: str) -> list[str]:
-        """The words of `text`: no whitespace, punctuation as separate tokens."""
+        """The words of `text`: no whitespace, punctuation as separate tokens. Word separators that
+        are not whitespace (`separate_words`) are boundaries for every segmenter."""
         self._ensure()
-        return self._words(text) if text else []
+        if not text:
+            return []
+        text = separate_words(text)
+        if self.max_call_chars is None or len(text) <= self.max_call_chars:
+            return self._words(text)
+        out: list[str] = []
+        for piece in char_chunks(text, self.max_call_chars):
+            out.extend(self._words(piece))
+        return out
 
     @abstractmethod
     def _words(self, text: str) -> list[str]: ...
@@ -132,14 +219,17 @@ class SpacySegmenter(Segmenter):
 
     requires = ("spacy",)
 
-    def __init__(self, code: str) -> None:
+    def __init__(self, code: str, name: str | None = None) -> None:
+        self.code = code
+        self.name = name or f"spacy:{code}"
+        # the package before its classes: without spaCy there are no classes, and "no language class
+        # 'xx'" would hide the one fix (the pip line) behind a KeyError
+        _require(self.name, *self.requires)
         if code not in spacy_codes():
             raise KeyError(f"spaCy has no language class {code!r}; it has {sorted(spacy_codes())}")
         if code in _SPACY_SPECIAL:
             # their tokenizers read across whitespace (and ko's needs mecab-ko): not chunk-cacheable
             raise KeyError(f"use the segmenter {_SPACY_SPECIAL[code]!r} for {code!r}, not spacy:{code}")
-        self.code = code
-        self.name = f"spacy:{code}"
         super().__init__()
         # English shares the filters' splitter: one cache, and its words are datatrove's exactly
         self.splitter = SPLITTER if code == "en" else WordSplitter(code)
@@ -155,9 +245,8 @@ class WhitespaceSegmenter(SpacySegmenter):
     """The fallback: whitespace runs, with punctuation split off by spaCy's multi-language `xx` rules
     (datatrove's WhitespaceTokenizer uses the same)."""
 
-    def __init__(self) -> None:
-        super().__init__("xx")
-        self.name = "whitespace"
+    def __init__(self, name: str = "whitespace") -> None:
+        super().__init__("xx", name)
 
 
 class JiebaSegmenter(Segmenter):
@@ -166,6 +255,7 @@ class JiebaSegmenter(Segmenter):
 
     name = "jieba"
     requires = ("jieba",)
+    max_chars = 350_000  # 6.6 us/char at 20,000 and 6.8 at 200,000 chars (linear): ~2.4 s
 
     def load(self) -> None:
         import logging
@@ -213,6 +303,7 @@ class SudachiSegmenter(Segmenter):
 
     name = "sudachi"
     requires = ("sudachipy", "sudachidict_core")
+    max_chars = 400_000  # 6.0 us/char at 20,000, 3.8 at 200,000 (its 40,000-byte chunks): ~2.4 s
 
     def load(self) -> None:
         from sudachipy import Dictionary, SplitMode
@@ -232,6 +323,11 @@ class KiwiSegmenter(Segmenter):
 
     name = "kiwi"
     requires = ("kiwipiepy", "kiwipiepy_model")
+    # kiwi's time per character grows with the input: 24-26 us/char up to 20,000 chars, then 32 at
+    # 100,000, 44 at 200,000, 67 at 400,000 (0.25/0.5/1 MB took 3/9/27 s in issue 54); in pieces of
+    # 10,000 it stays at the flat rate, and 100,000 chars cost ~2.5 s
+    max_call_chars = 10_000
+    max_chars = 100_000
 
     def load(self) -> None:
         import re
@@ -264,6 +360,7 @@ class ThaiSegmenter(Segmenter):
 
     name = "pythainlp"
     requires = ("pythainlp",)
+    max_chars = 600_000  # 3.8 us/char at 20,000 and 4.0 at 200,000 chars: ~2.4 s
 
     def load(self) -> None:
         # PyThaiNLP creates ~/pythainlp-data and may fetch corpora on demand; newmm needs only the
@@ -285,10 +382,9 @@ class VietnameseSegmenter(Segmenter):
 
     name = "pyvi"
     requires = ("spacy", "pyvi")
+    max_chars = 300_000  # 8.0 us/char at 20,000 and 7.5 at 200,000 chars (a 2 MB page took 21 s): ~2.4 s
 
     def load(self) -> None:
-        from curation.filters.words import _import_spacy_without_torch
-
         self._nlp = _import_spacy_without_torch().blank("vi")
 
     def _words(self, text: str) -> list[str]:
@@ -304,7 +400,6 @@ _LEADING = frozenset("\u0ec0\u0ec1\u0ec2\u0ec3\u0ec4")  # Lao vowels written bef
 _LAO_VOWEL_LETTERS = frozenset("\u0eb0\u0eb2\u0eb3\u0ebd")  # Lao vowels that are letters (Lo), not marks
 _BANTOC = "\u17cb"  # Khmer: shortens the vowel before; written on a final consonant
 _TSHEG = frozenset("\u0f0b\u0f0c")  # Tibetan syllable mark
-_ZWSP = "\u200b"  # the invisible word separator of Khmer, Lao and Myanmar writing
 CLUSTER_SCRIPTS = ("Khmr", "Laoo", "Mymr", "Tibt")
 
 
@@ -385,8 +480,7 @@ class ClusterSegmenter(WhitespaceSegmenter):
     into syllables/clusters (module docstring)."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.name = "clusters"
+        super().__init__("clusters")
 
     def _words(self, text: str) -> list[str]:
         out: list[str] = []
@@ -399,15 +493,12 @@ class ClusterSegmenter(WhitespaceSegmenter):
                     out.extend(_clusters("".join(group)))
                 elif kind == "punct":
                     out.extend(group)  # the scripts' own punctuation (Khmer ។, Tibetan །) one sign a token
-                elif kind == "other":
+                else:
                     out.append("".join(group))
-                # "zwsp": a word boundary, not a word
         return out
 
 
 def _kind(ch: str) -> str:
-    if ch == _ZWSP:
-        return "zwsp"
     if _cluster_char(ch):
         return "cluster"
     return "punct" if unicodedata.category(ch)[0] in "PS" else "other"

@@ -50,7 +50,8 @@ from typing import Any
 
 from core.errors import ConfigError
 from core.stage import Document, DocumentStage, Drop, Rules, register
-from curation.filters.words import ENGLISH, SPLITTER, analyse, check_language, sentence_count_words
+from curation.filters.segment import check_language
+from curation.filters.words import ENGLISH, SPLITTER, analyse, sentence_count_words
 
 # datatrove's defaults, by argument name (the same in every block that has them)
 _GOPHER_TOP = ((2, 0.2), (3, 0.18), (4, 0.16))
@@ -69,16 +70,39 @@ def duplicates(items: list[str]) -> tuple[int, int]:
 
 
 class _TextRules(DocumentStage, ABC):
-    """A block whose rules read the text alone: a document is dropped for the first rule it fails."""
+    """A block whose rules read the text alone: a document is dropped for the first rule it fails.
+
+    A block with a segmenter (any language but English) first drops a text longer than the
+    segmenter's `max_chars` (`segment_input_too_long`, metric `chars`): no rule of the block runs,
+    so no library call is made whose time grows past the page's budget (curation/filters/segment.py,
+    docs/security-and-limits.md). English keeps datatrove's rules exactly: its cached splitter is
+    linear and cheap (~1 us/char), and the reader's and extractor's size caps bound its input.
+    """
+
+    segmenter: Any = None
 
     def process(self, doc: Document) -> Document | Drop:
-        drop = self.judge(doc.text, Rules(self))
+        drop = self._judge(doc.text, Rules(self))
         return doc if drop is None else drop
 
     def reason(self, text: str) -> str | None:
         """The drop reason of the first rule `text` fails (datatrove's), None when it passes them all."""
-        drop = self.judge(text, Rules())
+        drop = self._judge(text, Rules())
         return None if drop is None else drop.reason
+
+    def _judge(self, text: str, rules: Rules) -> Drop | None:
+        seg = self.segmenter
+        if seg is not None and text and len(text) > seg.max_chars:
+            # not Rules.check: a pass would add a `chars` value to every document's evidence
+            return Drop(
+                "segment_input_too_long",
+                f"{len(text)} chars > {seg.max_chars} ({seg.name})",
+                metric="chars",
+                value=len(text),
+                op=">",
+                threshold=seg.max_chars,
+            )
+        return self.judge(text, rules)
 
     @abstractmethod
     def judge(self, text: str, rules: Rules) -> Drop | None:

@@ -30,7 +30,9 @@ the same text object one after the other, so they split it once.
 Other languages (issue 43): `analyse(text, segmenter)` takes the words from a segmenter of
 curation/filters/segment.py instead (jieba, Sudachi, ..., or a `WordSplitter(lang)` for a spaCy
 language, cached per chunk like English but without English's letters-only shortcut); the n-gram
-kernel and the per-token facts read words of any language. English stays on SPLITTER.
+kernel and the per-token facts read words of any language. English stays on SPLITTER. This module
+never imports segment.py (which builds on WordSplitter): the block's choice of segmenter is
+segment.check_language, and the import-linter contract in pyproject.toml keeps it one way.
 """
 
 from __future__ import annotations
@@ -42,28 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import ConfigError
-
 # datatrove's own language code for English (datatrove.utils.typeshelper.Languages.english);
 # its tokenizer for that code is spaCy's blank "en" pipeline, the one reproduced here.
 ENGLISH = "eng"
 _CACHE_MAX = 1_000_000  # distinct chunks (or tokens) remembered per process before starting over
-
-
-def check_language(language: str, block: str) -> Any:
-    """The word segmenter of a block's `language` (a code in any form core.languages.split_code reads,
-    datatrove's `eng` included): None for English, which keeps the cached spaCy-en splitter below
-    (datatrove's words exactly), else curation.filters.segment.segmenter_for(language)."""
-    if language == ENGLISH:
-        return None
-    from core.languages import LanguageCodeError
-    from curation.filters.segment import segmenter_for
-
-    try:
-        seg = segmenter_for(language)
-    except LanguageCodeError as e:
-        raise ConfigError(f"filters.{block}: language: {e}") from None
-    return None if seg.name == "spacy:en" else seg
 
 
 @dataclass(slots=True)
