@@ -51,9 +51,11 @@ import numpy as np
 
 from core.errors import InputError
 from core.files import doc_parquet_uris, parquet_schema, sha256_file
+from core.names import check_file_name
 from core.output import OutputDir, check_disjoint, check_layout
 from core.removal import check_removal
 from core.runner import PerFileJob, RunResult, run_per_file, run_unit
+from core.safe_json import loads_checked
 from core.selectors import (
     Selector,
     SelectorError,
@@ -240,9 +242,9 @@ def _refinery_metadata(schema: Any) -> Any:
     raw = (schema.metadata or {}).get(b"refinery")
     if raw is None:
         return None
-    try:
-        return json.loads(raw)
-    except ValueError:
+    try:  # the checked reader: an input file's metadata is outside data
+        return loads_checked(raw, "the `refinery` schema metadata")
+    except ValueError:  # JSONFileError too: shown as text, as before
         return raw.decode("utf-8", "replace")
 
 
@@ -440,8 +442,10 @@ def run_tokenize(
     keeps no document of a non-empty source is refused before the manifest is written (`check_selected`)
     unless `allow_remove_all`.
     """
-    if not source or "/" in source or source.startswith("."):
-        raise InputError(f"--source must be a plain folder name, got {source!r}")
+    try:  # a folder under shards/: one plain component, by the rule every name from a file follows
+        check_file_name(source)
+    except ValueError as e:
+        raise InputError(f"--source: {e}") from None
     selectors = parse_selectors(select or {}, where="--select")
     check_disjoint(output, [input_dir])  # before listing: our own shards would be listed as input
     files = list_inputs(input_dir, selectors)

@@ -66,3 +66,15 @@ def test_a_bad_setting_is_exit_2_naming_the_key(calls, capsys):
     assert main([*BASE, "--set", "sourse=web"]) == 2
     assert "unknown key sourse" in capsys.readouterr().err
     assert calls == []
+
+
+@pytest.mark.parametrize("name", ["..", "a/b", "../x", "%2Fx", "a\\b", "", ".hidden", "x" * 300, "a\nb"])
+def test_a_source_name_is_one_plain_folder_name(tmp_path, name):
+    """--source names the folder shards/<source>/: held to core/names.py's rule for any name that
+    becomes a path (issue 54), refused before anything is listed or written."""
+    from core.errors import InputError
+    from tokens.job import run_tokenize
+
+    with pytest.raises(InputError, match="--source"):
+        run_tokenize(str(tmp_path), "tokenizer.json", str(tmp_path / "out"), source=name)
+    assert not (tmp_path / "out").exists()
