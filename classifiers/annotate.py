@@ -69,6 +69,7 @@ from classifiers.data import DataError, expand, file_format, iter_jsonl, parquet
 from core.config import ConfigModel, check_at_least, check_positive, fingerprint_of
 from core.errors import ConfigError, InputError, OutputConflict, UserError
 from core.output import atomic_write_json, check_folder_path, guard_folder
+from core.safe_json import loads_checked
 from core.storage import is_object_store
 
 JOB = "annotate"
@@ -381,7 +382,7 @@ def read_labels(path: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for n, line in enumerate(data[:end].splitlines(), 1):
         try:
-            rec = json.loads(line)
+            rec = loads_checked(line, f"{path}:{n}")  # a file on disk: the checked reader
             out[rec["key"]] = rec
         except (ValueError, KeyError, TypeError):
             raise OutputConflict(

@@ -64,6 +64,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from core.errors import UserError
+from core.safe_json import JSONFileError, loads_checked
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 FATAL_STATUS = {401: "the API key was refused", 403: "access is forbidden", 404: "no such URL or model"}
@@ -481,10 +482,10 @@ class ChatClient:
         status = resp.status
         if status == 200:
             raw = self._read_body(resp, sock, watch, deadline)
-            try:
-                return "", None, json.loads(raw)
-            except (ValueError, RecursionError) as e:  # RecursionError: a reply nested thousands deep
-                raise RequestFailed(f"HTTP 200 with a body that is not JSON ({type(e).__name__})") from None
+            try:  # the checked reader: a reply is outside data (depth, duplicate keys, finite numbers)
+                return "", None, loads_checked(raw, "the reply", max_bytes=len(raw))  # _read_body bounds it
+            except JSONFileError as e:
+                raise RequestFailed(f"HTTP 200 with a body that is not JSON the client reads ({e})") from None
         if 300 <= status < 400:
             location = self._text(resp.getheader("Location") or "none given")
             raise EndpointError(

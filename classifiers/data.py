@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 from core.errors import InputError
 from core.files import doc_parquet_files, sha256_file
+from core.safe_json import JSONFileError, loads_checked
 
 
 class DataError(InputError):
@@ -96,10 +96,10 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+            try:  # the checked reader (a data set is outside data)
+                obj = loads_checked(line, f"{path}:{lineno}")
+            except JSONFileError as e:  # names the line already
+                raise DataError(str(e)) from None
             if not isinstance(obj, dict):
                 raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from classifiers.model import ModelError
+from core.safe_json import loads_checked
 from core.weights_only import weights_only_loads
 
 MODEL = "model"  # the program name torch.export.save gives the one program of an archive
@@ -65,6 +66,9 @@ _TARGET = re.compile(r"torch\.ops\.aten\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+|_operator\
 MAX_JSON_BYTES = 256 << 20  # a JSON member (model.json of a large LM is a few MB)
 MAX_EXPR_CHARS = 4096  # real shape expressions are < 200 characters
 MAX_EXPR_DEPTH = 32
+# JSON nesting the checked reader allows a tree spec: a node is two levels (node, children list), and
+# one MAX_EXPR_DEPTH nodes deep is refused by its own walk.
+_SPEC_DEPTH = 2 * MAX_EXPR_DEPTH + 8
 MAX_EXPR_BITS = 4096  # an upper bound of |value| of any subexpression, in bits (shapes are int64)
 INT64 = 1 << 63
 # Symbol names torch gives shape symbols (s27, u3, zuf0...); the number is parsed as an int by torch
@@ -199,9 +203,9 @@ def _walk(obj: Any) -> Iterator[tuple[str, Any]]:
 def _check_treespec(spec: Any) -> None:
     """A call signature's tree spec (pytree protocol 1): tuples, lists and dicts of leaves, whose
     contexts are JSON lists of keys (no `__enum__` object, which pytree would import)."""
-    try:
-        doc = json.loads(spec)
-    except (TypeError, ValueError, RecursionError):
+    try:  # the checked reader: bounded depth and size, no duplicate keys (an archive is data)
+        doc = loads_checked(spec, "tree spec", max_depth=_SPEC_DEPTH)
+    except (TypeError, ValueError):  # JSONFileError is a ValueError
         raise _Refused("has a tree spec that is not JSON") from None
     if not (isinstance(doc, list) and len(doc) == 2 and doc[0] == 1):
         raise _Refused("has a tree spec of an unknown protocol")
@@ -215,8 +219,8 @@ def _check_treespec(spec: Any) -> None:
         ctx = node.get("context")
         if ctx is not None:
             try:
-                keys = json.loads(ctx)
-            except (TypeError, ValueError, RecursionError):
+                keys = loads_checked(ctx, "tree spec context", max_depth=_SPEC_DEPTH)
+            except (TypeError, ValueError):
                 raise _Refused("has a tree spec context that is not JSON") from None
             if keys is not None and not (
                 isinstance(keys, list) and all(isinstance(k, str | int) for k in keys)
@@ -380,6 +384,9 @@ def check_archive(path: str | Path) -> None:
                 raise ModelError(f"{p}: {rel} cannot be read ({e})") from None
 
         def read_json(rel: str) -> Any:
+            # Not core.safe_json: a member is read by this module's own checker, which refuses by the
+            # structure it expects (every integer against int64 where it is used, with the field named:
+            # "bounds s27 by ..., not an int64"); size is bounded by `read`, RecursionError caught.
             try:
                 return json.loads(read(rel, MAX_JSON_BYTES))
             except (ValueError, UnicodeDecodeError, RecursionError) as e:

@@ -281,6 +281,7 @@ class PerplexityScorer(Scorer):
         self.options = options
         # matched as languages (core/languages.py): a model trained for `en` scores `eng_Latn` documents
         self.languages = LanguageSet(metadata["languages"])
+        # `tokenizers`' own serialization of the tokenizer it loaded (and checked), not outside text
         self.prefix_safe = _prefix_safe(json.loads(tokenizer.to_str()))
         self.chars_per_token = CHARS_PER_TOKEN  # the bench sets 8 to time the scorer as it was
         # where the time goes, accumulated over calls (bench/classifiers/perplexity_throughput.py reads it)

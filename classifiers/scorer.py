@@ -139,6 +139,7 @@ def make_spec(kind: str, model: str, options: dict[str, Any] | None = None) -> S
 
 @cache
 def _load(kind: str, model: str, options_json: str) -> Scorer:
+    # options_json is our own json.dumps of validated options (a hashable cache key), not outside text
     return scorer_class(kind).load(model, json.loads(options_json))
 
 

@@ -237,6 +237,7 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
 
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
     """Set `section.key=value` pairs in (a copy of) `data`; each value is read as a YAML scalar."""
+    # a deep copy in plain JSON types of our own dump (already-loaded YAML), not outside text
     out = json.loads(json.dumps(data, default=str)) if data else {}
     for ov in overrides:
         dotted, sep, raw = ov.partition("=")

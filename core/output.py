@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError, OutputConflict
+from core.safe_json import loads_checked
 from core.storage import (
     OBJECT_STORE_PREFIXES,
     LocalStore,
@@ -377,10 +378,14 @@ def _damaged(path: str, what: str) -> str:
     )
 
 
+MAX_OUTPUT_JSON_BYTES = 256 << 20
+"""Largest JSON file of an output folder read back (`_inputs.json` of a crawl lists every input)."""
+
+
 def _read_json(store: Store, path: str) -> Any | None:
     """A JSON file of an output folder; None if missing; OutputConflict naming it if it cannot be read."""
-    try:
-        return json.loads(store.read_bytes(path))
+    try:  # the checked reader: a folder on a shared store is data (core/safe_json.py)
+        return loads_checked(store.read_bytes(path), path, max_bytes=MAX_OUTPUT_JSON_BYTES)
     except FileNotFoundError:
         return None
     except IsADirectoryError:

@@ -1,14 +1,21 @@
-"""The one reader of JSON files that come from outside the run (model folders): bounded and finite.
+"""The one reader of JSON that comes from outside the process (files, replies, manifests): bounded and finite.
 
-A model folder is untrusted input (classifiers/model.py): whoever can write it can write any JSON,
-and `json.loads` turns some of it into failures far from the cause or into tracebacks instead of an
-error that names the file:
+A model folder is untrusted input (classifiers/model.py), and so are a run's files, a manifest, a
+JSONL data set, a server's reply and a file's embedded metadata: whoever can write them can write
+any JSON, and `json.loads` turns some of it into failures far from the cause or into tracebacks
+instead of an error that names the file. In the packages tests/core/test_json_readers.py scans,
+every `json.loads` of such text goes through here; the few that parse our own in-memory dumps are
+listed there, each with why, and any other bare call fails that test.
+
+The checks:
 
 - **depth**: `[[[[...]]]]` a few thousand deep raises RecursionError inside the C parser (or later,
   in any code that walks the result). The nesting is measured first, without recursion, on the text
   with its strings blanked out, and a document deeper than `max_depth` is refused unparsed.
 - **non-finite numbers**: Python's parser reads `NaN`, `Infinity` and `1e400` (-> inf) without a
   word; a NaN cut point then compares false with everything (every document fell in bucket 0).
+  A reader of a log that records a diverged loss as `NaN` (the trainer's metrics and state) passes
+  `finite=False`: NaN and ±Infinity then read as floats; the other checks stay.
 - **huge integers**: `10**400` written out parses to a Python int that overflows on the first
   `float()` or `math.isfinite` (an OverflowError traceback); past 4,300 digits the parser itself
   raises ValueError. Integers are bounded to int64, the widest any model file here writes.
@@ -134,7 +141,12 @@ def _first_bad(value: Any) -> tuple[tuple[str | int, ...], _Bad] | None:
 
 
 def loads_checked(
-    data: bytes | str, where: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH
+    data: bytes | str,
+    where: str,
+    *,
+    max_bytes: int = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+    finite: bool = True,
 ) -> Any:
     """`data` (UTF-8 JSON) parsed, after the checks of the module docstring; JSONFileError naming
     `where` (the file) and the key of the first bad value otherwise."""
@@ -151,8 +163,8 @@ def loads_checked(
     try:
         value = json.loads(
             data,
-            parse_constant=_parse_constant,
-            parse_float=_parse_float,
+            parse_constant=_parse_constant if finite else float,
+            parse_float=_parse_float if finite else float,
             parse_int=_parse_int,
             object_pairs_hook=_object,
         )
@@ -167,7 +179,9 @@ def loads_checked(
     return value
 
 
-def read_json_file(path: str | Path, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+def read_json_file(
+    path: str | Path, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, finite: bool = True
+) -> Any:
     """The checked JSON of a local file; its size is checked before it is read."""
     p = Path(path)
     try:
@@ -177,4 +191,4 @@ def read_json_file(path: str | Path, *, max_bytes: int = MAX_BYTES, max_depth: i
         data = p.read_bytes()
     except OSError as e:
         raise JSONFileError(f"{p}: cannot be read ({e.strerror or e})") from None
-    return loads_checked(data, str(p), max_bytes=max_bytes, max_depth=max_depth)
+    return loads_checked(data, str(p), max_bytes=max_bytes, max_depth=max_depth, finite=finite)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import functools
 import gzip
 import io
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import InputError
+from core.safe_json import loads_checked
 from core.storage import local_input
 from dedup import kernels
 from dedup.config import DecontaminateConfig, EvalSetConfig
@@ -176,10 +176,8 @@ def _file_passages(path: Path, uri: str, fmt: str, key: str, report: SetReport) 
             if fmt == "text":  # a passage per non-empty line (WikiText: a paragraph per line)
                 yield from take(line)
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{uri}:{lineno}: not valid JSON ({e.msg})") from None
+            # the checked reader (an evaluation set is outside data): its error names the line
+            obj = loads_checked(line, f"{uri}:{lineno}")
             yield from take(obj.get(key) if isinstance(obj, dict) else None)
 
 

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.safe_json import loads_checked
 from curation.schema import sample_key
 from report.browse_page import TEMPLATE
 from report.collect import _json, _parquet_files, recipe_path
@@ -760,7 +761,8 @@ def page(data: dict[str, Any]) -> str:
 def embedded_data(html: str) -> dict[str, Any]:
     """The data a browse.html embeds (for tests and scripts that read a page back)."""
     start = html.index('id="browse-data">') + len('id="browse-data">')
-    return json.loads(html[start : html.index("</script>", start)])
+    # the checked reader: a page read back is a file (page() writes finite JSON, a few MB)
+    return loads_checked(html[start : html.index("</script>", start)], "browse.html", max_bytes=1 << 30)
 
 
 def write_browse(run: str | Path, out: str | Path | None = None, limits: Limits = Limits()) -> Path:

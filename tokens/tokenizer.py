@@ -37,7 +37,6 @@ import bisect
 import hashlib
 import heapq
 import itertools
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -410,6 +409,10 @@ class DocumentEncoder:
         return [e.ids for e in self.hf.encode_batch_fast(texts, add_special_tokens=False)]
 
 
+MAX_TOKENIZER_JSON_BYTES = 1 << 30
+"""Largest tokenizer.json parsed here (a 256K vocabulary with its merges is ~30 MB)."""
+
+
 def build_encoder(tokenizer_json: str, mode: str = "auto") -> DocumentEncoder:
     """The fastest exact encoder for this tokenizer.json (see the module docstring)."""
     from tokenizers import Tokenizer
@@ -421,7 +424,10 @@ def build_encoder(tokenizer_json: str, mode: str = "auto") -> DocumentEncoder:
     hf.encode_special_tokens = True
     if mode == "hf":
         return DocumentEncoder("hf", "encoder=hf requested", hf)
-    tt, reason = _tiktoken_encoding(json.loads(tokenizer_json), hf)
+    # the checked reader: tokenizer.json is the user's file (it parsed in `tokenizers` already: this
+    # only keeps a hostile one from a traceback here); a large vocabulary is tens of MB
+    spec = loads_checked(tokenizer_json, "tokenizer.json", max_bytes=MAX_TOKENIZER_JSON_BYTES)
+    tt, reason = _tiktoken_encoding(spec, hf)
     if tt is None:
         if mode == "tiktoken":
             raise ValueError(f"encoder=tiktoken: {reason}")

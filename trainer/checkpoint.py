@@ -273,15 +273,20 @@ def _prune(root: Path, keep: int, log) -> None:
     )
 
 
+MAX_STATE_BYTES = 256 << 20
+"""Largest trainer state read back (RNG states and the sampler's position are a few hundred KB)."""
+
+
 def read_trainer_state(ckpt: Path, rank: int = 0) -> dict[str, Any]:
     """Rank `rank`'s trainer state in `ckpt`: JSON, or a legacy .pt read weights-only; never code."""
     path = ckpt / trainer_state_name(rank)
     legacy = ckpt / f"trainer_rank{rank}.pt"
     if path.is_file():
-        try:
-            st = json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{path}: not a readable trainer state ({e})") from None
+        try:  # the checked reader; finite=False: the spike guard's window may hold a NaN loss
+            st = read_json_file(path, max_bytes=MAX_STATE_BYTES, finite=False)
+        except JSONFileError as e:
+            why = str(e).removeprefix(f"{path}: ")  # the error names the file: once is enough
+            raise CheckpointError(f"{path}: not a readable trainer state ({why})") from None
     elif legacy.is_file():
         path, st = legacy, _load_legacy(legacy)
     else:

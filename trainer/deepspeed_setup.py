@@ -18,13 +18,13 @@ What stands between the typed config (trainer/config.py) and `deepspeed.initiali
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
+from core.safe_json import read_json_file
 from trainer.config import TrainConfig, resolve_precision
 
 __all__ = [
@@ -325,7 +325,7 @@ def deepspeed_config(
         p = Path(cfg.deepspeed.config_file)
         if not p.is_file():
             raise ConfigError(f"deepspeed.config_file: {p} not found")
-        return json.loads(p.read_text())
+        return read_json_file(p)  # the user's file: the checked reader (exit 2 naming it)
     if stage is None:
         if cfg.deepspeed.zero_stage == "auto":
             raise ValueError(

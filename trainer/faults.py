@@ -31,6 +31,7 @@ from pydantic import model_validator
 
 from core.config import ConfigModel, build_config, check_at_least
 from core.errors import ConfigError
+from core.safe_json import JSONFileError, loads_checked
 from trainer.hooks import Hook, StepEnd
 
 ENV_VAR = "REFINERY_TRAIN_FAULTS"
@@ -79,10 +80,10 @@ def faults_from_env(environ: Mapping[str, str] = os.environ) -> Faults:
     raw = environ.get(ENV_VAR, "").strip()
     if not raw:
         return Faults()
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{ENV_VAR}: not valid JSON ({e})") from None
+    try:  # the checked reader: the environment is outside the process
+        data = loads_checked(raw, ENV_VAR)
+    except JSONFileError as e:  # names the variable
+        raise ConfigError(str(e)) from None
     return build_config(Faults, data, source=ENV_VAR)
 
 

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.safe_json import loads_checked
+
 if TYPE_CHECKING:  # annotations only: readers of metrics.jsonl (report, bench) need no torch
     from trainer.model import ModelConfig
 
@@ -167,7 +169,15 @@ class MetricsLog:
             path = path / METRICS_FILE
         if not path.is_file():
             return cls(())
-        return cls(tuple(json.loads(line) for line in path.read_text().splitlines() if line.strip()))
+        # the checked reader, a line at a time; finite=False: a diverged loss is logged as NaN
+        lines = path.read_text().splitlines()
+        return cls(
+            tuple(
+                loads_checked(line, f"{path}:{n}", finite=False)
+                for n, line in enumerate(lines, 1)
+                if line.strip()
+            )
+        )
 
     def steps(self) -> list[dict[str, Any]]:
         """Step records in step order, the last record of each step."""

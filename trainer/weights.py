@@ -33,6 +33,7 @@ if __name__ == "__main__":  # before the imports below (seconds): a Ctrl-C then 
 import torch
 
 from core.cli import guarded
+from core.safe_json import loads_checked
 from trainer import checkpoint as ckpt
 
 # DeepSpeed's file of the whole module (model-parallel rank 0): all a stage-0 checkpoint has of the weights
@@ -94,7 +95,8 @@ def load_model(path: str | Path, **overrides):
 
     with safe_open(str(path), "pt") as f:
         meta = f.metadata()
-    cfg = ModelConfig(**{**json.loads(meta["model_config"]), **overrides})
+    # the checked reader: a weights file's metadata is outside data
+    cfg = ModelConfig(**{**loads_checked(meta["model_config"], f"{path}: model_config"), **overrides})
     model = Transformer(cfg)
     sd = load_file(str(path))
     if cfg.tie_embeddings:

@@ -20,7 +20,6 @@ read back from the marker, so a crashed job resumes at the first unfinished stag
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from abc import ABC, abstractmethod
@@ -33,7 +32,8 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from core.errors import OutputConflict
-from core.output import atomic_write_json
+from core.output import MAX_OUTPUT_JSON_BYTES, atomic_write_json
+from core.safe_json import loads_checked
 from core.stats import Stats
 from core.storage import join
 from core.tables import Tables
@@ -72,7 +72,8 @@ class StageStore:
         if not self.files.exists(p):
             return None
         try:
-            info = json.loads(self.files.read_bytes(p))
+            # the checked reader: a marker on a shared store is data (a damaged one: OutputConflict below)
+            info = loads_checked(self.files.read_bytes(p), p, max_bytes=MAX_OUTPUT_JSON_BYTES)
         except (OSError, ValueError) as e:
             info = e
         if not isinstance(info, dict):
