@@ -1,8 +1,8 @@
 """The isolated cluster really isolates: executors cannot see the driver's /tmp, nor it theirs, and
 every worker reaches the S3 server (testkit/isolated.py; the probe job is isolation_probe.py). And it
 isolates no more than that: the executors run this checkout's code, also when the checkout is itself
-under /tmp (then a file beside it stays hidden: only the checkout is bound back; issue 47, and
-tests/isolated/test_checkout_under_tmp.py runs this test from such a checkout).
+under /tmp (then a file beside it stays hidden: only the checkout is bound back; issue 47, checked
+without Spark by tests/isolated/test_private_tmp.py).
 
 If this fails, a test of the tier that passes proves nothing about running on several machines.
 """

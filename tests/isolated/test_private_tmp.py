@@ -3,8 +3,8 @@
 Issue 47: with a checkout under /tmp, the tmpfs over /tmp hid the checkout and its .venv from the
 workers and nodes (`exec: .../.venv/bin/python: not found`). A private /tmp now gets back the folders a
 machine has installed (the checkout, the Python environment, ../shared, as a link or a copy) and
-nothing else. These checks take a second; test_checkout_under_tmp.py runs the tier's own tests from
-a checkout under /tmp.
+nothing else. These checks take a second, and are the tier's guard for a checkout under /tmp (a
+rerun of the tier's tests from a copy in /tmp was removed as a repeat of them, issue 55).
 """
 
 from __future__ import annotations
