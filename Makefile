@@ -7,7 +7,7 @@ DEMO_OUT ?= out/demo
 # Stamp file: reinstall only when the dependency list changes.
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: install browser demo ablate test lint format clean
+.PHONY: install browser demo ablate test quick lint format clean
 
 install: $(STAMP)
 
@@ -58,6 +58,15 @@ test: install browser
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+
+# The inner loop, after every change (CI still runs the whole `make test`): lint, then every test that is not
+# `slow` (under 3 s with its fixtures' set-up, by the durations each run records in tests/durations.json),
+# plus the `inner` ones: a real Spark job and a real DeepSpeed step. ~4 min on 2 cores.
+quick: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m 'not slow or inner'
 
 # The browser tier (pytest -m browser: browse.html in headless Chromium) needs Debian's chromium and
 # chromedriver. Installed here when chromedriver is missing and we are root with apt-get; otherwise the

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from testkit.shared_data import shared_data_dir
+from tests.support import durations
 
 # the dedup job test's corpus and first run, session-wide (tests/isolated compares against them)
 pytest_plugins = ["tests.support.dedup_corpus"]
@@ -35,29 +36,17 @@ SHARED_SETUP_GROUPS = {
     "isolated_cluster": "dedup-isolated",
     "first_run": "dedup-isolated",
 }
-# The units that take longest (seconds of a two-worker run on 2 cores, 2026-11-27), handed out first and
-# in this order, as longest-processing-time-first scheduling does: a long unit started late would leave
-# the other worker idle at the end (the trainer file did, ~100 s). The rest follow in collection order.
-LONGEST_UNITS = (
-    # ~900 s on a loaded machine (2026-11-28): the reduced demo (340 s quiet) and, sharing its run,
-    # tests/workflows/test_search.py's real mixture search and its --validate trainings
-    "demo",
-    "dedup-isolated",  # 633 s: the dedup job tests, the isolated tier, the S3 chain
-    "tests/trainer/test_train_deepspeed.py",  # 216 s
-    "report",  # ~200 s loaded: the report tests' extract, dedup and score run, then the browser tier
-    "tests/dedup/test_removed_sample.py",  # 175 s loaded: two dedup jobs over planted clusters
-    # 264 s on a loaded machine (2026-11-28, test_multinode.py took 170 s there, 97 s quiet): the isolated
-    # tier's proof and a two-node job, run again from a copy of the checkout in /tmp
-    "tests/isolated/test_checkout_under_tmp.py",
-    "tests/curation/test_filters_parity.py",  # 106 s (133 s before it shared datatrove's split cache)
-    "tests/trainer/test_multinode.py",  # 97 s
-    "tests/dedup/test_node_ids.py",  # 91 s
-    "tests/trainer/test_checkpoint_s3.py",  # 80 s
-)
+_GROUPS = frozenset(SHARED_SETUP_GROUPS.values())
 TESTS = Path(__file__).resolve().parent
 
 
 def pytest_configure(config) -> None:
+    """The durations recorder (tests/support/durations.py), then the JDK options below."""
+    config.pluginmanager.register(durations.Recorder(_unit), "refinery-durations")
+    _jdk_options()
+
+
+def _jdk_options() -> None:
     """JDK options for every JVM the tests start (testkit/jvm.py: the C1 tier and a class archive),
     set once, before any worker starts: under xdist by the controller, whose environment the workers
     inherit. A JDK_JAVA_OPTIONS of your own wins."""
@@ -79,14 +68,28 @@ def _unit(test_file: str) -> str:
     return _shared_setup_group(TESTS.parent / test_file) or test_file
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the `slow` marks below must be there
 def pytest_collection_modifyitems(config, items: list[pytest.Item]) -> None:
-    """Under xdist, LONGEST_UNITS' tests first (in its order): the scheduler hands out units in
-    collection order. Every worker sorts alike, so their collections still match; a serial run keeps
-    the files' order."""
+    """`slow` on every test that tests/durations.json says takes durations.SLOW_S or more, itself or
+    through a fixture's set-up. Under xdist, the units sorted longest first by their recorded seconds
+    (the scheduler hands out units in collection order; every worker sorts alike, so their collections
+    still match; a file not recorded yet goes last, a set-up group first); a serial run keeps the
+    files' order."""
+    table = durations.load()
+    for it in items:
+        if durations.is_slow(it, table):
+            it.add_marker(pytest.mark.slow)
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    rank = {u: i for i, u in enumerate(LONGEST_UNITS)}
-    items.sort(key=lambda it: rank.get(_unit(it.nodeid.split("::", 1)[0]), len(rank)))  # stable
+    seconds = durations.unit_seconds(table, _unit)
+
+    def recorded(item: pytest.Item) -> float:
+        unit = _unit(item.nodeid.split("::", 1)[0])
+        # a shared set-up group not recorded yet (a fresh table) is long by definition: a set-up of a
+        # minute or more, so it goes out first rather than last
+        return seconds.get(unit, durations.UNRECORDED_GROUP_S if unit in _GROUPS else 0.0)
+
+    items.sort(key=lambda it: -recorded(it))  # stable
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -97,7 +100,7 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             return _unit(nodeid.split("::", 1)[0])
 
-    # Units in collection order (LONGEST_UNITS first, pytest_collection_modifyitems), not xdist's
+    # Units in collection order (longest recorded first, pytest_collection_modifyitems), not xdist's
     # most-tests-first, which knows nothing of how long a unit takes.
     config.option.loadscopereorder = False
     return SharedSetupScheduling(config, log)

@@ -52,6 +52,7 @@ def _readme_example() -> tuple[str, str, dict]:
 
 
 @pytest.mark.spark
+@pytest.mark.inner  # `make quick`'s real Spark job: the extract job on a real WARC, a user's filter in it
 def test_readme_filter_runs_on_spark_with_its_reason_in_funnel_and_rejected(tmp_path, warc_dir):
     module, source, cfg = _readme_example()
     user_dir = tmp_path / "user_code"  # outside the project: importable only through PYTHONPATH

@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trainer.launch import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,6 +66,7 @@ print("RESULT " + json.dumps(out), flush=True)
 """
 
 
+@pytest.mark.inner  # `make quick`'s real DeepSpeed steps: deepspeed.initialize and two optimizer steps per stage
 def test_every_stage_with_bf16_passes_deepspeed_initialize_and_trains():
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "RANK": "0", "WORLD_SIZE": "1",
            "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}  # fmt: skip
