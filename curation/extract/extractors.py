@@ -38,6 +38,7 @@ import abc
 import contextlib
 import functools
 import logging
+import re
 import signal
 import threading
 import unicodedata
@@ -100,6 +101,57 @@ def _warn_no_timer() -> None:
     if not _warned:
         log.warning("extraction runs outside the main thread: the per-page timeout is not enforced")
         _warned = True
+
+
+# Numeric character references (`&#x1;`, `&#65535;`, `&#1`: HTML accepts them without the `;`). A
+# reference of a million digits is one out-of-range reference: `_as_browser` never calls int() on
+# more than 8 significant digits (Python refuses an int() of over 4,300).
+_NUMERIC_REF = re.compile(r"&#(?:[xX]([0-9A-Fa-f]+)|([0-9]+));?")
+
+# HTML's numeric-reference table for 0x80-0x9F (WHATWG HTML, "numeric character reference end
+# state"): browsers read these as windows-1252, the charset pages that write them meant
+_C1_AS_WINDOWS_1252 = {
+    0x80: "\u20ac", 0x82: "\u201a", 0x83: "\u0192", 0x84: "\u201e", 0x85: "\u2026", 0x86: "\u2020",
+    0x87: "\u2021", 0x88: "\u02c6", 0x89: "\u2030", 0x8A: "\u0160", 0x8B: "\u2039", 0x8C: "\u0152",
+    0x8E: "\u017d", 0x91: "\u2018", 0x92: "\u2019", 0x93: "\u201c", 0x94: "\u201d", 0x95: "\u2022",
+    0x96: "\u2013", 0x97: "\u2014", 0x98: "\u02dc", 0x99: "\u2122", 0x9A: "\u0161", 0x9B: "\u203a",
+    0x9C: "\u0153", 0x9E: "\u017e", 0x9F: "\u0178",
+}  # fmt: skip
+
+
+def _xml_char(cp: int) -> bool:
+    """XML 1.0's Char production: what libxml2 (and so trafilatura's tree) can hold."""
+    return (
+        cp in (0x9, 0xA, 0xD) or 0x20 <= cp <= 0xD7FF or 0xE000 <= cp <= 0xFFFD or 0x10000 <= cp <= 0x10FFFF
+    )
+
+
+def _as_browser(m: re.Match[str]) -> str:
+    hexd, dec = m.group(1), m.group(2)
+    digits = (hexd or dec).lstrip("0")
+    cp = int(digits or "0", 16 if hexd else 10) if len(digits) <= 8 else 0x110000
+    if cp == 0 or cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+        return "\ufffd"  # what a browser shows for NUL, surrogates and code points past Unicode
+    if 0x80 <= cp <= 0x9F:
+        return _C1_AS_WINDOWS_1252.get(cp, "")  # the five unmapped ones are controls: nothing shown
+    if not _xml_char(cp):
+        # C0 controls but tab/LF/CR, U+FFFE, U+FFFF: a browser keeps the character (a parse error)
+        # and shows nothing; trafilatura removes every non-printable from its text anyway
+        return ""
+    return m.group(0)  # a valid reference: lxml reads it as it always did
+
+
+def xml_safe_references(html: str) -> str:
+    """`html` with each numeric character reference to a character XML cannot hold replaced as a
+    browser reads it (U+FFFD, windows-1252 for 0x80-0x9F, or nothing), every other one unchanged.
+
+    Why (issue 54): lxml reads `&#x1;` or `&#xFFFE;` into the tree, and trafilatura then returned no
+    text for the whole page (counted `extract_empty`): one stray reference lost a page. Raw control
+    characters are no such trouble (libxml2 drops them as it decodes); references are expanded later,
+    so they are mapped here, before the parser sees them. A page without `&#` is returned as is."""
+    if "&#" not in html:
+        return html
+    return _NUMERIC_REF.sub(_as_browser, html)
 
 
 def _oversize(html: str, limit: int) -> Extracted:
@@ -224,7 +276,7 @@ class Extractor(HtmlExtractor):
         from trafilatura.utils import load_html
 
         keep_joiners(self.cfg.keep_joiners)  # a no-op unless another config ran in this process
-        tree = load_html(html)
+        tree = load_html(xml_safe_references(html))
         if tree is None:
             return None, None
         title = extract_title(tree)
@@ -342,7 +394,7 @@ def page_text(html: str) -> str:
     from lxml.html import fromstring
 
     try:
-        tree = fromstring(html.encode("utf-8", "replace"), parser=_html_parser())
+        tree = fromstring(xml_safe_references(html).encode("utf-8", "replace"), parser=_html_parser())
     except etree.ParserError:  # "Document is empty": nothing but white space or comments
         return ""
     etree.strip_elements(tree, *_NOT_TEXT, with_tail=False)

@@ -126,3 +126,58 @@ def test_the_text_is_what_trafilatura_extract_gives_datatrove(data_dir):
             assert ours.text == theirs, page.name
             compared += 1
     assert compared >= 240
+
+
+# Numeric character references to characters XML cannot hold, in every form (issue 54: one of them
+# made trafilatura return nothing for the whole page, counted extract_empty), with what a browser shows
+# for each: U+FFFD for NUL, surrogates and code points past Unicode, windows-1252 for 0x80-0x9F,
+# nothing for the other controls and U+FFFE/U+FFFF (trafilatura drops non-printables from its text).
+_C0 = [c for c in range(0x20) if c not in (0x9, 0xA, 0xD)]
+INVALID_REFERENCES = {
+    **{f"&#x{c:X};": "" for c in _C0},
+    **{f"&#{c};": "" for c in _C0[::4]},  # the decimal form of a few
+    "&#x1": "",  # no semicolon: HTML reads it all the same
+    "&#x0000001;": "",  # leading zeros
+    "&#xFFFE;": "",
+    "&#xffff;": "",
+    "&#65534;": "",
+    "&#65535;": "",
+    "&#0;": "\ufffd",
+    "&#x0;": "\ufffd",
+    "&#xD800;": "\ufffd",
+    "&#xDBFF;": "\ufffd",
+    "&#xDC00;": "\ufffd",
+    "&#57343;": "\ufffd",  # U+DFFF
+    "&#x110000;": "\ufffd",
+    "&#1114112;": "\ufffd",
+    "&#x7FFFFFFF;": "\ufffd",
+    "&#" + "9" * 5000 + ";": "\ufffd",  # more digits than Python's int() reads
+    "&#x93;": "\u201c",  # windows-1252's left double quotation mark, as browsers read it
+    "&#150;": "\u2013",
+    "&#x81;": "",
+}
+
+
+def _with(html: str, at: int, piece: str) -> str:
+    return html[:at] + f" x{piece}y " + html[at:]
+
+
+def test_invalid_character_references_do_not_lose_the_page(data_dir):
+    """Each reference, put inside the main text of real pages, gives the text of the same page with
+    the character a browser would show written in its place (the page's own text otherwise unchanged);
+    valid references are read as before."""
+    ex = Extractor(ExtractConfig(deduplicate=False))
+    refs = {**INVALID_REFERENCES, "&#x41;": "A", "&#233;": "\u00e9"}
+    lost, pages = 0, 0
+    for _id, html, _ in _aeb(data_dir, 5):  # 2cd093b24c7a0e98 among them lost its text before
+        at = html.find("</p>", len(html) // 2)  # inside the article's body, past its start
+        if at < 0 or ex(html).reason is not None:
+            continue
+        pages += 1
+        expected = {shown: ex(_with(html, at, shown)) for shown in set(refs.values())}
+        for ref, shown in refs.items():
+            assert expected[shown].reason is None, (_id, ref)
+            r = ex(_with(html, at, ref))
+            lost += r.reason is not None
+            assert (r.reason, r.text) == (None, expected[shown].text), (_id, ref[:20], r.reason)
+    assert pages >= 4 and lost == 0
