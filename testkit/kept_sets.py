@@ -1,8 +1,10 @@
 """Run an extract config over WARC files without Spark and compare what two configs keep.
 
-Shared by the cascade's agreement test (tests/curation/test_cascade.py) and its margin sweep
-(bench/curation/cascade_agreement.py): the kept set of a run is {document id: text} over every input file,
-and two runs agree on a document when both keep it with the same text.
+The one kept-set agreement of the project, shared by the cascade's agreement test
+(tests/curation/test_cascade.py) and the benches (bench/harness.py `kept_agreement`, which
+bench/curation/throughput.py reports for the cascade against the full path): the kept set of a run is
+{document id: text} over every input file, and two runs agree on a document when both keep it with the
+same text.
 """
 
 from __future__ import annotations
@@ -80,10 +82,25 @@ class Agreement:
         ]
 
 
+def output_texts(root: Path) -> dict[str, str]:
+    """{id: text} of an extract output folder's documents (docs/*.parquet)."""
+    rows = (
+        r
+        for f in sorted((Path(root) / "docs").glob("*.parquet"))
+        for r in pq.read_table(f, columns=["id", "text"]).to_pylist()
+    )
+    return {r["id"]: r["text"] for r in rows}
+
+
 def agreement(a: KeptRun, b: KeptRun) -> Agreement:
-    ids_a, ids_b = set(a.texts), set(b.texts)
+    return texts_agreement(a.texts, b.texts)
+
+
+def texts_agreement(a: dict[str, str], b: dict[str, str]) -> Agreement:
+    """Two kept sets, {id: text} each: ids kept by both with the same text over ids kept by either."""
+    ids_a, ids_b = set(a), set(b)
     both = ids_a & ids_b
-    differs = sorted(i for i in both if a.texts[i] != b.texts[i])
+    differs = sorted(i for i in both if a[i] != b[i])
     union = ids_a | ids_b
     same = len(both) - len(differs)
     return Agreement(

@@ -1,5 +1,5 @@
 """The 1 MB adversarial inputs of the PII scrubber, shared by tests/curation/test_pii.py (each under 1 s
-per MB, with the matches it must find) and `bench/curation/pii_speed.py --suite` (the same inputs timed)."""
+per MB, with the matches it must find) and `python -m bench.curation.pii_speed --suite` (the same inputs timed)."""
 
 from __future__ import annotations
 

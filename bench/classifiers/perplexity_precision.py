@@ -1,6 +1,6 @@
 """How far the perplexity scorer's faster settings move the scores, on real pages of the shared WARCs.
 
-    python bench/classifiers/perplexity_precision.py --model out/lm/model [--extract DIR] [--compile]
+    python -m bench.classifiers.perplexity_precision --model out/lm/model [--extract DIR] [--compile]
 
 Pages: every response record of the shared WARCs `pages-aeb-181.warc.gz` and
 `pages-trafilatura-eval-part{0..3}.warc.gz` (1,171 real news, blog and other pages) through the
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -37,13 +36,10 @@ import pyarrow.parquet as pq
 import yaml
 from scipy.stats import spearmanr
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere: the checkout's packages and testkit/
-    sys.path.insert(0, str(REPO))
-
-from classifiers.perplexity import PerplexityScorer  # noqa: E402
-from core.selectors import parse_selectors, selection_mask  # noqa: E402
-from testkit.shared_data import REPO_ROOT, shared_data_dir  # noqa: E402
+from bench.harness import table
+from classifiers.perplexity import PerplexityScorer
+from core.selectors import parse_selectors, selection_mask
+from testkit.shared_data import REPO_ROOT, shared_data_dir
 
 WARCS = ("pages-aeb-181.warc.gz", *(f"pages-trafilatura-eval-part{i}.warc.gz" for i in range(4)))
 
@@ -109,8 +105,8 @@ def main() -> None:
             f"no LM at {args.model}: make one with `python -m classifiers train-lm --output out/lm`"
         )
     with tempfile.TemporaryDirectory() as tmp:
-        table = extracted_pages(args.extract or Path(tmp))
-    texts, langs = table.column("text").to_pylist(), table.column("lang").to_pylist()
+        pages = extracted_pages(args.extract or Path(tmp))
+    texts, langs = pages.column("text").to_pylist(), pages.column("lang").to_pylist()
     sets = {
         "English pages": [(t, "en") for t, lang in zip(texts, langs) if lang == "en"],
         "all pages, scored as English": [(t, "en") for t in texts],
@@ -143,10 +139,7 @@ def main() -> None:
             ("max_rel_diff_bpb", "max rel bpb", "{:.1e}"), ("in_band_ref", "in band (fp32)", "{}"),
             ("changed_side", "changed side", "{}"), ("nearest_to_threshold_rel", "nearest to a threshold", "{:.1e}")]  # fmt: skip
     cells = [[fmt.format(r[k]) for k, _, fmt in cols] for r in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (_, h, _) in enumerate(cols)]
-    print("  ".join(h.ljust(w) for (_, h, _), w in zip(cols, widths)))
-    for c in cells:
-        print("  ".join(x.ljust(w) for x, w in zip(c, widths)))
+    print(table([h for _, h, _ in cols], cells, left=2))
     print(json.dumps({"bench": "perplexity_precision", "band": band, "rows": rows}))
 
 

@@ -1,6 +1,6 @@
 """Documents per CPU-second of the perplexity scorer on real web text, its settings side by side, and where the time goes.
 
-    python bench/classifiers/perplexity_throughput.py --model out/lm/model [--max-tokens 512 256] [--repeat 3] [--no-compile]
+    python -m bench.classifiers.perplexity_throughput --model out/lm/model [--max-tokens 512 256] [--repeat 3] [--no-compile]
 
 Settings (one train-lm model folder, format `refinery-lm/2`, every setting with the same weights):
 "before: fp32 head, eager" is the scorer as it was (`head_precision=fp32`); "bf16 head" its default now
@@ -72,20 +72,16 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere: the checkout's packages and testkit/
-    sys.path.insert(0, str(REPO))
-
-from classifiers.data import iter_jsonl  # noqa: E402
-from classifiers.perplexity import FORMAT, HEAD_ROWS, PerplexityScorer  # noqa: E402
-from testkit.shared_data import REPO_ROOT, shared_data_dir  # noqa: E402
+from bench.harness import table
+from classifiers.data import iter_jsonl
+from classifiers.perplexity import FORMAT, HEAD_ROWS, PerplexityScorer
+from testkit.shared_data import REPO_ROOT, shared_data_dir
 
 
 def real_documents() -> list[str]:
@@ -148,7 +144,7 @@ def measure(model: Path, docs: list[str], max_tokens: int, repeat: int, settings
     return rows
 
 
-def table(rows: list[dict]) -> str:
+def settings_table(rows: list[dict]) -> str:
     cols = ["setting", "docs/s/core", "tokens/s", "ms/doc", "tokenize", "forward", "NLL", "other",
             "max rel vs before", "Spearman", "median ppl"]  # fmt: skip
     lines = []
@@ -161,10 +157,7 @@ def table(rows: list[dict]) -> str:
             *(f"{r[k + '_share']:.0%}" for k in ("tokenize", "forward", "nll", "other")),
             f"{r['max_rel_diff_vs_before']:.1e}", f"{r['spearman_vs_before']:.7f}", f"{r['median_perplexity']:.0f}",
         ])  # fmt: skip
-    widths = [max(len(c), *(len(x[i]) for x in lines)) for i, c in enumerate(cols)]
-    out = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
-    out += ["  ".join(x.ljust(w) for x, w in zip(line, widths)) for line in lines]
-    return "\n".join(out)
+    return table(cols, lines)
 
 
 OTHER_OPS = "program: other ops (norms, RoPE, SwiGLU, embedding, node overhead)"
@@ -247,7 +240,7 @@ def main() -> None:
           f"{int(np.median(chars)):,} characters; model {args.model}: {meta['params']:,} params, vocab "
           f"{meta['vocab_size']}, {platform.processor() or platform.machine()}, 1 thread, CPU time; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
-    print(table(rows))
+    print(settings_table(rows))
     total = sum(parts.values())
     print(f"\nwhere the CPU time of the default path goes (eager program, bf16 head; max_tokens="
           f"{args.max_tokens[0]}, profiled run {total:.2f} s):")  # fmt: skip

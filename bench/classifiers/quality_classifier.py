@@ -9,30 +9,26 @@ ROC-AUC, ROC-AUC/precision/recall on DCLM's human-labelled Common Crawl document
 (default 0.5; a recipe would choose its own). Note the extract documents are also the training
 negatives, so the pass count is an in-sample figure.
 
-    python bench/classifiers/quality_classifier.py [--negative out/demo/extract] [--seeds 0 1 2] [--threshold 0.5]
+    python -m bench.classifiers.quality_classifier [--negative out/demo/extract] [--seeds 0 1 2] [--threshold 0.5]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere: the checkout's packages and testkit/
-    sys.path.insert(0, str(REPO))
-
-from classifiers.config import QualityTrainConfig  # noqa: E402
-from classifiers.data import read_inputs  # noqa: E402
-from classifiers.evaluate import evaluate  # noqa: E402
-from classifiers.model import QualityModel  # noqa: E402
-from classifiers.train import train_quality  # noqa: E402
-from testkit.shared_data import REPO_ROOT, shared_data_dir  # noqa: E402
+from bench.harness import table
+from classifiers.config import QualityTrainConfig
+from classifiers.data import read_inputs
+from classifiers.evaluate import evaluate
+from classifiers.model import QualityModel
+from classifiers.train import train_quality
+from testkit.shared_data import REPO_ROOT, shared_data_dir
 
 
 def main() -> None:
@@ -73,12 +69,9 @@ def main() -> None:
                 }
             )
     header = list(rows[0])
-    widths = [max(len(h), *(len(_fmt(r[h])) for r in rows)) for h in header]
     print(f"positives: {', '.join(p.name for p in positives)}; negatives: {args.negative}")
     print(f"human labels: {labelled.name} (n={human['n']}); threshold {args.threshold}")
-    print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
-    for r in rows:
-        print("  ".join(_fmt(r[h]).rjust(w) for h, w in zip(header, widths)))
+    print(table(header, [[_fmt(r[h]) for h in header] for r in rows]))
     aucs = np.array([r["human_auc"] for r in rows])
     print(
         json.dumps(

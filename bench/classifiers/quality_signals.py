@@ -24,7 +24,7 @@ AUC is that of the oriented score (lower-is-better signals negated); the CI is t
 interval of a seeded stratified bootstrap. The table is sorted by AUC; the last line is one JSON
 object with every number and the seconds each part took.
 
-    python bench/classifiers/quality_signals.py [--quality-model DIR] [--lm DIR | --train-lm]
+    python -m bench.classifiers.quality_signals [--quality-model DIR] [--lm DIR | --train-lm]
         [--labelled FILE] [--resamples 2000] [--folds 5] [--seed 0] [--work DIR]
 """
 
@@ -38,15 +38,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere: the checkout's packages and testkit/
-    sys.path.insert(0, str(REPO))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from classifiers.config import EnsembleParams, QualityTrainConfig  # noqa: E402
-from classifiers.ensemble import cross_validated_ensemble, feature_matrix  # noqa: E402
-from classifiers.evaluate import (  # noqa: E402
+from classifiers.config import EnsembleParams, QualityTrainConfig
+from classifiers.ensemble import cross_validated_ensemble, feature_matrix
+from classifiers.evaluate import (
     ALL_STATISTICS,
     BootstrapSettings,
     CrossValidationSettings,
@@ -57,13 +53,15 @@ from classifiers.evaluate import (  # noqa: E402
     read_labelled,
     text_folds,
 )
-from classifiers.metrics import cross_validated_scores  # noqa: E402
-from classifiers.signal_report import evaluate_signals, signals_table  # noqa: E402
-from classifiers.train import train_quality  # noqa: E402
-from curation.config import ExtractJobConfig  # noqa: E402
-from testkit.kept_sets import all_warcs, kept_run  # noqa: E402
-from testkit.shared_data import shared_data_dir  # noqa: E402
-from workflows.pipeline import quality_positives  # noqa: E402
+from classifiers.metrics import cross_validated_scores
+from classifiers.signal_report import evaluate_signals, signals_table
+from classifiers.train import train_quality
+from curation.config import ExtractJobConfig
+from testkit.kept_sets import all_warcs, kept_run
+from testkit.shared_data import shared_data_dir
+from workflows.pipeline import quality_positives
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def demo_quality_model(work: Path, seconds: dict[str, float]) -> Path:

@@ -24,7 +24,7 @@ A second table gives, per language of the Leipzig sentences (langid/leipzig), th
 sentences profanity-check flags when read as English: why the scorer gives null for other languages.
 The last line is one JSON object with every number.
 
-    python bench/classifiers/toxicity.py [--repeats 3]
+    python -m bench.classifiers.toxicity [--repeats 3]
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -44,10 +43,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere: the checkout's packages and testkit/
-    sys.path.insert(0, str(REPO))
-
+from bench.harness import table  # noqa: E402
 from classifiers.config import ToxicityTrainConfig  # noqa: E402
 from classifiers.metrics import binary_metrics  # noqa: E402
 from classifiers.scorer import load_scorer, make_spec  # noqa: E402
@@ -136,13 +132,9 @@ def main() -> None:
         results.append(measure("fastText (windows)", by_scorer(str(out)), data, args.repeats))
 
     cols = list(results[0])
-    widths = [max(len(c), *(len(str(r[c])) for r in results)) for c in cols]
     print(f"texts: {len(TOXIC)} toxic, {len(labelled()) - len(TOXIC)} not (16 hard negatives); "
           f"spliced: {share:.1%} toxic words")  # fmt: skip
-    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
-    print("  ".join("-" * w for w in widths))
-    for r in results:
-        print("  ".join(str(r[c]).ljust(w) for c, w in zip(cols, widths)))
+    print(table(cols, [[r[c] for c in cols] for r in results]))
     langs = language_table(pc, root)
     print("\nclean Leipzig sentences flagged (>= 0.5) by profanity-check read as English:")
     print("  ".join(f"{k} {v:.1%}" for k, v in langs.items()))

@@ -61,8 +61,8 @@ Rows:
 Seconds cover decoding + extraction only (files are read and decompressed beforehand; scoring is
 excluded), single process.
 
-    .venv/bin/python bench/curation/extraction_quality.py              # both datasets, all rows
-    .venv/bin/python bench/curation/extraction_quality.py --limit 50   # quick look
+    .venv/bin/python -m bench.curation.extraction_quality              # both datasets, all rows
+    .venv/bin/python -m bench.curation.extraction_quality --limit 50   # quick look
 """
 
 from __future__ import annotations
@@ -79,18 +79,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere: the checkout's packages and testkit/
-    sys.path.insert(0, str(REPO))
-
-from core.stage import Document, run_stages  # noqa: E402
-from core.stats import Stats  # noqa: E402
-from curation.config import ExtractConfig, ExtractJobConfig  # noqa: E402
-from curation.extract.charset import decode_html  # noqa: E402
-from curation.extract.extractors import Extractor, Resiliparse  # noqa: E402
-from curation.filters.blocks import build_filter_steps  # noqa: E402
-from curation.filters.langid import LanguageIdentifier  # noqa: E402
-from testkit.shared_data import shared_data_dir  # noqa: E402
+from core.stage import Document, run_stages
+from core.stats import Stats
+from curation.config import ExtractConfig, ExtractJobConfig
+from curation.extract.charset import decode_html
+from curation.extract.extractors import Extractor, Resiliparse
+from curation.filters.blocks import build_filter_steps
+from curation.filters.langid import LanguageIdentifier
+from testkit.shared_data import shared_data_dir
 
 # ---------------------------------------------------------------------------------------------
 # article-extraction-benchmark metric (scrapinghub/article-extraction-benchmark, evaluate.py)

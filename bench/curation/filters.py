@@ -1,6 +1,6 @@
 """Per-document time of our four filter blocks against datatrove's, on the same real documents.
 
-    PYTHONPATH=. .venv/bin/python bench/curation/filters.py [--passes 2] [--cache /tmp/refinery-filters-corpus.json]
+    .venv/bin/python -m bench.curation.filters [--passes 2] [--cache /tmp/refinery-filters-corpus.json]
 
 Documents: every page of the shared WARCs that trafilatura extracts, plus the extraction eval
 sets' texts (testkit/filter_corpus.py; extracted once and kept in --cache, outside the repo).
@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
+from bench.harness import table
 from core.stage import Document, Drop, build_stage
 from curation.config import FiltersConfig
 from testkit.filter_corpus import cached_texts
@@ -126,15 +124,13 @@ def ngram_rows(texts) -> str:
     )
 
 
-def table(secs: dict[str, list[float]], n: int, title: str) -> str:
-    rows = [title, f"{'block':<20} {'datatrove ms/doc':>17} {'ours ms/doc':>12} {'speed-up':>9}"]
-    for k, (dt, ours) in secs.items():
-        rows.append(f"{k:<20} {1e3 * dt / n:>17.3f} {1e3 * ours / n:>12.3f} {dt / ours:>8.1f}x")
+def speed_table(secs: dict[str, list[float]], n: int, title: str) -> str:
     dt_sum, ours_sum = (sum(secs[k][s] for k in KEYS) for s in (0, 1))
-    rows.append(
-        f"{'sum of the four':<20} {1e3 * dt_sum / n:>17.3f} {1e3 * ours_sum / n:>12.3f} {dt_sum / ours_sum:>8.1f}x"
-    )
-    return "\n".join(rows)
+    rows = [
+        [k, f"{1e3 * dt / n:.3f}", f"{1e3 * ours / n:.3f}", f"{dt / ours:.1f}x"]
+        for k, (dt, ours) in [*secs.items(), ("sum of the four", (dt_sum, ours_sum))]
+    ]
+    return title + "\n" + table(["block", "datatrove ms/doc", "ours ms/doc", "speed-up"], rows)
 
 
 def main() -> None:
@@ -153,7 +149,7 @@ def main() -> None:
     for p in range(1, args.passes + 1):
         secs = one_pass(texts, ours, theirs)
         title = f"pass {p} ({'cold caches' if p == 1 else 'warm'}), load average {os.getloadavg()[0]:.1f}"
-        print(table(secs, n, title))
+        print(speed_table(secs, n, title))
     print(ngram_rows(texts))
 
 

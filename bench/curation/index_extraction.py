@@ -18,7 +18,7 @@ without Spark: the CPU figure includes the server thread's), documents written. 
 the index path must be exactly the whole path's documents of the selected records (checked).
 Load is printed: on a shared 2-core machine wall times are noisy; bytes are not.
 
-    .venv/bin/python bench/curation/index_extraction.py [--skip-extract] [--warcs a.warc.gz,b.warc.gz]
+    .venv/bin/python -m bench.curation.index_extraction [--skip-extract] [--warcs a.warc.gz,b.warc.gz]
 """
 
 from __future__ import annotations
@@ -27,28 +27,23 @@ import argparse
 import json
 import os
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(REPO))
+import pyarrow.dataset as ds
+import urllib3
 
-import pyarrow.dataset as ds  # noqa: E402
-import urllib3  # noqa: E402
-
-from core.output import OutputDir, unit_name  # noqa: E402
-from core.runner import run_unit  # noqa: E402
-from curation.config import ExtractJobConfig  # noqa: E402
-from curation.index.ccindex import build_index  # noqa: E402
-from curation.index.fetch import RangeFetcher, RecordRange  # noqa: E402
-from curation.index.job import open_index, plan_bytes, plan_tasks, process_index_unit, select_records  # noqa: E402
-from curation.index.where import parse_where  # noqa: E402
-from curation.pipeline import process_unit  # noqa: E402
-from testkit.range_server import serving  # noqa: E402
-from testkit.shared_data import shared_data_dir  # noqa: E402
+from core.output import OutputDir, unit_name
+from core.runner import run_unit
+from curation.config import ExtractJobConfig
+from curation.index.ccindex import build_index
+from curation.index.fetch import RangeFetcher, RecordRange
+from curation.index.job import open_index, plan_bytes, plan_tasks, process_index_unit, select_records
+from curation.index.where import parse_where
+from curation.pipeline import process_unit
+from testkit.range_server import serving
+from testkit.shared_data import shared_data_dir
 
 WHERE = "content_digest LIKE 'A%' OR content_digest LIKE 'B%' OR content_digest LIKE 'C%'"
 

@@ -24,7 +24,7 @@ shipped lid.176 table (configs/languages/models/lid176.yaml, `python -m curation
 measured on each Leipzig file's first 500 sentences, so the table reads documents from sentence
 `--kept-from` (default 500) on: text the calibration did not see.
 
-    .venv/bin/python bench/curation/langid_accuracy.py [--max-per-lang 1000] [--docs 20]
+    .venv/bin/python -m bench.curation.langid_accuracy [--max-per-lang 1000] [--docs 20]
 """
 
 from __future__ import annotations
@@ -37,11 +37,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(REPO))
-
-from core.languages import LID176, MACROLANGUAGE, LanguageCodeError, LanguageSet, split_code  # noqa: E402
+from bench.harness import table
+from core.languages import LID176, MACROLANGUAGE, LanguageCodeError, LanguageSet, split_code
 
 
 def nameable(gold: str) -> bool:
@@ -103,18 +100,25 @@ def macro(acc: dict[str, tuple[int, float]]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def table(name: str, acc: dict[str, tuple[int, float]], docs: dict[str, tuple[int, float]] | None) -> str:
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.split("\n"))
+
+
+def accuracy_table(
+    name: str, acc: dict[str, tuple[int, float]], docs: dict[str, tuple[int, float]] | None
+) -> str:
     lines = [f"{name}: accuracy per language (hit: LanguageSet([gold]) contains lid.176's canonical code)"]
-    head = f"  {'lang':<6} {'n':>6} {'accuracy':>9}" + (f" {'docs n':>7} {'docs acc':>9}" if docs else "")
-    lines.append(head)
+    head = ["lang", "n", "accuracy", *(["docs n", "docs acc"] if docs else [])]
+    rows = []
     for gold in sorted(acc, key=lambda g: (acc[g][1], g)):
         if not nameable(gold):
             continue
         n, a = acc[gold]
-        row = f"  {gold:<6} {n:>6} {100 * a:>8.1f}%"
-        if docs and gold in docs:
-            row += f" {docs[gold][0]:>7} {100 * docs[gold][1]:>8.1f}%"
-        lines.append(row)
+        row = [gold, n, f"{100 * a:.1f}%"]
+        if docs:
+            row += [docs[gold][0], f"{100 * docs[gold][1]:.1f}%"] if gold in docs else ["", ""]
+        rows.append(row)
+    lines.append(_indent(table(head, rows)))
     m = macro(acc)
     tail = f"  macro average over {sum(nameable(g) for g in acc)} languages: {100 * m:.1f}%" if m else ""
     if docs and macro(docs) is not None:
@@ -148,11 +152,16 @@ def kept_at_threshold(lid, data: dict[str, list[str]], size: int) -> dict[str, t
 def kept_table(kept: dict[str, tuple[int, float, float]], size: int) -> str:
     lines = [
         f"Leipzig documents of {size} sentences named correctly: share kept at the threshold they are judged by",
-        f"  {'lang':<6} {'named':>6} {'threshold':>9} {'kept':>7}",
+        _indent(
+            table(
+                ["lang", "named", "threshold", "kept"],
+                [
+                    [g, kept[g][0], f"{kept[g][2]:.3f}", f"{100 * kept[g][1]:.1f}%"]
+                    for g in sorted(kept, key=lambda g: (kept[g][1], g))
+                ],
+            )
+        ),
     ]
-    for gold in sorted(kept, key=lambda g: (kept[g][1], g)):
-        n, k, t = kept[gold]
-        lines.append(f"  {gold:<6} {n:>6} {t:>9.3f} {100 * k:>6.1f}%")
     under = sorted(g for g, (_, k, _t) in kept.items() if k < 0.9)
     lines.append(f"  under 90% kept ({len(under)} of {len(kept)}): {', '.join(under) or '-'}")
     return "\n".join(lines)
@@ -192,9 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     lz_acc = accuracy(predict, lz)
     lz_docs = accuracy(predict, {g: documents(s, args.docs) for g, s in lz.items()}) if args.docs else None
     tt_acc = accuracy(predict, tatoeba(root / "tatoeba_long.tsv", args.max_per_lang))
-    print(table("Leipzig sentences", lz_acc, lz_docs))
+    print(accuracy_table("Leipzig sentences", lz_acc, lz_docs))
     print()
-    print(table("Tatoeba long sentences", tt_acc, None))
+    print(accuracy_table("Tatoeba long sentences", tt_acc, None))
     kept = None
     if args.kept_docs:
         from curation.language_settings import FOLDER

@@ -6,9 +6,9 @@ The same WARCs through two pipelines with the same per-language settings, on the
                   `label_only`: it labels, `PerLanguageLID` judges) -> per-language GopherRepetition,
                   GopherQuality, C4Quality (English only) and FineWebQuality -> ParquetWriter(zstd),
                   under LocalPipelineExecutor(tasks=<n files>, workers=<cores>): throughput.py's
-                  pipeline with the judges swapped (`throughput.datatrove_pipeline(judges=...)`).
+                  pipeline with the judges swapped (`sides.datatrove_pipeline(judges=...)`).
   (b) ours        the preset, `configs/extract-multilingual.yaml`, through `process_file` mapped by a
-                  Pool(<cores>) (throughput.py's `run_pool`); `--spark` adds the Spark job as well.
+                  Pool(<cores>) (bench/curation/sides.py's `run_pool`); `--spark` adds the Spark job as well.
 
 Same settings on both sides. Each document's language is lid.176's top label read as a canonical code
 (`core.languages.from_lid176`: `ru` -> `rus_Cyrl`); its settings are `settings_for(code)`
@@ -46,7 +46,7 @@ sides: datatrove builds its blocks, tokenizers and LID model lazily in each task
 stages once per worker process and each language's blocks on first use. pages/s/core = pages in /
 (wall x cores); CPU s: the run's process tree from /proc.
 
-    .venv/bin/python bench/curation/multilingual.py [--cores 2] [--timeout 5] [--min-pages 20]
+    .venv/bin/python -m bench.curation.multilingual [--cores 2] [--timeout 5] [--min-pages 20]
         [--input FILES ...] [--spark] [--large-mb M] [--keep] [--verbose]
 
 The last line printed is JSON: both sides' pages/s/core, the ratio, agreement per language.
@@ -65,26 +65,23 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(REPO))
+from datatrove.pipeline.filters.base_filter import BaseFilter
 
-from datatrove.pipeline.filters.base_filter import BaseFilter  # noqa: E402
-
-from bench.curation.throughput import (  # noqa: E402
+from bench.curation.sides import (
     LocalLanguageFilter,
     Run,
-    _table,
     large_inputs,
     resolve_files,
     run_datatrove,
     run_pool,
     run_spark,
     start_spark,
-    stderr_to,
 )
-from curation.config import DATATROVE_FILTERS, ExtractJobConfig  # noqa: E402
-from curation.filters.langid import default_model_path  # noqa: E402
+from bench.harness import stderr_to, table
+from curation.config import DATATROVE_FILTERS, ExtractJobConfig
+from curation.filters.langid import default_model_path
+
+REPO = Path(__file__).resolve().parents[2]
 
 PRESET = REPO / "configs" / "extract-multilingual.yaml"
 DEFAULT_FILES = (
@@ -317,10 +314,10 @@ def agreement(
 
 def report(groups: list[list[Run]], rows: list[dict], args: argparse.Namespace, files: list[str]) -> str:
     """`groups`: runs over the same inputs, datatrove's first (its rate is the group's `vs dt` base)."""
-    table = []
+    run_rows = []
     for group in groups:
         base, base_cpu = group[0].per_core(), group[0].pages_in / group[0].cpu
-        table += [
+        run_rows += [
             [
                 r.name,
                 f"{r.wall:.1f}",
@@ -338,7 +335,7 @@ def report(groups: list[list[Run]], rows: list[dict], args: argparse.Namespace, 
         f"Multilingual curation: {len(files)} WARC files, {args.cores} cores, preset {PRESET.name}; "
         "set-up included on both sides",
         "",
-        _table(
+        table(
             [
                 "run",
                 "wall s",
@@ -350,7 +347,7 @@ def report(groups: list[list[Run]], rows: list[dict], args: argparse.Namespace, 
                 "pages/CPU-s",
                 "vs dt",
             ],
-            table,
+            run_rows,
         ),
         "  Set-up is in every row on both sides: datatrove builds its blocks, word tokenizers (a spaCy "
         "language class is 1-2 s to load) and LID model in every task, ours once per worker process and "
@@ -358,7 +355,7 @@ def report(groups: list[list[Run]], rows: list[dict], args: argparse.Namespace, 
         "",
         f"Kept-set agreement per language (>= {args.min_pages} pages as labelled by datatrove's LID; "
         "both / either, by WARC record id, over the pages both readers take)",
-        _table(
+        table(
             ["lang", "pages", "kept by both", "ours only", "datatrove only", "agreement"],
             [
                 [

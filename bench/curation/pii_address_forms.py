@@ -16,7 +16,7 @@ postal conventions (Deutsche Post, PostNL, bpost, PostNord, Posten, Posti, La Po
 Poste Italiane, CTT, Correios, Poczta Polska, Magyar Posta, Omniva), house numbers are random,
 postal codes random within each country's format, and the sentences are new.
 
-    PYTHONPATH=$PWD python bench/curation/pii_address_forms.py [--n 1000] [--seed 23] [--show 20]
+    python -m bench.curation.pii_address_forms [--n 1000] [--seed 23] [--show 20]
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ are random within each plan's leading-digit rules, and the sentences are new. Va
 (letters) and bare national digit runs (no separator, no "+"; indistinguishable from order ids)
 are not generated: the PII spec leaves them out.
 
-    PYTHONPATH=$PWD python bench/curation/pii_phone_forms.py [--n 1000] [--seed 19] [--show 20]
+    python -m bench.curation.pii_phone_forms [--n 1000] [--seed 19] [--show 20]
 """
 
 from __future__ import annotations

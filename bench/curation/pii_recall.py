@@ -20,8 +20,8 @@ Metrics, per type:
   and B") and bare fragments of a split address ("28030", "Apt. 297", "Suite 501"). A span is
   eligible when it holds a US/UK/Canadian street line (`ADDRESS_FORM`: house number, 1-4 words,
   one of the common street types of the three countries), a PO box or a military address; the
-  issue's aim is stated over all 598 (recall(all)), which bench/curation/pii_address_classes.py breaks
-  down by form.
+  issue's aim is stated over all 598 (recall(all)), which docs/benchmarks.md breaks down by
+  form (measured at aa09315 by a bench since removed).
 - predicted: spans `scrub` replaced; tp: predicted spans overlapping a gold span of the same type.
 - precision = tp / predicted; recall = gold spans overlapped by a predicted span of the same type,
   over all gold spans and over the eligible ones. Overlap is any shared character, for every type
@@ -37,7 +37,7 @@ on full-length documents.
 Ends with one JSON line: per-type precision/recall, phone recall on the second generator, and
 matches per MB of the Wikipedia sample (all false positives: it holds no contact details).
 
-    python bench/curation/pii_recall.py [--data PATH] [--repeats 5] [--no-background] [--show]
+    python -m bench.curation.pii_recall [--data PATH] [--repeats 5] [--no-background] [--show]
 """
 
 from __future__ import annotations
@@ -52,14 +52,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere: the checkout's packages and testkit/
-    sys.path.insert(0, str(REPO))
-
-from bench.curation.pii_address_forms import generate as generate_address_records  # noqa: E402
-from bench.curation.pii_phone_forms import generate as generate_phone_records  # noqa: E402
-from curation.pii.scrub import PII_TYPES, find_pii, iban_valid, luhn_valid, scrub  # noqa: E402
-from testkit.shared_data import shared_data_dir  # noqa: E402
+from bench.curation.pii_address_forms import generate as generate_address_records
+from bench.curation.pii_phone_forms import generate as generate_phone_records
+from bench.harness import table
+from curation.pii.scrub import PII_TYPES, find_pii, iban_valid, luhn_valid, scrub
+from testkit.shared_data import shared_data_dir
 
 # Presidio entity type -> our PII type. IP_ADDRESS covers IPv4 and IPv6 in both.
 GOLD_TYPES: dict[str, str] = {
@@ -203,7 +200,7 @@ def _fmt(x: float | None) -> str:
 
 def format_table(stats: dict[str, TypeStats]) -> str:
     header = ("type", "gold", "eligible", "predicted", "tp", "precision", "recall(all)", "recall(elig)")
-    rows = [header]
+    rows = []
     total = TypeStats()
     for pii_type, st in stats.items():
         rows.append(
@@ -232,10 +229,7 @@ def format_table(stats: dict[str, TypeStats]) -> str:
             _fmt(total.recall_eligible),
         )
     )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows
-    )
+    return table(header, rows)
 
 
 def background_hits(path: Path) -> tuple[int, float, dict[str, list[str]]]:

@@ -19,7 +19,7 @@ overlap resolution and replacement). Each cell is the best of `--repeats` runs, 
 seconds, or with `--clock cpu` in this process's CPU seconds: on a machine shared with other
 jobs wall time is inflated by whatever else runs (2x on a loaded 2-core box), CPU time much less.
 
-    PYTHONPATH=$PWD python bench/curation/pii_speed.py [--repeats 2] [--budget 1.0] [--suite] [--clock cpu]
+    python -m bench.curation.pii_speed [--repeats 2] [--budget 1.0] [--suite] [--clock cpu]
 """
 
 from __future__ import annotations
@@ -30,15 +30,10 @@ import random
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere: the checkout's packages and testkit/
-    sys.path.insert(0, str(REPO))
-
-from curation.pii.scrub import PII_TYPES, PiiConfig, find_pii, scrub  # noqa: E402
-from testkit.pii_inputs import ADVERSARIAL, MB, fill  # noqa: E402
-from testkit.shared_data import shared_data_dir  # noqa: E402
+from curation.pii.scrub import PII_TYPES, PiiConfig, find_pii, scrub
+from testkit.pii_inputs import ADVERSARIAL, MB, fill
+from testkit.shared_data import shared_data_dir
 
 WIKI = "quality/enwiki_sample_articles.jsonl"
 

@@ -8,7 +8,7 @@ the settings interleaved in each repeat, on one warm SparkSession (started first
 job that starts Spark's Python workers, as bench/curation/throughput.py does).
 
 Per run: wall seconds; CPU seconds of the whole process tree (driver, JVM, Python workers) from
-/proc (bench/curation/throughput.py's `tree_cpu_seconds`); CPU utilisation = CPU / (cores x wall),
+/proc (bench/harness.py's `Clock`); CPU utilisation = CPU / (cores x wall),
 the measure of the issue's target (>= 90 % of the cores given); task occupancy = summed task walls
 / (cores x wall) (from stats/<unit>.json: cores that had a task, whatever the machine's load gave
 them); tail idle = core-seconds idle after each core's last task, until the last task ends. The
@@ -19,7 +19,7 @@ The 1 GB estimate replays the measured ranges' seconds per byte over the units a
 at each split, scheduled greedily in unit order on N cores as Spark hands tasks to free cores
 (a model, printed as such; a per-task overhead measured from the runs is added to each unit).
 
-    .venv/bin/python bench/curation/ranges.py [--cores 2] [--size-mb 100] [--splits none,32,8]
+    .venv/bin/python -m bench.curation.ranges [--cores 2] [--size-mb 100] [--splits none,32,8]
         [--repeat 1] [--keep]
 """
 
@@ -30,18 +30,13 @@ import itertools
 import json
 import os
 import shutil
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(REPO))
-
-from bench.curation.throughput import child_pids, our_tasks, tree_cpu_seconds  # noqa: E402
-from curation.config import ExtractJobConfig, ReaderConfig  # noqa: E402
-from testkit.shared_data import shared_data_dir  # noqa: E402
+from bench.curation.sides import our_tasks, start_spark
+from bench.harness import Clock
+from curation.config import ExtractJobConfig, ReaderConfig
+from testkit.shared_data import shared_data_dir
 
 SOURCES = (
     "pages-trafilatura-eval-part0.warc.gz",
@@ -67,29 +62,17 @@ def build_warc(path: Path, size_mb: int) -> int:
         return out.tell()
 
 
-def start_spark(cores: int) -> set[int]:
-    """A warm session started as `extract` starts its own (curation/spark_daemon.py's daemon)."""
-    from core.spark import get_spark
-    from curation.pipeline import SPARK_CONF
-
-    before = child_pids()
-    spark = get_spark(f"local[{cores}]", "refinery-extract", SPARK_CONF)
-    spark.sparkContext.parallelize(range(cores), cores).map(lambda x: x + 1).collect()
-    return child_pids() - before
-
-
 def run_once(warcs: list[str], reader: ReaderConfig, cores: int, out: Path, spark_pids: set[int]) -> dict:
     """One `extract` run of the files with this reader section, measured (see the module doc)."""
     from core.spark import SparkOptions
     from curation.job import run_extract
 
     cfg = ExtractJobConfig().replace(reader=reader)
-    roots = {os.getpid(), *spark_pids}
     load = os.getloadavg()[0]
-    c0, t0 = tree_cpu_seconds(roots), time.time()
-    res = run_extract(warcs, str(out), cfg, spark=SparkOptions(f"local[{cores}]", progress=False))
-    wall, cpu = time.time() - t0, tree_cpu_seconds(roots) - c0
-    tasks = our_tasks(out, t0)
+    with Clock(roots={os.getpid(), *spark_pids}) as clock:
+        res = run_extract(warcs, str(out), cfg, spark=SparkOptions(f"local[{cores}]", progress=False))
+    wall, cpu = clock.wall, clock.cpu
+    tasks = our_tasks(out, clock.t0)
     ends = sorted(e for _, e in tasks)
     units = [json.loads(p.read_text()) for p in (out / "stats").glob("*.json")]
     return {
@@ -141,7 +124,7 @@ def main() -> None:
         size = build_warc(warc, args.size_mb)
         warc.read_bytes()  # page cache warm for every run alike
         print(f"{warc}: {size / MB:.1f} MiB; cores {args.cores}; load {os.getloadavg()}", flush=True)
-        spark_pids = start_spark(args.cores)
+        *_, spark_pids = start_spark(args.cores)  # the session extract starts, its Python workers up
         runs = []
         for rep in range(args.repeat):
             for split in splits:

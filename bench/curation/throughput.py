@@ -65,7 +65,10 @@ idle at the tail). Task walls: ours from `stats/<unit>.json` "seconds", datatrov
 timestamps of its per-task logs. Files run largest first on every side (one WARC is one task; five
 of the nine default files hold almost all pages), with the page cache warmed beforehand.
 
-    .venv/bin/python bench/curation/throughput.py [--cores 2] [--repeat 1] [--timeout 5]
+The sides (datatrove's pipeline, `run_pool`, `run_spark`) are bench/curation/sides.py's, shared with
+bench/curation/multilingual.py; the clock, the kept-set agreement and the tables are bench/harness.py's.
+
+    .venv/bin/python -m bench.curation.throughput [--cores 2] [--repeat 1] [--timeout 5]
         [--input FILES/GLOBS/FOLDERS ...] [--large-mb M] [--dt-writer parquet|none] [--no-preload] [--keep]
         [--verbose]
 
@@ -80,421 +83,34 @@ tldextract on its bundled suffix list), so "pages in" counts pages past the URL 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
 import json
-import multiprocessing
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(REPO))
-
-from datatrove.pipeline.filters import LanguageFilter, URLFilter  # noqa: E402
-from datatrove.utils.lid import FT176LID  # noqa: E402
-
-from curation.config import DATATROVE_FILTERS, ExtractConfig, ExtractJobConfig  # noqa: E402
-from curation.filters.langid import default_model_path  # noqa: E402
-from testkit.shared_data import shared_data_dir  # noqa: E402
-
-DEFAULT_FILES = (
-    "pages-aeb-181.warc.gz",
-    "pages-trafilatura-eval-part0.warc.gz",
-    "pages-trafilatura-eval-part1.warc.gz",
-    "pages-trafilatura-eval-part2.warc.gz",
-    "pages-trafilatura-eval-part3.warc.gz",
-    "cc-main-2020-34-sample.warc.gz",
-    "cc-main-2024-22-whirlwind.warc.gz",
-    "crawl-2024-sample-0000.warc.gz",
-    "crawl-2024-sample-0001.warc.gz",
+from bench.curation.sides import (
+    OUR_STAGES,
+    Run,
+    large_inputs,
+    resolve_files,
+    run_datatrove,
+    run_pool,
+    run_spark,
+    start_spark,
 )
+from bench.harness import kept_agreement, stderr_to, table
+from curation.config import DATATROVE_FILTERS, ExtractConfig, ExtractJobConfig
+from curation.filters.langid import default_model_path
+from testkit.shared_data import REPO_ROOT
 
 MAX_SETUP_SHARE = 0.5
 """Above this share of a run's core-seconds in set-up, no steady-state rate is derived from it."""
-
-# Our funnel rows, each with the datatrove block doing the same work, in pipeline order.
-DT_STAGES = ("read", "url_filter", "extract", "langid", *(f"filter:{k}" for k in DATATROVE_FILTERS), "write")
-# Ours add the cascade's pre-check (no datatrove block: datatrove extracts every page).
-OUR_STAGES = ("read", "url_filter", "prelid", *DT_STAGES[2:])
-
-
-# ---------------------------------------------------------------------------------------------
-# datatrove with the local lid.176.ftz (no network here: FT176LID would download lid.176.bin)
-# ---------------------------------------------------------------------------------------------
-
-
-class LocalFT176LID(FT176LID):
-    """datatrove's lid.176 backend (its own predict()), loading a local model file."""
-
-    def __init__(self, languages: list[str] | None, model_path: str) -> None:
-        super().__init__(languages)
-        self.model_path = model_path
-
-    @property
-    def model(self):
-        if self._model is None:
-            from fasttext.FastText import _FastText
-
-            self._model = _FastText(self.model_path)
-        return self._model
-
-
-class LocalURLFilter(URLFilter):
-    """datatrove's URLFilter (its own `filter()`, FineWeb's lists) with tldextract's bundled suffix
-    list: TLDExtract() would fetch the public suffix list, and nothing here reaches the network."""
-
-    def __init__(self) -> None:
-        from tldextract import TLDExtract
-
-        super().__init__()
-        self.tldextractor = TLDExtract(suffix_list_urls=())
-
-
-class LocalLanguageFilter(LanguageFilter):
-    """datatrove's LanguageFilter (its own `filter()`, unchanged) on LocalFT176LID.
-
-    PipelineStep.__new__ checks LanguageFilter's dependencies, which include `fasteners`: it is
-    only used to lock the model download, which this class does not do, and it is not installed.
-    """
-
-    def __new__(cls, *args: Any, **kwargs: Any):
-        return object.__new__(cls)
-
-    def __init__(self, model_path: str, languages: list[str] | None, language_threshold: float) -> None:
-        super().__init__(languages=languages, language_threshold=language_threshold)
-        self.model = LocalFT176LID(self.languages, model_path)
-
-
-def datatrove_pipeline(
-    data_folder: str,
-    paths_file: str,
-    cfg: ExtractJobConfig,
-    timeout: float,
-    writer_dir: str | None,
-    judges: list | None = None,
-) -> list:
-    """Reader, URL filter and extractor as FineWeb runs them, then `judges` (default: the LanguageFilter
-    and the four blocks of `cfg`; bench/curation/multilingual.py gives per-language ones), then the writer."""
-    from datatrove.pipeline import filters as dt_filters
-    from datatrove.pipeline.extractors import Trafilatura
-    from datatrove.pipeline.readers import WarcReader
-    from datatrove.pipeline.writers import ParquetWriter
-
-    # The classes by reference (`bench.curation.throughput.…`, importable in datatrove's workers),
-    # not as `__main__.…`, which dill would pickle by value.
-    here = importlib.import_module("bench.curation.throughput")
-    pipeline = [
-        WarcReader(data_folder, paths_file=paths_file, limit=-1),
-        here.LocalURLFilter(),
-        Trafilatura(
-            favour_precision=cfg.extract.favor_precision,
-            timeout=timeout,
-            deduplicate=cfg.extract.deduplicate,
-            include_tables=cfg.extract.include_tables,  # datatrove hard-codes include_comments=False
-            fast=cfg.extract.fast,  # passed on to trafilatura.extract
-        ),
-    ]
-    if judges is None:
-        judges = [
-            here.LocalLanguageFilter(
-                model_path=cfg.langid.model_path or default_model_path(),
-                languages=list(cfg.langid.languages) or None,
-                language_threshold=cfg.langid.threshold,
-            ),
-            *(getattr(dt_filters, DATATROVE_FILTERS[k])(**kw) for k, kw in cfg.filters.enabled().items()),
-        ]
-    pipeline += judges
-    if writer_dir is not None:
-        pipeline.append(ParquetWriter(writer_dir, compression="zstd"))
-    return pipeline
-
-
-# ---------------------------------------------------------------------------------------------
-# CPU time of a process tree, from /proc
-# ---------------------------------------------------------------------------------------------
-
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu_seconds(roots: set[int], exclude: set[int] = frozenset()) -> float:
-    """CPU seconds used so far by `roots` and their live descendants, subtrees in `exclude` left out.
-
-    Each live process counts utime+stime plus cutime+cstime (the CPU of its children that exited
-    and were reaped): a process's CPU is then counted once, in itself while alive, in its reaper
-    after. A delta of two calls is the CPU the tree used in between.
-    """
-    procs: dict[int, tuple[int, int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        procs[int(name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
-    children: dict[int, list[int]] = defaultdict(list)
-    for pid, (ppid, _) in procs.items():
-        children[ppid].append(pid)
-    ticks, stack, seen = 0, list(roots), set()
-    while stack:
-        pid = stack.pop()
-        if pid in seen or pid in exclude or pid not in procs:
-            continue
-        seen.add(pid)
-        ticks += procs[pid][1]
-        stack.extend(children[pid])
-    return ticks / _CLK_TCK
-
-
-def child_pids() -> set[int]:
-    me = os.getpid()
-    out = set()
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            with contextlib.suppress(OSError), open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-                if int(stat[stat.rindex(")") + 2 :].split()[1]) == me:
-                    out.add(int(name))
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# results
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class StageRow:
-    docs_in: int = 0
-    docs_out: int = 0
-    seconds: float = 0.0
-    timeouts: int = 0  # pages dropped by the extraction timeout
-
-
-@dataclass
-class Run:
-    name: str
-    wall: float
-    cpu: float  # CPU seconds of the run's process tree
-    cores: int
-    stages: dict[str, StageRow]  # keyed by our stage names
-    tasks: list[tuple[float, float]]  # (start, end) of each task (one per file), seconds after the call
-    failed: list[str] = field(default_factory=list)
-
-    @property
-    def task_seconds(self) -> float:
-        return sum(e - s for s, e in self.tasks)
-
-    @property
-    def first_task_s(self) -> float:
-        return min(s for s, _ in self.tasks)
-
-    def outside_tasks(self) -> dict[str, float]:
-        """cores x wall minus the task walls, in core-seconds: before the first task, cores idle at the
-        tail (no task left for them), after the last task, and the rest (hand-offs between tasks)."""
-        ends = sorted(e for _, e in self.tasks)
-        last = ends[-1]
-        parts = {
-            "start": self.cores * self.first_task_s,
-            "tail idle": sum(last - e for e in ends[-self.cores :]),
-            "end": self.cores * (self.wall - last),
-        }
-        parts["between tasks"] = self.cores * self.wall - self.task_seconds - sum(parts.values())
-        return parts
-
-    @property
-    def pages_in(self) -> int:
-        """Pages past the URL filter: what extraction (or the cascade's pre-check before it) receives."""
-        first = self.stages.get("prelid") or self.stages["extract"]
-        return first.docs_in
-
-    @property
-    def kept(self) -> int:
-        last = [s for s in OUR_STAGES if s.startswith("filter:") and s in self.stages][-1]
-        return self.stages[last].docs_out
-
-    @property
-    def stage_seconds(self) -> float:
-        return sum(s.seconds for s in self.stages.values())
-
-    def per_core(self, extra_wall: float = 0.0) -> float:
-        return self.pages_in / ((self.wall + extra_wall) * self.cores)
-
-    def setup_core_s(self, task_setup: float) -> float:
-        """Core-seconds of this run that are set-up, counted the same way on every side: the time
-        before its first task starts (x cores: executor or Spark job start, nothing else can run),
-        plus each task's own set-up, `task_setup` seconds (measured by `probe_setup`) per task."""
-        return self.cores * self.first_task_s + len(self.tasks) * task_setup
-
-    def steady_per_core(self, task_setup: float) -> float:
-        """pages/s/core with set-up excluded: pages in / (cores x wall - set-up core-seconds)."""
-        return self.pages_in / (self.cores * self.wall - self.setup_core_s(task_setup))
-
-
-def our_stages(stats: dict[str, Any]) -> dict[str, StageRow]:
-    return {
-        st["stage"]: StageRow(
-            st["docs_in"], st["docs_out"], st["seconds"], st.get("drops", {}).get("extract_timeout", 0)
-        )
-        for st in stats["stages"]
-    }
-
-
-def our_tasks(out: Path, t0: float) -> list[tuple[float, float]]:
-    """(start, end) of each file's task after `t0`, from stats/<unit>.json ("started", "seconds")."""
-    tasks = []
-    for p in (out / "stats").glob("*.json"):
-        d = json.loads(p.read_text())
-        tasks.append((d["started"] - t0, d["started"] + d["seconds"] - t0))
-    return tasks
-
-
-def _total(v: Any) -> float:
-    """A stat's total as datatrove's stats.json stores it: a bare number, or a dict with "total"."""
-    if isinstance(v, dict):
-        return v.get("total", 0)
-    return getattr(v, "total", v) or 0
-
-
-def datatrove_stages(logging_dir: Path, with_writer: bool) -> dict[str, StageRow]:
-    """Our stage name -> datatrove block counts and seconds, from the merged stats.json."""
-    blocks = json.loads((logging_dir / "stats.json").read_text())
-    names = list(DT_STAGES) if with_writer else list(DT_STAGES[:-1])
-    if len(blocks) != len(names):
-        raise RuntimeError(f"datatrove stats.json has {len(blocks)} blocks, expected {len(names)}")
-    rows = {}
-    for name, block in zip(names, blocks):
-        s, secs = block["stats"], _total(block["time_stats"])
-        if name == "read":
-            n = int(_total(s.get("documents", 0)))
-            rows[name] = StageRow(n, n, secs)
-        else:
-            total = int(_total(s.get("total", 0)))
-            out = total if name == "write" else int(_total(s.get("forwarded", 0)))
-            rows[name] = StageRow(total, out, secs, int(_total(s.get("timeout", 0))))
-    return rows
-
-
-_LOG_TS = re.compile(r"^(?:\[NODE \d+\] )?(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) \|")
-
-
-def datatrove_tasks(logging_dir: Path, t0: float) -> list[tuple[float, float]]:
-    """(start, end) of each task after `t0`: first and last timestamps of its logs/task_*.log."""
-    tasks = []
-    for p in sorted((logging_dir / "logs").glob("task_*.log")):
-        stamps = [m.group(1) for line in p.read_text().splitlines() if (m := _LOG_TS.match(line))]
-        if stamps:
-            start, end = (
-                datetime.strptime(s, "%Y-%m-%d %H:%M:%S.%f").timestamp() for s in (stamps[0], stamps[-1])
-            )
-            tasks.append((start - t0, end - t0))
-    return tasks
-
-
-# ---------------------------------------------------------------------------------------------
-# the three runs
-# ---------------------------------------------------------------------------------------------
-
-
-def run_datatrove(
-    files: list[str],
-    cfg: ExtractJobConfig,
-    cores: int,
-    timeout: float,
-    work: Path,
-    writer: str,
-    spark_pids,
-    judges: list | None = None,
-) -> Run:
-    from datatrove.executor import LocalPipelineExecutor
-
-    work.mkdir(parents=True)
-    root = os.path.commonpath([os.path.dirname(f) for f in files])
-    paths_file = work / "paths.txt"
-    paths_file.write_text("".join(os.path.relpath(f, root) + "\n" for f in files))
-    writer_dir = str(work / "docs") if writer == "parquet" else None
-    logging_dir = work / "logs"
-    executor = LocalPipelineExecutor(
-        datatrove_pipeline(root, str(paths_file), cfg, timeout, writer_dir, judges),
-        tasks=len(files),
-        workers=cores,
-        logging_dir=str(logging_dir),
-        skip_completed=False,
-    )
-    me = {os.getpid()}
-    c0, t0 = tree_cpu_seconds(me, spark_pids), time.time()
-    executor.run()
-    wall, cpu = time.time() - t0, tree_cpu_seconds(me, spark_pids) - c0
-    tasks = datatrove_tasks(logging_dir, t0)
-    done = len(list((logging_dir / "completions").glob("*")))
-    failed = [] if done == len(files) else [f"{len(files) - done} of {len(files)} tasks not completed"]
-    stages = datatrove_stages(logging_dir, writer_dir is not None)
-    return Run("datatrove LocalPipelineExecutor", wall, cpu, cores, stages, tasks, failed)
-
-
-def run_pool(
-    files: list[str], cfg: ExtractJobConfig, cores: int, out: Path, spark_pids, label: str = ""
-) -> Run:
-    from core.output import OutputDir
-    from core.stats import Stats
-    from curation.pipeline import process_file, stage_order
-
-    me = {os.getpid()}
-    c0, t0 = tree_cpu_seconds(me, spark_pids), time.time()
-    OutputDir(out).prepare("extract", cfg.to_dict(), cfg.fingerprint())
-    with multiprocessing.get_context("forkserver").Pool(cores) as pool:
-        task = partial(process_file, cfg=cfg, out_root=str(out))
-        results = list(pool.imap_unordered(task, files, chunksize=1))
-    wall, cpu = time.time() - t0, tree_cpu_seconds(me, spark_pids) - c0
-    per_file = [json.loads(p.read_text()) for p in sorted((out / "stats").glob("*.json"))]
-    merged = Stats.merged(per_file, order=stage_order(cfg)).to_dict()
-    failed = [f"{r['input']}: {r['error']}" for r in results if r["status"] != "done"]
-    name = f"ours: process_file x Pool({cores}){label}"
-    return Run(name, wall, cpu, cores, our_stages(merged), our_tasks(out, t0), failed)
-
-
-def start_spark(cores: int, preload: bool = True) -> tuple[float, float, set[int]]:
-    """Start the SparkSession run_extract reuses: (session s, first-job s, the JVM's pids). With
-    `preload`, the settings `extract` starts its session with (curation/spark_daemon.py: the
-    daemon builds the default stages once, workers fork from it); without, Spark's plain daemon."""
-    from core.spark import get_spark
-    from curation.pipeline import SPARK_CONF
-
-    before = child_pids()
-    t0 = time.time()
-    spark = get_spark(f"local[{cores}]", "refinery-extract", SPARK_CONF if preload else None)
-    t1 = time.time()
-    spark.sparkContext.parallelize(range(cores), cores).map(lambda x: x + 1).collect()  # Python workers
-    return t1 - t0, time.time() - t1, child_pids() - before
-
-
-def run_spark(files: list[str], cfg: ExtractJobConfig, cores: int, out: Path, spark_pids) -> Run:
-    from core.spark import SparkOptions
-    from curation.job import run_extract
-
-    roots = {os.getpid(), *spark_pids}
-    c0, t0 = tree_cpu_seconds(roots), time.time()
-    res = run_extract(files, str(out), cfg, spark=SparkOptions(f"local[{cores}]", progress=False))
-    wall, cpu = time.time() - t0, tree_cpu_seconds(roots) - c0
-    stats = json.loads((out / "stats.json").read_text())
-    failed = [f"{f['input']}: {f['error']}" for f in res.failed]
-    name = f"ours: Spark run_extract local[{cores}]"
-    return Run(name, wall, cpu, cores, our_stages(stats), our_tasks(out, t0), failed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -550,7 +166,7 @@ def our_setup_seconds() -> tuple[float, float] | None:
     """(imports s, build_stages s) in a fresh interpreter: what each new worker process pays once."""
     try:
         r = subprocess.run(
-            [sys.executable, "-c", _SETUP_CODE], cwd=REPO, capture_output=True, text=True, timeout=120
+            [sys.executable, "-c", _SETUP_CODE], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
         )
         imports, build = (float(x) for x in r.stdout.split())
         return imports, build
@@ -598,44 +214,6 @@ def probe_setup(runs: list[Run]) -> float:
     close; one page of work included, ~30 ms)."""
     walls = [e - s for r in runs for s, e in r.tasks]
     return sum(walls) / len(walls)
-
-
-def large_inputs(files: list[str], n: int, mb: float, work: Path) -> list[str]:
-    """`n` files of at least `mb` MB each, every input concatenated in turn until the size is reached
-    (a .warc.gz is a list of gzip members, so a concatenation is a valid WARC). A real crawl file is
-    ~1 GB; with a few of them per core, set-up is a small share of any side's time. The same pages
-    repeat (trafilatura's in-document `deduplicate` cache sees repeats on both sides alike)."""
-    work.mkdir(parents=True)
-    data = [Path(f).read_bytes() for f in files]
-    out = []
-    for i in range(n):
-        p = work / f"large-{i}.warc.gz"
-        size, k = 0, i  # each file starts at another input, so the files differ in order
-        with open(p, "wb") as fh:
-            while size < mb * 1e6:
-                chunk = data[k % len(data)]
-                fh.write(chunk)
-                size, k = size + len(chunk), k + 1
-        out.append(str(p))
-    return out
-
-
-def kept_agreement(a: Path, b: Path) -> float:
-    """Documents kept by both output folders with the same text, over documents kept by either."""
-    import pyarrow.parquet as pq
-
-    def kept(root: Path) -> dict[str, str]:
-        rows = (
-            r
-            for f in sorted((root / "docs").glob("*.parquet"))
-            for r in pq.read_table(f, columns=["id", "text"]).to_pylist()
-        )
-        return {r["id"]: r["text"] for r in rows}
-
-    ka, kb = kept(a), kept(b)
-    union = set(ka) | set(kb)
-    same = sum(1 for i in set(ka) & set(kb) if ka[i] == kb[i])
-    return same / len(union) if union else 1.0
 
 
 def ceilings(dt: Run, spark: Run) -> dict[str, float]:
@@ -714,17 +292,6 @@ def summary(dt: Run, pool: Run, spark: Run, ctx: Context) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------------
-
-
-def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-
-    def fmt(cells: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
-        ).rstrip()
-
-    return "\n".join([fmt(headers), "  ".join("-" * w for w in widths), *(fmt(r) for r in rows)])
 
 
 def _breakdown(run: Run) -> list[tuple[str, float]]:
@@ -845,7 +412,7 @@ def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
         "vs dt",
         "1st task at s",
     ]
-    lines.append(_table(headers, rows))
+    lines.append(table(headers, rows))
     lines.append(
         "  pages/s/core = pages in / (wall x cores). CPU s: the run's whole process tree. "
         "1st task at: seconds from the call to the first task starting."
@@ -933,7 +500,7 @@ def report(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
         "ms/doc ours",
         "dt",
     ]
-    lines.append(_table(headers, rows, left=2))
+    lines.append(table(headers, rows, left=2))
     lines.append(
         "  in: documents entering the stage (ours: Spark run). ms/doc: stage seconds per document entering "
         "it (ours: Spark run). Our `read` is timed per WARC record, pages and skipped records alike; "
@@ -989,7 +556,7 @@ def same_way_table(dt: Run, pool: Run, spark: Run, ctx: Context) -> list[str]:
         "vs dt",
     ]
     return [
-        _table(headers, rows),
+        table(headers, rows),
         "  pages/s/core, set-up included on every side (a cold start: our Spark job's JVM and daemon start, "
         f"{ctx.startup:.1f} s, added to its wall; datatrove's and the Pool's whole call) and excluded on every "
         "side (steady: pages in / (cores x wall - set-up core-s)). Set-up core-s = cores x the time before the "
@@ -1060,35 +627,6 @@ def where_time_goes(dt: Run, pool: Run, spark: Run, ctx: Context) -> str:
 # ---------------------------------------------------------------------------------------------
 # main
 # ---------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def stderr_to(path: Path | None) -> Iterator[None]:
-    """Send fd 2 (and so every child's stderr: datatrove's log lines, the JVM's) to `path`."""
-    if path is None:
-        yield
-        return
-    from core.files import redirected_fd
-
-    with open(path, "ab") as f, redirected_fd(2, f.fileno()):
-        yield
-
-
-def resolve_files(given: list[str] | None) -> list[str]:
-    """Local files, globs or folders (as `extract --input` takes them), or names in the shared warc/ folder."""
-    from core.errors import InputError
-    from curation.inputs import resolve_inputs
-
-    warc = shared_data_dir() / "warc"
-    out = []
-    for name in given or DEFAULT_FILES:
-        if not Path(name).exists() and (warc / name).is_file():
-            name = str(warc / name)
-        try:
-            out += [str(Path(f).resolve()) for f in resolve_inputs([name])]
-        except InputError as e:
-            raise SystemExit(f"no such WARC: {name} ({e})") from None
-    return sorted(dict.fromkeys(out), key=lambda f: -Path(f).stat().st_size)
 
 
 def main(argv: list[str] | None = None) -> int:

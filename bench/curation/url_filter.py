@@ -15,7 +15,7 @@ Also: seconds to load the lists and the memory they add to the process (resident
 after loading, freed heap returned to the OS first; ours first, then datatrove's).
 Timing: best of `--repeats` passes. The last line is one JSON object.
 
-    PYTHONPATH=$PWD python bench/curation/url_filter.py [--urls 200000] [--repeats 3]
+    python -m bench.curation.url_filter [--urls 200000] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -29,17 +29,12 @@ import tarfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(REPO))
-
-from core.stage import Document  # noqa: E402
-from curation.config import UrlFilterConfig  # noqa: E402
-from curation.filters.url_filter import UrlFilter  # noqa: E402
-from curation.filters.urls import UT1_CATEGORIES, datatrove_asset  # noqa: E402
-from testkit.url_filter_reference import datatrove_url_filter, shared_warc_urls  # noqa: E402
+from core.stage import Document
+from curation.config import UrlFilterConfig
+from curation.filters.url_filter import UrlFilter
+from curation.filters.urls import UT1_CATEGORIES, datatrove_asset
+from testkit.url_filter_reference import datatrove_url_filter, shared_warc_urls
 
 
 def rss_mb() -> float:

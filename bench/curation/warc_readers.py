@@ -14,7 +14,7 @@ FastWARC rate over the warcio rate, raw and end to end through our reader.
 Default input: pages-*.warc.gz (1,171 real HTML pages repackaged as per-record-gzip WARCs) and the
 Common Crawl samples cc-main-*.warc.gz. There is no full-size Common Crawl WARC in shared data.
 
-    .venv/bin/python bench/curation/warc_readers.py [--repeat 3] [--files PATH ...]
+    .venv/bin/python -m bench.curation.warc_readers [--repeat 3] [--files PATH ...]
 """
 
 from __future__ import annotations
@@ -26,13 +26,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(REPO))
-
-from curation.config import ReaderConfig  # noqa: E402
-from curation.warc.records import iter_records  # noqa: E402
-from testkit.shared_data import shared_data_dir  # noqa: E402
+from curation.config import ReaderConfig
+from curation.warc.records import iter_records
+from testkit.shared_data import shared_data_dir
 
 DEFAULT_GLOBS = ("pages-*.warc.gz", "cc-main-*.warc.gz")
 

@@ -12,7 +12,7 @@ with verification, those whose signature estimate / exact Jaccard reaches the th
 Also the Clough-Stevenson corpus: for each answer category (cut / light / heavy / non), the share of
 answer-vs-source pairs that the default configuration flags, and their true Jaccard.
 
-    .venv/bin/python bench/dedup/accuracy.py [--bases 600 --copies 3]
+    .venv/bin/python -m bench.dedup.accuracy [--bases 600 --copies 3]
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ import random
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
+from bench.harness import table
 from dedup.minhash import MinHashConfig, MinHasher, estimate_jaccard, shingle_hashes
 from dedup.normalize import normalize_text
 from testkit.neardup import (
@@ -207,11 +205,9 @@ def spark_clusters(corpus: list[str], threshold: float, configs: list[tuple[str,
 
 
 def _table(rows: list[dict], cols: list[str]) -> str:
-    fmt = [[f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(x[i]) for x in fmt)) for i, c in enumerate(cols)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths)) for row in fmt]
-    return "\n".join(lines)
+    return table(
+        cols, [[f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols] for r in rows]
+    )
 
 
 def main() -> int:

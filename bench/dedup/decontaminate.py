@@ -26,7 +26,7 @@ for each job, for what decontamination adds, and per document between the two si
 cost left out).
 Finally the hits (if any) of the passages in the pages, listed.
 
-    .venv/bin/python bench/dedup/decontaminate.py [--docs 40000] [--passages 10000] [--cores 2] [--skip-kernel] [--skip-spark]
+    .venv/bin/python -m bench.dedup.decontaminate [--docs 40000] [--passages 10000] [--cores 2] [--skip-kernel] [--skip-spark]
 """
 
 from __future__ import annotations
@@ -43,8 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from bench.harness import Clock, table
 
 N = 13
 
@@ -212,21 +211,6 @@ def spark_rows(texts: list[str], work: Path, cfg_sets: list[dict], cores: int) -
     return rows
 
 
-def _tree_cpu() -> float:
-    """CPU seconds of this process and every process under it (Spark's JVM, its Python workers),
-    those already ended and waited for included."""
-    import psutil
-
-    total = 0.0
-    for p in [psutil.Process(), *psutil.Process().children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-        except psutil.Error:
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
-
-
 def _run_job(texts: list[str], work: Path, sets: list[dict] | None, cores: int) -> tuple[float, float, str]:
     """Wall and CPU seconds of the dedup job with only prepare, ids, [decontaminate] and output, and
     its stages' seconds."""
@@ -255,9 +239,9 @@ def _run_job(texts: list[str], work: Path, sets: list[dict] | None, cores: int) 
     shutil.rmtree(out, ignore_errors=True)
     conf = {"spark.driver.memory": "4g", "spark.ui.enabled": "false"}
     spark = SparkOptions(f"local[{cores}]", conf, progress=False)
-    t0, cpu0 = time.perf_counter(), _tree_cpu()
-    run_dedup(str(inp), str(out), DedupJobConfig.from_dict(cfg), spark=spark)
-    wall, cpu = time.perf_counter() - t0, _tree_cpu() - cpu0
+    with Clock() as clock:  # this process and everything under it: Spark's JVM, its Python workers
+        run_dedup(str(inp), str(out), DedupJobConfig.from_dict(cfg), spark=spark)
+    wall, cpu = clock.wall, clock.cpu
     info = json.loads((out / "stats.json").read_text())["stage_info"]
     return wall, cpu, ", ".join(f"{k} {v['seconds']:.1f} s" for k, v in info.items())
 
@@ -271,9 +255,12 @@ def _rate(docs: int, core_seconds: float) -> dict:
 
 def print_table(title: str, rows: list[tuple[str, dict]]) -> None:
     print(f"\n{title}")
-    print(f"  {'':<64} {'docs/s/core':>12} {'µs/doc':>9}")
-    for label, r in rows:
-        print(f"  {label:<64} {r['docs_per_s']:>12,.0f} {r['us_per_doc']:>9.1f}")
+    print(
+        table(
+            ["", "docs/s/core", "µs/doc"],
+            [[k, f"{r['docs_per_s']:,.0f}", f"{r['us_per_doc']:.1f}"] for k, r in rows],
+        )
+    )
 
 
 def main() -> int:

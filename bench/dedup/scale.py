@@ -27,8 +27,8 @@ Also signature throughput per core (one process, no Spark): our normalize + comp
 signature kernel (one call per batch, as the job runs it) vs datasketch's MinHash.update_batch on the
 same shingle strings (datasketch hashes each with sha1); our numpy reference path is shown too.
 
-    .venv/bin/python bench/dedup/scale.py --docs 1000000 3000000 10000000 [--compare-at 1000000] [--cores 2]
-    .venv/bin/python bench/dedup/scale.py --docs 1000000 --work W --datatrove-from W/scale_cmp.log  # ours again
+    .venv/bin/python -m bench.dedup.scale --docs 1000000 3000000 10000000 [--compare-at 1000000] [--cores 2]
+    .venv/bin/python -m bench.dedup.scale --docs 1000000 --work W --datatrove-from W/scale_cmp.log  # ours again
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 B, R = 9, 13
 

@@ -31,6 +31,8 @@ OUT=${OUT:-/tmp/gpu-checks}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "installing .whl/ failed: run bench/gpu/wheels.sh here and carry .whl" >&2; exit 100; }
+# The checkout's root on the path, as `python -m` from it gives: this project is not installed there, so the
+# benches run as modules (`python3 -m bench.trainer.kernels`) and import trainer/ and bench/ from the checkout.
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi -L > "$OUT/device.log" 2>&1
 python3 -c "import torch, triton, deepspeed; print(torch.__version__, triton.__version__, deepspeed.__version__, torch.cuda.get_device_name())" >> "$OUT/device.log" 2>&1
@@ -52,24 +54,24 @@ TESTS=${TESTS:-tests/trainer/test_kernels.py tests/trainer/test_model.py tests/t
     tests/trainer/test_checkpoint_safety.py}
 # shellcheck disable=SC2086  # TESTS: several paths or test ids, split on spaces
 want "$sel" tests && part tests python3 -m pytest -v --tb=short -p no:cacheprovider -rs $TESTS
-want "$sel" kernels && part kernels python3 bench/trainer/kernels.py
-want "$sel" 124m && part train-124m python3 bench/trainer/throughput.py --model 124m --data synthetic --steps 40 --warmup 10 \
+want "$sel" kernels && part kernels python3 -m bench.trainer.kernels
+want "$sel" 124m && part train-124m python3 -m bench.trainer.throughput --model 124m --data synthetic --steps 40 --warmup 10 \
     --rows default,z3,z1,z0,ceiling
-want "$sel" 124m-more && part train-124m-more python3 bench/trainer/throughput.py --model 124m --data synthetic \
+want "$sel" 124m-more && part train-124m-more python3 -m bench.trainer.throughput --model 124m --data synthetic \
     --steps 40 --warmup 10 --rows z2,z1-ref,z1-eager,z1-ref-eager,ceiling-eager,ceiling
-want "$sel" zero3 && part train-124m-zero3 python3 bench/trainer/throughput.py --model 124m --data synthetic \
+want "$sel" zero3 && part train-124m-zero3 python3 -m bench.trainer.throughput --model 124m --data synthetic \
     --steps 16 --warmup 8 --rows z3,z1 --profile
-want "$sel" 1b && part train-1b python3 bench/trainer/throughput.py --model 1b --data synthetic --steps 60 \
+want "$sel" 1b && part train-1b python3 -m bench.trainer.throughput --model 1b --data synthetic --steps 60 \
     --rows z3,z1,z0,ceiling
-want "$sel" vocab && part train-124m-v50304 python3 bench/trainer/throughput.py --model 124m --data synthetic \
+want "$sel" vocab && part train-124m-v50304 python3 -m bench.trainer.throughput --model 124m --data synthetic \
     --vocab 50304 --steps 40 --warmup 10 --rows default,ceiling
 if [ "$sel" = quick ]; then
     # shellcheck disable=SC2086
     LIMIT=150 part tests python3 -m pytest -v --tb=short -p no:cacheprovider -rs $TESTS
-    LIMIT=80 part kernels python3 bench/trainer/kernels.py --iters 10
-    LIMIT=170 part train-124m python3 bench/trainer/throughput.py --model 124m --data synthetic --steps 20 \
+    LIMIT=80 part kernels python3 -m bench.trainer.kernels --iters 10
+    LIMIT=170 part train-124m python3 -m bench.trainer.throughput --model 124m --data synthetic --steps 20 \
         --warmup 8 --rows z3,z1
-    LIMIT=150 part train-1b python3 bench/trainer/throughput.py --model 1b --data synthetic --steps 30 --warmup 10 \
+    LIMIT=150 part train-1b python3 -m bench.trainer.throughput --model 1b --data synthetic --steps 30 --warmup 10 \
         --rows z3,z1
 fi
 exit $failed

@@ -12,7 +12,7 @@ least). Rows other than "encode only" include reading Parquet and writing shards
 `run_tokenize` end to end on an already started Spark (scheduling, manifest); datatrove's CPU time
 is that of this process, which runs its one task.
 
-    .venv/bin/python bench/tokens/throughput.py [--input out/demo/extract] [--tokenizer FILE] [--runs 3]
+    .venv/bin/python -m bench.tokens.throughput [--input out/demo/extract] [--tokenizer FILE] [--runs 3]
 """
 
 from __future__ import annotations
@@ -20,13 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pyarrow as pa
 import pyarrow.parquet as pq

@@ -1,6 +1,6 @@
 """Checkpoint save and resume wall time: a local folder vs S3 (moto's server on 127.0.0.1), debug model.
 
-    PYTHONPATH=. .venv/bin/python bench/trainer/checkpoint_storage.py [--procs 1] [--size debug]
+    .venv/bin/python -m bench.trainer.checkpoint_storage [--procs 1] [--size debug]
 
 Shards are built from the tests' real corpus (testkit/corpus.py). For each storage, one run through
 the real `deepspeed` launcher: 8 steps, a checkpoint every 2, SIGKILLed after step 7 (test fault
@@ -19,12 +19,10 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
 
 def run(cfg: Path, ckpt_dir: str, log: Path, procs: int, env: dict, faults: dict | None = None) -> int:

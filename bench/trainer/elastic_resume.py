@@ -1,6 +1,6 @@
 """What resuming on another world size costs: the universal conversion, next to the checkpoint save it follows.
 
-    python bench/trainer/elastic_resume.py --config configs/train-debug.yaml --gpus 2 --sizes debug 124m \
+    python -m bench.trainer.elastic_resume --config configs/train-debug.yaml --gpus 2 --sizes debug 124m \
         data.recipe=/path/recipe.yaml data.seq_len=64
 
 For each model size: a `--gpus`-rank run of 2 steps through the real launcher, saving a checkpoint after
@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
 
 def du(path: Path) -> int:

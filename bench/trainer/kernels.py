@@ -17,8 +17,8 @@ Eager and torch.compile columns run `trainer.kernels.reference`, the same functi
 against. The Liger column appears only when `liger_kernel` is importable; a Liger call that fails (API drift)
 prints "err" instead of a number.
 
-    python bench/trainer/kernels.py                    # needs CUDA
-    python bench/trainer/kernels.py --interpret        # tiny shapes in Triton's CPU interpreter: a smoke test only
+    python -m bench.trainer.kernels                    # needs CUDA
+    python -m bench.trainer.kernels --interpret        # tiny shapes in Triton's CPU interpreter: a smoke test only
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench.harness import table
 
 
 @dataclass(frozen=True)
@@ -287,7 +286,7 @@ def bench_row(kernel, shape, dtype, device, args, liger, columns) -> dict[str, l
     if device.type == "cuda":
         tables["device"] = lambda m: m.device_ms
     out = {}
-    for table, timing in tables.items():
+    for clock, timing in tables.items():
         ours_ms = (timing(ours) if ours else None) or float("nan")
         ours_mib = ours.peak_mib if ours else None
         row = [
@@ -306,16 +305,10 @@ def bench_row(kernel, shape, dtype, device, args, liger, columns) -> dict[str, l
             else:
                 m_ratio = "-" if r.peak_mib is None or not ours_mib else f"{r.peak_mib / ours_mib:.2f}"
                 row.append(f"{timing(r) / ours_ms:.2f} / {m_ratio}")
-        out[table] = row
+        out[clock] = row
     # each row as soon as it is measured: a run cut off by a time limit keeps what it measured
     print(f"[bench] {kernel}/{shape.name}: {json.dumps(out)}", file=sys.stderr, flush=True)
     return out
-
-
-def print_table(header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for r in [header, ["-" * w for w in widths], *rows]:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
 
 
 def main(argv=None) -> int:
@@ -347,18 +340,18 @@ def main(argv=None) -> int:
     )
     ce_shapes = ce_shapes if "linear_ce" in args.kernels else []
     ce_rows = [bench_row("linear_ce", s, dtype, device, args, liger, columns) for s in ce_shapes]
-    for table in rows[0]:
+    for clock in rows[0]:
         what = {
             "device": "GPU kernel time (profiler)",
             "wall": "wall time between CUDA events (host included)",
         }
-        print(f"\n{table}: {what[table] if device.type == 'cuda' else 'wall time (CPU)'}")
-        print_table(header, [r[table] for r in rows])
+        print(f"\n{clock}: {what[clock] if device.type == 'cuda' else 'wall time (CPU)'}")
+        print(table(header, [r[clock] for r in rows]))
         if ce_rows:
             print(
                 "linear + cross-entropy, H 4096, V 128,256 (8B-class head): 'eager' is the unfused reference"
             )
-            print_table(header, [r[table] for r in ce_rows])
+            print(table(header, [r[clock] for r in ce_rows]))
     return 0
 
 

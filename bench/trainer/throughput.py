@@ -1,9 +1,9 @@
 """Trainer throughput, all settings of one model and batch side by side in one run, against a plain-PyTorch ceiling.
 
-    python bench/trainer/throughput.py --model 124m --steps 120              # one GPU: every row, ~15 min
-    python bench/trainer/throughput.py --model 1b --steps 60 --rows z3,z1,ceiling
-    python bench/trainer/throughput.py --model 124m --vocab 50304 --data synthetic
-    python bench/trainer/throughput.py --model debug --steps 30 --warmup 5 --rows z1,ceiling-eager   # CPU
+    python -m bench.trainer.throughput --model 124m --steps 120              # one GPU: every row, ~15 min
+    python -m bench.trainer.throughput --model 1b --steps 60 --rows z3,z1,ceiling
+    python -m bench.trainer.throughput --model 124m --vocab 50304 --data synthetic
+    python -m bench.trainer.throughput --model debug --steps 30 --warmup 5 --rows z1,ceiling-eager   # CPU
 
 Token source. The bench builds its own (in a temporary folder), so `--steps N` never runs out of data: a
 shard set in the project's token format (tokens/shards.py writer and manifest, `tokenize`'s own path for
@@ -51,15 +51,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import yaml
+
+from trainer.launch import launch_command
+from trainer.metrics import MetricsLog
+
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script: the project's packages from the checkout
-    sys.path.insert(0, str(REPO))
-
-import numpy as np  # noqa: E402
-import yaml  # noqa: E402
-
-from trainer.launch import launch_command  # noqa: E402
-from trainer.metrics import MetricsLog  # noqa: E402
 
 DEMO_TOKENIZER = REPO / "out" / "demo" / "tokenizer" / "tokenizer.json"
 TOKENIZER_CONFIG = REPO / "configs" / "tokenizer.yaml"
@@ -310,7 +308,7 @@ def run_ceiling_row(row: Row, a: argparse.Namespace, common: list[str], tmp: Pat
     shutil.rmtree(out, ignore_errors=True)  # a kept folder of an earlier run: metrics.jsonl is appended to
     out.mkdir()
     result = out / "result.json"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--ceiling-worker", str(result),
+    cmd = [sys.executable, "-m", "bench.trainer.throughput", "--ceiling-worker", str(result),
            "--config", a.config, "--steps", str(a.steps), "--warmup", str(a.warmup),
            "--ceiling-compile", str(row.compile).lower(), *a.overrides, *common]  # fmt: skip
     log = out / "worker.log"

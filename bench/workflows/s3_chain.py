@@ -11,7 +11,7 @@ What the S3 side adds: the uploads (one PUT per unit file, markers last), listin
 markers first, dedup's local staging and upload. moto keeps objects in memory on this machine, so
 network transfer time is not in these numbers; a real endpoint adds it.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/workflows/s3_chain.py [--cores 2] [--warcs NAME ...]
+    .venv/bin/python -m bench.workflows.s3_chain [--cores 2] [--warcs NAME ...]
 """
 
 from __future__ import annotations
@@ -25,12 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(REPO))
-
-from testkit.s3 import S3Server, s3_env, upload_tree  # noqa: E402
-from testkit.shared_data import shared_data_dir  # noqa: E402
+from testkit.s3 import S3Server, s3_env, upload_tree
+from testkit.shared_data import shared_data_dir
 
 WARCS = (
     "crawl-2024-sample-0000.warc.gz",

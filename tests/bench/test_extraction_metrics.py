@@ -7,15 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.bench import load_bench
-
-
-def _load():
-    return load_bench("curation/extraction_quality")
-
-
-eq = _load()
-
+from bench.curation import extraction_quality as eq
 
 # --- article-extraction-benchmark: 4-gram shingles ------------------------------------------
 

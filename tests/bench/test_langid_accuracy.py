@@ -3,9 +3,7 @@ macrolanguage-aware hit, the macro average and the languages lid.176 cannot name
 
 from __future__ import annotations
 
-from tests.support.bench import load_bench
-
-la = load_bench("curation/langid_accuracy")
+from bench.curation import langid_accuracy as la
 
 
 def test_nameable_knows_members_and_macrolanguages():
@@ -43,6 +41,6 @@ def test_readers(tmp_path):
 
 
 def test_table_lists_unnamed_apart():
-    out = la.table("t", {"rus": (3, 1.0), "zul": (2, 0.0)}, {"rus": (1, 1.0)})
+    out = la.accuracy_table("t", {"rus": (3, 1.0), "zul": (2, 0.0)}, {"rus": (1, 1.0)})
     assert "rus" in out and "macro average over 1 languages: 100.0%" in out
     assert "cannot name (1): zul" in out

@@ -7,12 +7,10 @@ from collections import Counter
 
 from datatrove.data import Document
 
+from bench.curation import multilingual as ml
 from curation.filters.langid import default_model_path
 from curation.language_settings import FOLDER
 from testkit.shared_data import shared_data_dir
-from tests.support.bench import load_bench
-
-ml = load_bench("curation/multilingual")
 
 RUSSIAN = (
     "Москва является столицей России и крупнейшим городом страны. В городе находится много музеев, "
@@ -100,8 +98,8 @@ def test_read_by_both_on_a_real_warc():
 def test_ceiling_is_our_extraction_alone_against_datatrove():
     """Ours at 10 pages per extraction-second, datatrove at 2 pages/s/core: trafilatura alone would
     allow 5x; a run without an extract stage time has no ceiling."""
-    from bench.curation.throughput import Run as run
-    from bench.curation.throughput import StageRow as row
+    from bench.curation.sides import Run as run
+    from bench.curation.sides import StageRow as row
 
     def one(name, wall, extract_s):  # a 2-core run over 200 pages, its extraction taking extract_s
         stages = {"extract": row(docs_in=200, seconds=extract_s)}

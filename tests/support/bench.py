@@ -1,22 +1,14 @@
-"""Import a script of bench/ as a module, for the tests that check its pieces or run its smoke path."""
+"""A bench module by its path under bench/, for the tests that check its pieces or run its smoke path.
+
+bench/ is a package (`python -m bench.curation.pii_recall`), so this is `importlib.import_module`; a test
+may as well `from bench.curation import pii_recall`. Kept for the tests that name benches by path."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from types import ModuleType
-
-from testkit.shared_data import REPO_ROOT
 
 
 def load_bench(script: str) -> ModuleType:
-    """bench/<package>/<script>.py, given as "<package>/<script>", as a module, loaded once per process."""
-    name = "bench_" + script.replace("/", "_")
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "bench" / f"{script}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    """bench/<package>/<script>.py, given as "<package>/<script>", as the module bench.<package>.<script>."""
+    return importlib.import_module("bench." + script.replace("/", "."))

@@ -20,16 +20,11 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.support.bench import load_bench
+from bench.trainer import throughput as b
 
 REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "bench" / "trainer" / "throughput.py"
 SEQ, BATCH, STEPS, WARMUP = 64, 8, 16, 4
 SOURCE_TOKENS = 5_000  # the run trains on 16 x 8 x 64 = 8,192 tokens: the shard set is repeated
-
-
-def _bench():
-    return load_bench("trainer/throughput")
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +45,7 @@ def smoke(tmp_path_factory):
     cfg["data"] = {"recipe": str(root / "recipe.yaml"), "seq_len": SEQ}
     cfg["schedule"].update(global_batch=BATCH, micro_batch=4, warmup_steps=2)
     (root / "train.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, str(BENCH), "--config", str(root / "train.yaml"), "--data", "synthetic",
+    cmd = [sys.executable, "-m", "bench.trainer.throughput", "--config", str(root / "train.yaml"), "--data", "synthetic",
            "--vocab", "512", "--source-tokens", str(SOURCE_TOKENS), "--doc-tokens", "40",
            "--steps", str(STEPS), "--warmup", str(WARMUP), "--rows", "z1,ceiling-eager", "--keep", str(root / "k")]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
@@ -103,7 +98,6 @@ def test_text_source_is_real_articles_repeated_past_their_size(tmp_path):
     from mixtures.sampler import MixtureSampler
     from tokens.tokenizer import load_tokenizer
 
-    b = _bench()
     src = b.build_text_source(tmp_path, None, 150_000)  # the first articles, ~40K tokens
     shards = tmp_path / "tokens" / "shards" / "wiki"
     need = 3 * src["tokens"]
@@ -121,7 +115,6 @@ def test_text_source_is_real_articles_repeated_past_their_size(tmp_path):
 
 
 def test_rows_parse_and_errors_read():
-    b = _bench()
     rows = b.parse_rows("default,z3,z1-ref-eager,z0-triton,ceiling,ceiling-eager")
     assert [(r.kind, r.stage, r.kernels, r.compile) for r in rows] == [
         ("trainer", None, None, None),

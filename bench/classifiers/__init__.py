@@ -1,0 +1,1 @@
+"""Benchmarks of classifiers/: quality, toxicity and perplexity scorers (`python -m bench.classifiers.<name>`)."""

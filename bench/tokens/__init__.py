@@ -1,0 +1,1 @@
+"""Benchmarks of tokens/: tokenize throughput against datatrove (`python -m bench.tokens.<name>`)."""

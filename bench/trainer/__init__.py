@@ -1,0 +1,1 @@
+"""Benchmarks of trainer/: throughput and MFU, kernels, checkpoints (`python -m bench.trainer.<name>`)."""

@@ -1,0 +1,1 @@
+"""Benchmarks of workflows/: the chain on local folders against S3 (`python -m bench.workflows.<name>`)."""
