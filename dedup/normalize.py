@@ -106,7 +106,7 @@ _FAST_MAX_SHARE = 8
 _MAX_REPLACED = 24
 # The general path translates each non-ASCII run (a regex scan of every character, then ~0.4 us per
 # run) or the whole string (~22 ns per character): the runs win up to one run per this many
-# characters. bench/dedup/normalize.py measured all three thresholds.
+# characters. bench/dedup/normalize.py (at 9347e0d; docs/benchmarks.md) measured all three thresholds.
 _CHARS_PER_RUN = 64
 # Bytes -> b"a" (ASCII) or b"\x80" (the rest): a non-ASCII run starts at each b"a\x80" of the result.
 _RUN_MARKS = bytes(0x61 if i < 0x80 else 0x80 for i in range(256))
@@ -242,7 +242,7 @@ def normalize_bytes(text: str) -> bytes:
 
 def _normalize_bytes_slow(text: str) -> bytes:
     """normalize_bytes as it was before the fast path, kept verbatim: the oracle that
-    tests/dedup/test_normalize.py and bench/dedup/normalize.py compare it with, byte for byte."""
+    tests/dedup/test_normalize.py and the removed bench/dedup/normalize.py (docs/benchmarks.md) compared it with, byte for byte."""
     non_ascii, ascii_bytes = _split_tables()
     if text.isascii():  # O(1) flag check; NFKC and the non-ASCII table do nothing to ASCII
         return b" ".join(text.lower().encode("ascii").translate(ascii_bytes).split())

@@ -65,7 +65,7 @@ from tokens.shards import IndexedShard
 
 STATE_VERSION = 1
 # Remote shards: the next PREFETCH_DOCS documents of the stream are looked at, and the first
-# PREFETCH_SHARDS `.bin`s among them not yet on the node are fetched ahead (bench/trainer/shard_fetch.py).
+# PREFETCH_SHARDS `.bin`s among them not yet on the node are fetched ahead (measured by bench/trainer/shard_fetch.py at 0fec8f6: docs/trainer.md).
 PREFETCH_DOCS = 64
 PREFETCH_SHARDS = 2
 

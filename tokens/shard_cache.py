@@ -5,7 +5,7 @@ sampler (mixtures/sampler.py) reads each shard's `.idx` at start (small: it hold
 stream's permutation needs) and a `.bin` when a document of it is first needed, both through this
 cache, and fetches the `.bin`s the next documents need ahead of time on a background thread.
 
-Why a whole-file cache and not ranged reads of single documents: bench/trainer/shard_fetch.py measures
+Why a whole-file cache and not ranged reads of single documents: bench/trainer/shard_fetch.py measured (0fec8f6; docs/trainer.md)
 both against a local S3 server; a ranged read costs one request per document, so the sampler waits on
 a round trip for every document, while a cached shard costs one request per shard and then memory
 speed (numbers in docs/trainer.md).

@@ -17,7 +17,7 @@ from curation.schema import DOC_SCHEMA
 
 # Annotate mode runs no cascade (it writes the pages langid would drop, so every page is extracted):
 # its funnel is compared with drop mode's full path. The default (cascaded) drop mode keeps the same
-# documents on this file too (bench/curation/cascade_agreement.py: identical kept sets on every shared WARC).
+# documents on this file too (measured by bench/curation/cascade_agreement.py at 2d562b9, docs/extract.md: identical kept sets on every shared WARC).
 DROP = ExtractJobConfig.load(None, ["extract.cascade=false"])
 CASCADED = ExtractJobConfig()
 ANNOTATE = ExtractJobConfig.load(None, ["filters.mode=annotate"])

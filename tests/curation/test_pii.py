@@ -668,7 +668,7 @@ def test_adversarial_megabyte_scrubs_correctly(name: str) -> None:
     # No wall-clock bound here: this test used to assert "under 1 s" per input, and three of its
     # inputs (the slowest, ~0.4-1.2 s on an idle machine before issue 17's fix) failed once when
     # `make test` shared the machine with other jobs. Speed is the bench's job:
-    # `bench/curation/pii_speed.py --suite` runs these same inputs and exits 1 above 1 s per MB. The linear-
+    # `python -m bench.curation.pii_speed --suite` runs these same inputs and exits 1 above 1 s per MB. The linear-
     # time rules are checked structurally above, and the work per repeated IP candidate below.
     text = ADVERSARIAL[name]()
     assert len(text) >= MB
@@ -896,7 +896,7 @@ def test_presidio_recall_and_precision(presidio_stats: dict, pii_type: str) -> N
 
 def test_presidio_address_recall_over_all_spans(presidio_stats: dict) -> None:
     # All 598 spans, the issue's measure: 0.866 (518) measured, 0.241 before number-last street
-    # lines, intersections and European localities (bench/curation/pii_address_classes.py has the table by
+    # lines, intersections and European localities (docs/benchmarks.md has the removed pii_address_classes bench's table by
     # form). The floor is the issue's aim, 0.85 (509 spans).
     assert presidio_stats["address"].recall >= 0.85
 
