@@ -30,7 +30,18 @@ def _at(s: dict[str, Any]) -> str:
 
 
 def format_report(s: dict[str, Any]) -> str:
+    """search.md's text: the verdict and the run's scale, the diagnostics, the chosen mixture, the
+    validation (when run), then every proxy."""
     gate, reg, ch, cv = s["gate"], s["regret"], s["chosen"], s["cv"]
+    lines = [*_head(s, gate), *_diagnostics(s, gate, reg, ch, cv), *_chosen(s, ch)]
+    if "validate" in s:
+        lines += _validation(s["validate"])
+    lines += _proxies(s)
+    return "\n".join(lines)
+
+
+def _head(s: dict[str, Any], gate: dict[str, Any]) -> list[str]:
+    """The title, the verdict of the noise gate, the proxies' scale and objective, and the cost."""
     verdict = (
         "**Recommended**: the noise gate passed; `chosen.yaml` is the law's optimum."
         if s["recommended"]
@@ -38,7 +49,7 @@ def format_report(s: dict[str, Any]) -> str:
         f"{gate['required']:g}x the spread between seeds, so the proxies cannot tell the mixtures apart; "
         "`law-optimum.yaml` is written for inspection only."
     )
-    lines = [
+    return [
         f"# Mixture search: {Path(s['recipe']).name}, phase `{s['phase']}`",
         "",
         verdict,
@@ -52,6 +63,12 @@ def format_report(s: dict[str, Any]) -> str:
         f"{s['cost_measured']['core_hours']:.2f} ({s['cost_measured']['runs']} runs, "
         f"{s['cost_measured']['wall_s'] / 60:.1f} min).",
         "",
+    ]
+
+
+def _diagnostics(s: dict[str, Any], gate: dict, reg: dict, ch: dict, cv: dict) -> list[str]:
+    """## Diagnostics: held-out ρ of each predictor, the noise gate, the regret and the trivial baselines."""
+    lines = [
         "## Diagnostics",
         "",
         f"Held-out Spearman ρ ({cv['folds']}-fold over {cv['n']} mixtures; top quartile: the best quarter by "
@@ -78,6 +95,13 @@ def format_report(s: dict[str, Any]) -> str:
         *(f"| {n} | {v:.4f} |" for n, v in s["baselines"].items()),
         f"| chosen ({ch['name']}) | {ch['actual']:.4f} (seeds: {', '.join(f'{x:.4f}' for x in ch['actual_seeds'])}) |",
         "",
+    ]
+    return lines
+
+
+def _chosen(s: dict[str, Any], ch: dict[str, Any]) -> list[str]:
+    """## The chosen mixture: predicted against measured, per eval set, and its weights with intervals."""
+    lines = [
         "## The chosen mixture",
         "",
         f"Predicted objective {ch['predicted']:.4f}{_ci(ch['predicted_interval'])}, measured "
@@ -105,24 +129,31 @@ def format_report(s: dict[str, Any]) -> str:
             f"| {src} | {s['tokens'][src]:,} | {s['natural'][src]:.4f} | {s['caps'][src]:.4f} | "
             f"{ch['weights'][src]:.4f} | {_ci(wi).strip() or '–'} |"
         )
-    if "validate" in s:
-        v = s["validate"]
-        lines += [
-            "",
-            f"## Validation: {v['tokens']:,} tokens, model overrides {v['model_overrides']}, seeds {v['seeds']}",
-            "",
-            "| mixture | objective per seed |",
-            "|---|---|",
-            *(f"| {a} | {', '.join(f'{x:.4f}' for x in xs)} |" for a, xs in v["objective_per_seed"].items()),
-            "",
-            *(
-                f"- optimum − {o}: {d['mean_diff']:+.4f} bits per byte (paired over seeds, p = {_f(d['p'], 3)}); "
-                f"better on every seed: {'yes' if d['optimum_better_every_seed'] else 'no'}"
-                for o, d in v["vs"].items()
-            ),
-            f"- per eval set: {v['ablation']}",
-        ]
-    lines += [
+    return lines
+
+
+def _validation(v: dict[str, Any]) -> list[str]:
+    """## Validation (--validate): each arm's objective per seed, and the optimum against the others."""
+    return [
+        "",
+        f"## Validation: {v['tokens']:,} tokens, model overrides {v['model_overrides']}, seeds {v['seeds']}",
+        "",
+        "| mixture | objective per seed |",
+        "|---|---|",
+        *(f"| {a} | {', '.join(f'{x:.4f}' for x in xs)} |" for a, xs in v["objective_per_seed"].items()),
+        "",
+        *(
+            f"- optimum − {o}: {d['mean_diff']:+.4f} bits per byte (paired over seeds, p = {_f(d['p'], 3)}); "
+            f"better on every seed: {'yes' if d['optimum_better_every_seed'] else 'no'}"
+            for o, d in v["vs"].items()
+        ),
+        f"- per eval set: {v['ablation']}",
+    ]
+
+
+def _proxies(s: dict[str, Any]) -> list[str]:
+    """## Every proxy: its weights, actual, in-sample and out-of-fold predicted objective, best first."""
+    lines = [
         "",
         f"## Every proxy: predicted (in-sample, out-of-fold) against actual{_at(s)}",
         "",
@@ -137,7 +168,7 @@ def format_report(s: dict[str, Any]) -> str:
             f"| {name} | {r['kind']} | {ws} | {r['objective']:.4f} | {r['predicted']:.4f} | "
             f"{r['oof_loglinear']:.4f} | {'yes' if r['fits_target'] else 'no'} |"
         )
-    return "\n".join(lines)
+    return lines
 
 
 def chart(s: dict[str, Any], path: Path) -> None:

@@ -48,7 +48,7 @@ import json
 import math
 import os
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -531,6 +531,46 @@ def mixture_search(
     """Every step of the module docstring; returns search.json's content (or the estimate on a dry run)."""
     out = Path(output).expanduser().resolve()
     recipe_path = Path(recipe_path)
+    recipe, evals, objective = _checked_inputs(recipe_path, cfg, eval_specs)
+    ms_cfg = cfg.search
+    proxy_opts = _opts(out / "proxies", cfg, ms_cfg.swarm.anchor_seeds)
+    steps = ablate.steps_for(cfg.proxy.tokens, proxy_opts)
+    proxy_tokens = steps * cfg.proxy.global_batch * (cfg.proxy.seq_len + 1)  # whole steps, exactly trained
+    _guard_output(out, recipe_path, cfg, evals)
+
+    searched = make_buckets(recipe_path, ms_cfg, out, log) if ms_cfg.buckets else recipe_path
+    space = Space(searched, cfg)
+    lo, hi = ms.bounds_for(space.sources, space.caps, ms_cfg.solve)
+    anchor_mix, swarm_mix = _draw_mixtures(space, ms_cfg)
+    cost, params, vtokens = _estimate_cost(
+        space, cfg, proxy_opts, steps, proxy_tokens, anchor_mix, swarm_mix, validate
+    )
+    _check_budget(cost, cfg.cost, budget, log)
+    if dry_run:
+        return {"cost": cost, "mixtures": len(swarm_mix) + len(anchor_mix)}
+
+    proxies = _train_proxies(out, space, cfg, proxy_opts, evals, objective, proxy_tokens, len(recipe.phases), anchor_mix, swarm_mix, log)  # fmt: skip
+    fit = _fit_and_solve(proxies, anchor_mix, swarm_mix, lo, hi, ms_cfg)
+    chosen = _train_chosen(proxies, fit)
+    recommended = bool(fit.gate["passed"])
+
+    pred_sets = fit.laws.predict(fit.w_opt[None, :])[0]
+    opt_path, chosen_path = _write_optimum(out, recipe_path, proxies, fit, chosen, pred_sets, recommended)
+    summary = _summary(recipe_path, searched, proxies, fit, chosen, params, cost, pred_sets, recommended, opt_path, chosen_path)  # fmt: skip
+    # written before the validation too: a search whose validation is cut short still has its report
+    write_report(out, summary, log if not validate else lambda m: None)
+    if validate:
+        vbudget = padded_budget(vtokens, proxies.n_phases, cfg.proxy)
+        summary["validate"] = run_validation(space, cfg, out, fit.w_opt, vbudget, eval_specs, objective, log)
+        write_report(out, summary, log)
+    return summary
+
+
+def _checked_inputs(
+    recipe_path: Path, cfg: MixtureSearchConfig, eval_specs: list[str]
+) -> tuple[Recipe, dict[str, list[str]], tuple[str, ...]]:
+    """(the recipe, the eval sets, the objective's sets), each checked: the buckets, at least one eval set,
+    an objective of given sets."""
     recipe = Recipe.load(recipe_path)
     ms_cfg = cfg.search
     check_buckets(recipe, ms_cfg)
@@ -543,19 +583,25 @@ def mixture_search(
     unknown = [s for s in objective if s not in evals]
     if unknown:
         raise InputError(f"search.objective names eval sets not given: {unknown}; given: {list(evals)}")
-    proxy_opts = _opts(out / "proxies", cfg, ms_cfg.swarm.anchor_seeds)
-    steps = ablate.steps_for(cfg.proxy.tokens, proxy_opts)
-    proxy_tokens = steps * cfg.proxy.global_batch * (cfg.proxy.seq_len + 1)  # whole steps, exactly trained
-    n_phases = len(recipe.phases)
+    return recipe, evals, objective
+
+
+def _guard_output(
+    out: Path, recipe_path: Path, cfg: MixtureSearchConfig, evals: dict[str, list[str]]
+) -> None:
+    """Claim DIR for this search: what decides the proxies' and buckets' results (guard_folder)."""
+    ms_cfg = cfg.search
     evals_id = {k: fingerprint_of(v) for k, v in evals.items()}
     ident = {"recipe": recipe_data(recipe_path), "buckets": [b.to_dict() for b in ms_cfg.buckets],
              "proxy": cfg.proxy.to_dict(), "evals": evals_id}  # fmt: skip
     # the folder is the proxies' and buckets': fit, solve, swarm size and validation may change between runs
     guard_folder(out, "mixture-search", ident, fingerprint_of(ident), {})
 
-    searched = make_buckets(recipe_path, ms_cfg, out, log) if ms_cfg.buckets else recipe_path
-    space = Space(searched, cfg)
-    lo, hi = ms.bounds_for(space.sources, space.caps, ms_cfg.solve)
+
+def _draw_mixtures(
+    space: Space, ms_cfg: ms.SearchConfig
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(the anchors, rounded, one of each mixture; the swarm drawn around natural, named by their weights)."""
     every_anchor = {"natural": space.p, "uniform": np.full(len(space.p), 1 / len(space.p)),
                     "recipe": space.as_written(), "largest": ms.more_of_largest(space.p)}  # fmt: skip
     anchors = {k: every_anchor[k] for k in ms_cfg.swarm.anchors}
@@ -566,10 +612,18 @@ def mixture_search(
             anchor_mix[name] = r
     swarm = ms.draw_swarm(space.p, ms_cfg.swarm, space.fits, exclude=list(anchor_mix.values()))
     swarm_mix = {mixture_name(f"s{i:03d}", w): w for i, w in enumerate(swarm)}
+    return anchor_mix, swarm_mix
 
+
+def _estimate_cost(
+    space: Space, cfg: MixtureSearchConfig, proxy_opts: ablate.Options, steps: int, proxy_tokens: int,
+    anchor_mix: dict[str, np.ndarray], swarm_mix: dict[str, np.ndarray], validate: bool,
+) -> tuple[dict[str, dict[str, float]], int, int]:  # fmt: skip
+    """(the cost estimate of the proxies and of --validate's runs, the proxy's parameters, the validation
+    runs' tokens)."""
     tokenizer = read_manifest(space.recipe.sources[space.sources[0]].shards)["tokenizer"]
     vocab = int(tokenizer.get("vocab_size") or 4096)
-    n_seeds = ms_cfg.swarm.anchor_seeds
+    n_seeds = cfg.search.swarm.anchor_seeds
     params = model_params(proxy_opts.trainer_config, vocab)
     runs = len(swarm_mix) + (len(anchor_mix) + 1) * n_seeds
     cost = {"proxies": estimate(runs, proxy_tokens, params, cfg.cost)}
@@ -578,48 +632,110 @@ def mixture_search(
     if validate:
         vparams = model_params(proxy_opts.trainer_config, vocab, cfg.transfer.model_overrides)
         cost["validate"] = estimate(3 * cfg.transfer.seeds, vtokens, vparams, cfg.cost)
+    return cost, params, vtokens
+
+
+def _check_budget(
+    cost: dict[str, dict[str, float]], settings: CostSection, budget: float | None, log
+) -> None:
+    """Print each estimate; InputError when their core-hours are over `--budget`."""
     total_core_hours = sum(c["core_hours"] for c in cost.values())
     for what, c in cost.items():
         log(f"cost of {what}: {c['runs']} runs x {_fmt_tokens(c['tokens_per_run'])} tokens x {_fmt_tokens(c['params'])} "
             f"params: 6ND = {c['flops']:.3g} FLOPs, ~{c['core_hours']:.2f} core-hours "
-            f"(~{c['wall_hours'] * 60:.0f} min on {cfg.cost.cores} cores)")  # fmt: skip
+            f"(~{c['wall_hours'] * 60:.0f} min on {settings.cores} cores)")  # fmt: skip
     if budget is not None and total_core_hours > budget:
         raise InputError(
             f"the search would cost ~{total_core_hours:.2f} core-hours, over --budget {budget:g}: lower "
             "search.swarm.proxies or proxy.tokens (or raise --budget)"
         )
-    if dry_run:
-        return {"cost": cost, "mixtures": len(swarm_mix) + len(anchor_mix)}
 
-    # ---- proxies: anchors (every seed) first, so that a search cut short can already gate its noise
-    mix_dir = out / "mixtures"
-    mix_dir.mkdir(parents=True, exist_ok=True)
 
-    def write_mixture(name: str, w: np.ndarray, tokens: int, folder: Path = mix_dir) -> Path:
-        path = folder / f"{name}.yaml"
-        text = space.recipe_yaml(w, name, tokens, "# Written by `python -m workflows mixture-search`\n")
+@dataclass
+class _Proxies:
+    """The proxy runs of one search: each mixture's recipe in `folder`, trained by `train` into `results`."""
+
+    space: Space
+    cfg: MixtureSearchConfig
+    opts: ablate.Options
+    evals: dict[str, list[str]]
+    objective: tuple[str, ...]
+    tokens: int
+    """tokens each proxy trains on (whole steps)"""
+    n_phases: int
+    folder: Path
+    log: Any
+    seeds: list[int]
+    """the anchors' seeds; the swarm trains with the first"""
+    results: dict[str, dict[int, dict]] = field(default_factory=dict)
+    """name -> seed -> train_run's result"""
+
+    def write_mixture(self, name: str, w: np.ndarray, tokens: int) -> Path:
+        """DIR/mixtures/<name>.yaml at `tokens`, rewritten only when its text changed."""
+        path = self.folder / f"{name}.yaml"
+        text = self.space.recipe_yaml(w, name, tokens, "# Written by `python -m workflows mixture-search`\n")
         if not path.is_file() or path.read_text() != text:
             path.write_text(text)
         return path
 
-    seeds = [1 + k for k in range(n_seeds)]
-    results: dict[str, dict[int, dict]] = {}
-
-    def train(names_w: dict[str, np.ndarray], run_seeds: list[int]) -> None:
-        budget = padded_budget(proxy_tokens, n_phases, cfg.proxy)
-        paths = [write_mixture(n, w, budget) for n, w in names_w.items()]
+    def train(self, names_w: dict[str, np.ndarray], run_seeds: list[int]) -> None:
+        """Train (or reuse) each mixture at each seed, seed by seed, by ablate.train_run."""
+        budget = padded_budget(self.tokens, self.n_phases, self.cfg.proxy)
+        paths = [self.write_mixture(n, w, budget) for n, w in names_w.items()]
         arms = ablate.load_arms([str(p) for p in paths])
         for s in run_seeds:
             for arm in arms:
-                results.setdefault(arm.name, {})[s] = ablate.train_run(arm, s, proxy_opts, evals, log)
+                self.results.setdefault(arm.name, {})[s] = ablate.train_run(
+                    arm, s, self.opts, self.evals, self.log
+                )
 
-    train(anchor_mix, seeds)
-    train(swarm_mix, seeds[:1])
+    def objective_of(self, r: dict) -> float:
+        """A run's objective: its mean bits per byte over the objective's eval sets."""
+        return float(np.mean([r["bpb"][s] for s in self.objective]))
 
-    # ---- fit, gate, solve
-    def objective_of(r: dict) -> float:
-        return float(np.mean([r["bpb"][s] for s in objective]))
 
+def _train_proxies(
+    out: Path, space: Space, cfg: MixtureSearchConfig, proxy_opts: ablate.Options, evals: dict[str, list[str]],
+    objective: tuple[str, ...], proxy_tokens: int, n_phases: int, anchor_mix: dict[str, np.ndarray],
+    swarm_mix: dict[str, np.ndarray], log,
+) -> _Proxies:  # fmt: skip
+    """Step 4: the anchors (every seed) first, so that a search cut short can already gate its noise, then
+    the swarm (one seed)."""
+    mix_dir = out / "mixtures"
+    mix_dir.mkdir(parents=True, exist_ok=True)
+    seeds = [1 + k for k in range(cfg.search.swarm.anchor_seeds)]
+    proxies = _Proxies(space, cfg, proxy_opts, evals, objective, proxy_tokens, n_phases, mix_dir, log, seeds)
+    proxies.train(anchor_mix, seeds)
+    proxies.train(swarm_mix, seeds[:1])
+    return proxies
+
+
+@dataclass
+class _Fit:
+    """The laws fitted on the proxies, their diagnostics and the optimum they give."""
+
+    rows: dict[str, np.ndarray]
+    """every proxy mixture, anchors first"""
+    anchors: tuple[str, ...]
+    common: list[int]
+    """the seeds every mixture has: where they are compared"""
+    Y: np.ndarray
+    actual: np.ndarray
+    laws: ms.Laws
+    cv: dict[str, Any]
+    gate: dict[str, Any]
+    lo: np.ndarray
+    hi: np.ndarray
+    w_opt: np.ndarray
+    boot: ms.Bootstrap | None
+
+
+def _fit_and_solve(
+    proxies: _Proxies, anchor_mix: dict[str, np.ndarray], swarm_mix: dict[str, np.ndarray], lo: np.ndarray,
+    hi: np.ndarray, ms_cfg: ms.SearchConfig,
+) -> _Fit:  # fmt: skip
+    """Step 5's fit, noise gate and solve (mixtures/search.py) on the seed-matched proxy results."""
+    space, results, objective, seeds = proxies.space, proxies.results, proxies.objective, proxies.seeds
     rows = {**anchor_mix, **swarm_mix}
     W = np.array([rows[n] for n in rows])
     common, Y = seed_matched(results, list(rows), objective)  # the swarm's seed: anchors at it too
@@ -627,45 +743,70 @@ def mixture_search(
     laws = ms.fit_laws(W, Y, objective, ms_cfg.fit)
     cv = ms.cross_validate(W, Y, objective, ms_cfg.fit, space.p)
     gate = ms.noise_gate(
-        [objective_of(results[n][seeds[0]]) for n in rows],
-        [[objective_of(results[n][s]) for s in seeds] for n in anchor_mix],
+        [proxies.objective_of(results[n][seeds[0]]) for n in rows],
+        [[proxies.objective_of(results[n][s]) for s in seeds] for n in anchor_mix],
         ms_cfg.gate.ratio,
     )
     w_opt = fit_into_caps(
         space, ms.solve(laws, space.p, lo, hi, ms_cfg.solve.pull, ms_cfg.solve.strength), lo, hi
     )
     boot = ms.bootstrap(W, Y, laws, w_opt, space.p, lo, hi, space.sources, ms_cfg.fit, ms_cfg.solve)
-    chosen_name = mixture_name("chosen", w_opt)
-    already = next((n for n, w in rows.items() if np.array_equal(w, w_opt)), None)
+    return _Fit(rows, tuple(anchor_mix), common, Y, actual, laws, cv, gate, lo, hi, w_opt, boot)
+
+
+@dataclass
+class _Chosen:
+    """The chosen mixture's runs at the proxy scale, and its regret against the best proxy."""
+
+    name: str
+    runs: list[dict]
+    """its results, by seed"""
+    actual: float
+    """mean objective over its seeds"""
+    matched: float
+    """mean objective at the seeds every proxy has"""
+    regret: dict[str, Any]
+
+
+def _train_chosen(proxies: _Proxies, fit: _Fit) -> _Chosen:
+    """Train the optimum with the anchors' seeds (unless a proxy already is it, with every seed), and
+    measure its regret at the seeds the swarm has, as the runs it is compared with."""
+    results, seeds = proxies.results, proxies.seeds
+    chosen_name = mixture_name("chosen", fit.w_opt)
+    already = next((n for n, w in fit.rows.items() if np.array_equal(w, fit.w_opt)), None)
     if already is None:
-        train({chosen_name: w_opt}, seeds)
+        proxies.train({chosen_name: fit.w_opt}, seeds)
     else:  # the optimum is a mixture the swarm already trained (a strong pull gives natural)
         chosen_name = already
-        if len(results[already]) < n_seeds:
-            train({already: w_opt}, seeds)
+        if len(results[already]) < len(seeds):
+            proxies.train({already: fit.w_opt}, seeds)
     chosen_runs = [results[chosen_name][s] for s in sorted(results[chosen_name])]
-    chosen_actual = float(np.mean([objective_of(r) for r in chosen_runs]))
-    # the regret at the seeds the swarm has, as the runs it is compared with
-    chosen_matched = float(np.mean([objective_of(results[chosen_name][s]) for s in common]))
-    reg = ms.regret(chosen_matched, {n: float(a) for n, a in zip(rows, actual, strict=True)})
-    recommended = bool(gate["passed"])
+    chosen_actual = float(np.mean([proxies.objective_of(r) for r in chosen_runs]))
+    chosen_matched = float(np.mean([proxies.objective_of(results[chosen_name][s]) for s in fit.common]))
+    reg = ms.regret(chosen_matched, {n: float(a) for n, a in zip(fit.rows, fit.actual, strict=True)})
+    return _Chosen(chosen_name, chosen_runs, chosen_actual, chosen_matched, reg)
 
-    # ---- outputs
-    pred_sets = laws.predict(w_opt[None, :])[0]
+
+def _write_optimum(
+    out: Path, recipe_path: Path, proxies: _Proxies, fit: _Fit, chosen: _Chosen, pred_sets: np.ndarray,
+    recommended: bool,
+) -> tuple[Path, Path]:  # fmt: skip
+    """(law-optimum.yaml, always written; chosen.yaml, its copy only when recommended, else removed)."""
+    space, boot = proxies.space, fit.boot
     header = (
         f"# Written by `python -m workflows mixture-search` from {recipe_path}: the log-linear law's optimum\n"
-        f"# of phase {space.phase} over {len(rows)} proxy mixtures ({proxy_tokens:,} tokens each).\n"
+        f"# of phase {space.phase} over {len(fit.rows)} proxy mixtures ({proxies.tokens:,} tokens each).\n"
         f"# recommended: {'yes' if recommended else 'NO: the noise gate failed, proxies cannot tell mixtures apart'}\n"
         + "".join(
             f"# predicted {s}: {v:.4f} bits/byte"
             + (f" [{boot.per_set[s][0]:.4f}, {boot.per_set[s][1]:.4f}]" if boot else "") + "\n"
-            for s, v in zip(objective, pred_sets, strict=True)
+            for s, v in zip(proxies.objective, pred_sets, strict=True)
         )
-        + f"# held-out Spearman rho {cv['predictors']['loglinear']['rho']}, regret {reg['regret']:+.4f}; see search.md\n"
+        + f"# held-out Spearman rho {fit.cv['predictors']['loglinear']['rho']}, regret {chosen.regret['regret']:+.4f}; see search.md\n"
     )  # fmt: skip
     opt_path = out / "law-optimum.yaml"
     opt_path.write_text(
-        space.recipe_yaml(w_opt, f"{space.recipe.name}-searched", space.target_tokens, header)
+        space.recipe_yaml(fit.w_opt, f"{space.recipe.name}-searched", space.target_tokens, header)
     )
     Recipe.load(opt_path)  # what we write, the loader accepts
     chosen_path = out / "chosen.yaml"
@@ -673,9 +814,20 @@ def mixture_search(
         chosen_path.write_text(opt_path.read_text())
     elif chosen_path.exists():
         chosen_path.unlink()  # an earlier run's recommendation that this run's proxies no longer support
+    return opt_path, chosen_path
 
-    baselines = {n: float(np.mean([objective_of(r) for r in results[n].values()])) for n in anchor_mix}
-    summary: dict[str, Any] = {
+
+def _summary(
+    recipe_path: Path, searched: Path, proxies: _Proxies, fit: _Fit, chosen: _Chosen, params: int,
+    cost: dict[str, dict[str, float]], pred_sets: np.ndarray, recommended: bool, opt_path: Path,
+    chosen_path: Path,
+) -> dict[str, Any]:  # fmt: skip
+    """search.json's content (mixtures/search_report.py reads it)."""
+    space, results, objective = proxies.space, proxies.results, proxies.objective
+    baselines = {
+        n: float(np.mean([proxies.objective_of(r) for r in results[n].values()])) for n in fit.anchors
+    }
+    return {
         "recipe": str(recipe_path.resolve()),
         "searched_recipe": str(Path(searched).resolve()),
         "phase": space.phase,
@@ -683,70 +835,80 @@ def mixture_search(
         "tokens": dict(zip(space.sources, space.tokens.astype(int).tolist(), strict=True)),
         "natural": dict(zip(space.sources, space.p.tolist(), strict=True)),
         "caps": dict(zip(space.sources, space.caps.tolist(), strict=True)),
-        "bounds": {"lo": lo.tolist(), "hi": hi.tolist()},
+        "bounds": {"lo": fit.lo.tolist(), "hi": fit.hi.tolist()},
         "target_tokens": space.target_tokens,
-        "proxy_tokens": proxy_tokens,
+        "proxy_tokens": proxies.tokens,
         "proxy_params": params,
         "objective": list(objective),
-        "compared_seeds": common,
-        "config": cfg.to_dict(),
+        "compared_seeds": fit.common,
+        "config": proxies.cfg.to_dict(),
         "cost_estimate": cost,
-        "cost_measured": {
-            "runs": sum(len(v) for v in results.values()),
-            "wall_s": (wall := sum(r.get("wall_s", 0.0) for v in results.values() for r in v.values())),
-            # what this process's runs took (a run reused from an earlier call counts its own wall time)
-            "core_hours": wall * cfg.cost.cores / 3600,
-        },
-        "runs": {
-            n: {
-                "kind": "anchor" if n in anchor_mix else "swarm",
-                "weights": rows[n].tolist(),
-                "fits_target": bool(space.fits(rows[n])),
-                "objective": float(actual[i]),
-                "bpb": {e: float(Y[i, j]) for j, e in enumerate(objective)},
-                "seeds": {s: objective_of(r) for s, r in sorted(results[n].items())},
-                "predicted": float(laws.objective(rows[n][None])[0]),
-                "oof_loglinear": cv["oof_objective"]["loglinear"][i],
-                "oof_linear": cv["oof_objective"]["linear"][i],
-            }
-            for i, n in enumerate(rows)
-        },
+        "cost_measured": _cost_measured(results, proxies.cfg.cost.cores),
+        "runs": _run_records(proxies, fit),
         "laws": {
             s: {
-                "loglinear": laws.loglinear[i].record(space.sources),
-                "linear": laws.linear[i].record(space.sources),
+                "loglinear": fit.laws.loglinear[i].record(space.sources),
+                "linear": fit.laws.linear[i].record(space.sources),
             }
             for i, s in enumerate(objective)
         },
-        "cv": {k: v for k, v in cv.items() if k != "oof_objective"},
-        "gate": gate,
-        "chosen": {
-            "name": chosen_name,
-            "weights": dict(zip(space.sources, w_opt.tolist(), strict=True)),
-            "weights_interval": boot.weights if boot else None,
-            "predicted": float(laws.objective(w_opt[None])[0]),
-            "predicted_interval": boot.objective if boot else None,
-            "predicted_per_set": {s: float(v) for s, v in zip(objective, pred_sets, strict=True)},
-            "predicted_per_set_interval": boot.per_set if boot else None,
-            "bootstrap": {"samples": boot.samples, "failed": boot.failed} if boot else None,
-            "actual": chosen_actual,
-            "actual_seeds": [objective_of(r) for r in chosen_runs],
-            "actual_compared": chosen_matched,
-            "fits_target": bool(space.fits(w_opt)),
-        },
-        "regret": reg,
+        "cv": {k: v for k, v in fit.cv.items() if k != "oof_objective"},
+        "gate": fit.gate,
+        "chosen": _chosen_record(proxies, fit, chosen, pred_sets),
+        "regret": chosen.regret,
         "baselines": baselines,
         "recommended": recommended,
         "law_optimum": str(opt_path),
         "chosen_recipe": str(chosen_path) if recommended else None,
     }
-    # written before the validation too: a search whose validation is cut short still has its report
-    write_report(out, summary, log if not validate else lambda m: None)
-    if validate:
-        vbudget = padded_budget(vtokens, n_phases, cfg.proxy)
-        summary["validate"] = run_validation(space, cfg, out, w_opt, vbudget, eval_specs, objective, log)
-        write_report(out, summary, log)
-    return summary
+
+
+def _cost_measured(results: dict[str, dict[int, dict]], cores: int) -> dict[str, Any]:
+    """The runs' count, wall time and core-hours, as measured."""
+    return {
+        "runs": sum(len(v) for v in results.values()),
+        "wall_s": (wall := sum(r.get("wall_s", 0.0) for v in results.values() for r in v.values())),
+        # what this process's runs took (a run reused from an earlier call counts its own wall time)
+        "core_hours": wall * cores / 3600,
+    }
+
+
+def _run_records(proxies: _Proxies, fit: _Fit) -> dict[str, dict[str, Any]]:
+    """search.json's `runs`: each proxy mixture's weights, actual, predicted and out-of-fold objective."""
+    space, results, objective, cv = proxies.space, proxies.results, proxies.objective, fit.cv
+    return {
+        n: {
+            "kind": "anchor" if n in fit.anchors else "swarm",
+            "weights": fit.rows[n].tolist(),
+            "fits_target": bool(space.fits(fit.rows[n])),
+            "objective": float(fit.actual[i]),
+            "bpb": {e: float(fit.Y[i, j]) for j, e in enumerate(objective)},
+            "seeds": {s: proxies.objective_of(r) for s, r in sorted(results[n].items())},
+            "predicted": float(fit.laws.objective(fit.rows[n][None])[0]),
+            "oof_loglinear": cv["oof_objective"]["loglinear"][i],
+            "oof_linear": cv["oof_objective"]["linear"][i],
+        }
+        for i, n in enumerate(fit.rows)
+    }
+
+
+def _chosen_record(proxies: _Proxies, fit: _Fit, chosen: _Chosen, pred_sets: np.ndarray) -> dict[str, Any]:
+    """search.json's `chosen`: the optimum's weights, predictions with their intervals, and measurements."""
+    space, objective, boot, w_opt = proxies.space, proxies.objective, fit.boot, fit.w_opt
+    return {
+        "name": chosen.name,
+        "weights": dict(zip(space.sources, w_opt.tolist(), strict=True)),
+        "weights_interval": boot.weights if boot else None,
+        "predicted": float(fit.laws.objective(w_opt[None])[0]),
+        "predicted_interval": boot.objective if boot else None,
+        "predicted_per_set": {s: float(v) for s, v in zip(objective, pred_sets, strict=True)},
+        "predicted_per_set_interval": boot.per_set if boot else None,
+        "bootstrap": {"samples": boot.samples, "failed": boot.failed} if boot else None,
+        "actual": chosen.actual,
+        "actual_seeds": [proxies.objective_of(r) for r in chosen.runs],
+        "actual_compared": chosen.matched,
+        "fits_target": bool(space.fits(w_opt)),
+    }
 
 
 def write_report(out: Path, summary: dict[str, Any], log) -> None:
