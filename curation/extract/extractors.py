@@ -19,7 +19,7 @@ The cascade's pre-check (curation/filters/langid.py, `PreLanguageFilter`) reads 
 text node of the page as libxml2 parses it for trafilatura (script, style, noscript and template
 removed), in C from parse to string, linear in the page whatever its nesting: 1.7 ms per page on the
 shared WARCs, against 5.3 ms for resiliparse's main content behind the depth scan it needs, and the
-same pages dropped (bench/curation/cascade_agreement.py).
+same pages dropped (the removed bench/curation/cascade_agreement.py at 2d562b9; docs/extract.md).
 
 resiliparse (`Resiliparse`, `main_content`) is the fast alternative extractor, the second one of
 `extract.extractors`. Its main-content pass is one C++ call that no signal interrupts, and it is
