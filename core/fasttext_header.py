@@ -23,6 +23,12 @@ and refuses (FastTextFileError, naming the file and the field) anything that is 
 writes: a wrong magic or version, an option out of its range, a count that disagrees with the
 dictionary, matrix dimensions that do not match `dim` and the dictionary, or sizes that do not add
 up to exactly the file's length. Every size fastText will allocate is then bounded by the file size.
+
+Two things fastText loads without a word but fails on later, far from the file: a weight that is NaN
+or infinite (every float32 of the matrices and quantiser centroids is checked: `predict` raises
+"Encountered NaN" on the first text that touches it, inside a Spark task), and a label that is not
+UTF-8 (fastText's Python binding decodes labels on every prediction). The labels are returned, so a
+caller can check them against its own scheme without loading the model.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from __future__ import annotations
 import mmap
 import struct
 from pathlib import Path
+from typing import Any
 
 from core.errors import InputError
 
@@ -78,6 +85,27 @@ def _bool(r: _Reader, what: str) -> bool:
     return bool(v)
 
 
+FINITE_CHUNK = 1 << 22  # float32s checked at a time: 16 MiB of flags at most, whatever the matrix
+
+
+def _finite(r: _Reader, start: int, count: int, what: str) -> None:
+    """Refuse NaN or infinite float32s among `count` at byte `start` (read in place from the mmap)."""
+    import numpy as np
+
+    bad = -1
+    for lo in range(0, count, FINITE_CHUNK):
+        chunk = np.frombuffer(r.data, dtype="<f4", count=min(FINITE_CHUNK, count - lo), offset=start + 4 * lo)
+        ok = np.isfinite(chunk)
+        if not ok.all():
+            bad = lo + int(np.argmin(ok))
+        del chunk, ok  # no view of the mmap may outlive this frame: it is closed after the walk
+        if bad >= 0:
+            raise FastTextFileError(
+                f"{r.path}: {what} has a NaN or infinite weight (float {bad:,} of {count:,}): fastText "
+                "loads it, and every prediction that reads it fails"
+            )
+
+
 def _product_quantizer(r: _Reader, dim: int, what: str) -> None:
     pq_dim, nsubq, dsub, lastdsub = r.unpack(struct.Struct("<4i"), what)
     if pq_dim != dim or not 1 <= dsub <= dim:
@@ -86,7 +114,7 @@ def _product_quantizer(r: _Reader, dim: int, what: str) -> None:
     want = (dim // dsub + (dim % dsub > 0), dim % dsub or dsub)
     if (nsubq, lastdsub) != want:
         raise r.fail(f"{what}: nsubq {nsubq}, lastdsub {lastdsub}; dim {dim} / dsub {dsub} gives {want}")
-    r.take(4 * dim * KSUB, f"{what} centroids")
+    _finite(r, r.take(4 * dim * KSUB, f"{what} centroids"), dim * KSUB, f"{what} centroids")
 
 
 def _matrix(r: _Reader, quantised: bool, rows: int, dim: int, what: str) -> None:
@@ -94,7 +122,7 @@ def _matrix(r: _Reader, quantised: bool, rows: int, dim: int, what: str) -> None
         m, n = r.unpack(struct.Struct("<qq"), f"{what} header")
         if (m, n) != (rows, dim):
             raise r.fail(f"{what} is {m} x {n}, the header and dictionary say {rows} x {dim}")
-        r.take(4 * m * n, f"{what} ({m} x {n} float32)")
+        _finite(r, r.take(4 * m * n, f"{what} ({m} x {n} float32)"), m * n, what)
         return
     qnorm = _bool(r, f"{what} qnorm")
     m, n, codesize = r.unpack(struct.Struct("<qqi"), f"{what} header")
@@ -113,9 +141,11 @@ def _matrix(r: _Reader, quantised: bool, rows: int, dim: int, what: str) -> None
         _product_quantizer(r, 1, f"{what} norm quantiser")
 
 
-def check_fasttext_file(path: str | Path) -> dict[str, int | str | bool]:
-    """Refuse (FastTextFileError) a file fastText's loader would crash, hang or over-allocate on;
-    return the header's fields (dim, model, loss, nwords, nlabels, bucket, quantised...)."""
+def check_fasttext_file(path: str | Path) -> dict[str, Any]:
+    """Refuse (FastTextFileError) a file fastText's loader would crash, hang or over-allocate on, or
+    whose weights or labels it would fail on later; return the header's fields (dim, model, loss,
+    nwords, nlabels, bucket, quantised...) and `labels` (the dictionary's labels, as written:
+    `__label__en`)."""
     p = Path(path)
     try:
         f = open(p, "rb")  # noqa: SIM115 - the mmap below needs the descriptor
@@ -130,7 +160,7 @@ def check_fasttext_file(path: str | Path) -> dict[str, int | str | bool]:
             return _check(_Reader(p, data))
 
 
-def _check(r: _Reader) -> dict[str, int | str | bool]:
+def _check(r: _Reader) -> dict[str, Any]:
     magic, version = r.unpack(struct.Struct("<ii"), "the magic number")
     if magic != MAGIC:
         raise r.fail(f"magic number {magic}, not fastText's {MAGIC}")
@@ -161,10 +191,16 @@ def _check(r: _Reader) -> dict[str, int | str | bool]:
         raise r.fail("a supervised model without labels")
     entry = struct.Struct("<qb")
     data = r.data
+    labels = []
     for i in range(size):
         end = data.find(b"\0", r.pos)
         if end < 0:
             raise r.fail(f"the file ends inside dictionary entry {i} of {size}")
+        if i >= nwords:
+            try:
+                labels.append(data[r.pos : end].decode("utf-8"))
+            except UnicodeDecodeError:
+                raise r.fail(f"dictionary entry {i} (label {i - nwords}) is not UTF-8") from None
         r.pos = end + 1
         count, kind = r.unpack(entry, f"dictionary entry {i}")
         if kind not in (0, 1) or count < 0 or (kind == 1) != (i >= nwords):
@@ -195,4 +231,5 @@ def _check(r: _Reader) -> dict[str, int | str | bool]:
         "nlabels": nlabels,
         "bucket": bucket,
         "quantised": quant_input,
+        "labels": tuple(labels),
     }

@@ -23,12 +23,15 @@ FineWeb-2's subset names (huggingface/fineweb-2 configs/).
 from __future__ import annotations
 
 import bisect
+import difflib
+import functools
 import re
 import string
 from collections.abc import Iterable
 
-CODE_RE = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")
-"""A canonical code: three lower-case letters, `_`, a capitalised four-letter script."""
+CODE_RE = re.compile(r"[a-z]{3}_[A-Z][a-z]{3}")
+"""A canonical code: three lower-case letters, `_`, a capitalised four-letter script. Always used with
+`fullmatch`: `$` would also match before a trailing newline (`"eng_Latn\\n"`)."""
 
 UNDETERMINED = "und"
 """ISO 639-3 for 'undetermined': no model label (an empty text)."""
@@ -92,6 +95,52 @@ MACROLANGUAGE = {
     "pbu": "pus", "ydd": "yid", "gug": "grn", "kmr": "kur", "ckb": "kur", "sdh": "kur", "kpv": "kom",
     "koi": "kom", "hrv": "hbs", "srp": "hbs", "bos": "hbs", "cnr": "hbs", "mhr": "chm", "mrj": "chm",
     "pnb": "lah", "gom": "kok", "diq": "zza",
+}  # fmt: skip
+
+# The scripts each of lid.176's languages is written in (ISO 639-3 -> ISO 15924, as `text_script`
+# names them: `Jpan` for Japanese, `Hang` for Korean, `Hani` for Chinese), from Unicode CLDR's
+# languageData (supplementalData.xml: each language's primary and secondary scripts) and Wikipedia's
+# script list of each language. lid.176 labels a language, not a script, and the script comes from
+# the text's letters; a label whose language is never written in them is no reading of the text (a
+# joiner-flooded Persian page that lid.176 called `zh` came out `cmn_Arab`), so `possible` refuses it
+# and langid takes the model's best label that is possible. A language not listed (a retrained
+# model's own label) is not constrained.
+_LATN, _CYRL, _ARAB = frozenset({"Latn"}), frozenset({"Cyrl"}), frozenset({"Arab"})
+SCRIPTS_OF: dict[str, frozenset[str]] = {
+    **{lang: _LATN for lang in (
+        "afr", "gsw", "arg", "ast", "bar", "bcl", "bre", "cat", "cbk", "ceb", "ces", "cos", "cym", "dan",
+        "deu", "diq", "dsb", "egl", "eng", "epo", "spa", "ekk", "eus", "fin", "fra", "frr", "fry", "gle",
+        "gla", "glg", "gug", "glv", "hat", "hrv", "hsb", "hun", "ina", "ind", "ile", "ilo", "ido", "isl",
+        "ita", "jav", "jbo", "cor", "lat", "ltz", "lim", "lmo", "lit", "lvs", "plt", "min", "mlt", "mwl",
+        "nah", "nap", "nds", "nld", "nno", "nob", "oci", "pam", "pfl", "pol", "pms", "por", "que", "roh",
+        "ron", "srd", "scn", "sco", "slk", "slv", "som", "als", "sun", "swe", "swh", "tgl", "tur", "vec",
+        "vep", "vie", "vls", "vol", "wln", "war", "yor",
+    )},
+    **{lang: _CYRL for lang in (
+        "ava", "bak", "bel", "bul", "bxr", "che", "chv", "krc", "kpv", "lez", "mhr", "mrj", "mkd", "myv",
+        "oss", "rus", "rue", "sah", "tyv", "ukr", "xal",
+    )},
+    **{lang: _ARAB for lang in ("arb", "arz", "azb", "lrc", "mzn", "pes", "pnb", "pbt", "urd")},
+    **{lang: frozenset({"Deva"}) for lang in ("bho", "dty", "hin", "mai", "mar", "new", "npi", "san")},
+    "asm": frozenset({"Beng"}), "ben": frozenset({"Beng"}), "bpy": frozenset({"Beng"}),
+    "pan": frozenset({"Guru", "Arab"}), "guj": frozenset({"Gujr"}), "ory": frozenset({"Orya"}),
+    "tam": frozenset({"Taml"}), "tel": frozenset({"Telu"}), "kan": frozenset({"Knda"}),
+    "mal": frozenset({"Mlym"}), "sin": frozenset({"Sinh"}), "tha": frozenset({"Thai"}),
+    "lao": frozenset({"Laoo"}), "bod": frozenset({"Tibt"}), "mya": frozenset({"Mymr"}),
+    "khm": frozenset({"Khmr"}), "kat": frozenset({"Geor"}), "xmf": frozenset({"Geor"}),
+    "hye": frozenset({"Armn"}), "heb": frozenset({"Hebr"}), "ydd": frozenset({"Hebr"}),
+    "amh": frozenset({"Ethi"}), "div": frozenset({"Thaa"}), "ell": frozenset({"Grek"}),
+    "cmn": frozenset({"Hani"}), "wuu": frozenset({"Hani"}), "yue": frozenset({"Hani"}),
+    "jpn": frozenset({"Jpan"}), "kor": frozenset({"Hang"}),
+    # written in more than one script (CLDR's secondary scripts, or a script change still under way)
+    "azj": frozenset({"Latn", "Cyrl"}), "uzn": frozenset({"Latn", "Cyrl"}), "tuk": frozenset({"Latn", "Cyrl"}),
+    "kaz": frozenset({"Cyrl", "Latn", "Arab"}), "kir": frozenset({"Cyrl", "Arab"}),
+    "tat": frozenset({"Cyrl", "Latn"}), "tgk": frozenset({"Cyrl", "Arab", "Latn"}),
+    "khk": frozenset({"Cyrl", "Mong"}), "srp": frozenset({"Cyrl", "Latn"}), "hbs": frozenset({"Latn", "Cyrl"}),
+    "bos": frozenset({"Latn", "Cyrl"}), "kmr": frozenset({"Latn", "Arab", "Cyrl"}),
+    "ckb": frozenset({"Arab", "Latn"}), "snd": frozenset({"Arab", "Deva"}),
+    "uig": frozenset({"Arab", "Cyrl", "Latn"}), "zsm": frozenset({"Latn", "Arab"}),
+    "hif": frozenset({"Latn", "Deva"}), "gom": frozenset({"Deva", "Latn", "Knda"}),
 }  # fmt: skip
 
 # ISO 15924 scripts by Unicode block (Blocks.txt / Scripts.txt, Unicode 15): the blocks of the
@@ -212,7 +261,7 @@ def split_code(code: str) -> tuple[str, str | None]:
     """
     if not isinstance(code, str):
         raise LanguageCodeError(f"a language code must be a string, got {code!r}")
-    if CODE_RE.match(code):
+    if CODE_RE.fullmatch(code):
         return code[:3], code[4:]
     if re.fullmatch(r"[a-z]{3}", code):
         return code, None
@@ -222,6 +271,57 @@ def split_code(code: str) -> tuple[str, str | None]:
         f"unknown language code {code!r}: give ISO 639-3 with its ISO 15924 script (`rus_Cyrl`), "
         "ISO 639-3 alone (`rus`, any script) or an ISO 639-1 code (`ru`)"
     )
+
+
+def possible(code: str) -> bool:
+    """Whether canonical `code` names its language in a script it is written in (`SCRIPTS_OF`); a
+    text without letters (`Zyyy`) or in unknown letters (`Zzzz`), or a language not in the table, is
+    not judged."""
+    lang, script = code[:3], code[4:]
+    scripts = SCRIPTS_OF.get(lang)
+    return scripts is None or script in scripts or script in (NO_SCRIPT, "Zzzz")
+
+
+@functools.cache
+def iso_tables() -> tuple[frozenset[str], frozenset[str]]:
+    """(ISO 639-3 codes with ISO 639-5's collectives, ISO 15924 codes), from pycountry's copies of the
+    registration authorities' tables (SIL's iso-639-3.tab, ISO 639-5, Unicode's iso15924.txt).
+    Collectives count: lid.176's `nah` (Nahuatl) is one."""
+    import pycountry
+
+    langs = {lang.alpha_3 for lang in pycountry.languages} | {f.alpha_3 for f in pycountry.language_families}
+    return frozenset(langs), frozenset(s.alpha_4 for s in pycountry.scripts)
+
+
+def _unknown(kind: str, value: str, table: frozenset[str]) -> str:
+    near = difflib.get_close_matches(value, sorted(table), n=3, cutoff=0.7)
+    return f"{value!r} is no {kind} code" + (f" (did you mean {' or '.join(near)}?)" if near else "")
+
+
+def check_code(code: str) -> tuple[str, str | None]:
+    """`split_code`, and the language checked against ISO 639-3 and the script against ISO 15924: a
+    well-formed typo (`eng_Latm`, `rsu`) is refused instead of matching nothing (a keep-list of it
+    dropped every document with exit 0). A LanguageCodeError naming the code otherwise."""
+    lang, script = split_code(code)
+    langs, scripts = iso_tables()
+    if lang not in langs:
+        raise LanguageCodeError(f"unknown language code {code!r}: {_unknown('ISO 639-3', lang, langs)}")
+    if script is not None and script not in scripts:
+        raise LanguageCodeError(
+            f"unknown language code {code!r}: {_unknown('ISO 15924 script', script, scripts)}"
+        )
+    return lang, script
+
+
+def is_known(code: str) -> bool:
+    """A canonical code whose language is in ISO 639-3 and script in ISO 15924."""
+    if not is_canonical(code):
+        return False
+    try:
+        check_code(code)
+    except LanguageCodeError:
+        return False
+    return True
 
 
 def from_lid176(label: str, text: str, counts: dict[str, int] | None = None) -> str:
@@ -234,7 +334,7 @@ def from_lid176(label: str, text: str, counts: dict[str, int] | None = None) -> 
 
 
 def is_canonical(code: str) -> bool:
-    return isinstance(code, str) and CODE_RE.match(code) is not None
+    return isinstance(code, str) and CODE_RE.fullmatch(code) is not None
 
 
 class LanguageSet:
@@ -249,7 +349,9 @@ class LanguageSet:
 
     def __init__(self, entries: Iterable[str]) -> None:
         self.entries = tuple(entries)
-        self._parsed = frozenset(split_code(e) for e in self.entries)
+        # the user's entries are checked against the ISO tables (a typo would match nothing); the
+        # documents' codes below only need to be read
+        self._parsed = frozenset(check_code(e) for e in self.entries)
         self._cache: dict[str, bool] = {}
 
     @property
@@ -283,11 +385,12 @@ class LanguageSet:
 
 
 def check_codes(codes: Iterable[str], key: str) -> tuple[str, ...]:
-    """Validate user-given codes for config key `key` (a LanguageCodeError naming the key)."""
+    """Validate user-given codes for config key `key` against the ISO tables (`check_code`; a
+    LanguageCodeError naming the key and the entry)."""
     out = []
     for c in codes:
         try:
-            split_code(c)
+            check_code(c)
         except LanguageCodeError as e:
             raise LanguageCodeError(f"{key}: {e}") from None
         out.append(c)

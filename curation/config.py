@@ -286,6 +286,10 @@ class ExtractConfig(ConfigModel):
         return d
 
 
+LANGID_THRESHOLD = 0.65
+"""FineWeb's LID threshold, `langid.threshold`'s default."""
+
+
 class LangIdConfig(ConfigModel):
     """Language ID: one fastText LID model, its labels read into one code (core/languages.py)."""
 
@@ -299,8 +303,9 @@ class LangIdConfig(ConfigModel):
     languages: tuple[str, ...] = ("en",)
     """Languages to keep: `rus_Cyrl` (that script only), `rus` or `ru` (any script), a macrolanguage
     (`zho`: its members, `cmn_Hani`, `yue_Hani`); an empty list keeps every language."""
-    threshold: float = 0.65
-    """Minimum top-label probability to keep a document (FineWeb: 0.65), where `thresholds` names none."""
+    threshold: float = LANGID_THRESHOLD
+    """Minimum top-label probability to keep a document (FineWeb: 0.65), where `thresholds` names none;
+    under `languages.settings` the language's file decides, and another value is refused."""
     thresholds: dict[str, float] = Field(default_factory=dict)
     """Per-language minimum probability, by code in any form `languages` takes; the most specific entry
     wins (`srp_Latn` over `srp` over `hbs`). configs/languages/ holds FineWeb-2's values."""
@@ -335,6 +340,18 @@ class LangIdConfig(ConfigModel):
             raise ConfigError(f"langid.top_scores_min must be in (0, 1] or null, got {self.top_scores_min!r}")
         if self.model_path is not None and not Path(self.model_path).is_file():
             raise ConfigError(f"langid.model_path: no such file {self.model_path!r}")
+        if self.model_path is not None or self.labels != "auto":
+            # on the driver, as the config loads: a model with NaN weights, an unreadable dictionary or
+            # labels in no scheme (or not in the forced one) is `error: ...` exit 2 here, not a Spark
+            # task that fails the same way on every rerun. The shipped lid.176 with `auto` is known good.
+            from curation.filters.lid_model import check_model, default_model_path
+
+            path = self.model_path or default_model_path()
+            key = "langid.model_path" if self.model_path is not None else "langid.labels"
+            try:
+                check_model(path, self.labels)
+            except ValueError as e:  # FastTextFileError is an InputError, a ValueError
+                raise ConfigError(f"{key}: {e}") from None
         return self
 
     def fingerprint_dict(self) -> dict[str, Any]:
@@ -620,6 +637,9 @@ class ExtractJobConfig(ConfigModel):
     fetch: FetchConfig = Field(default_factory=FetchConfig)
     cc_base_url: str = "https://data.commoncrawl.org/"
     """Prefix for the relative paths of a Common Crawl `warc.paths(.gz)` listing (or s3://commoncrawl/)."""
+    allow_remove_all: bool = False
+    """Let a run write under 1% of the >= 100 documents it read (refused otherwise: core/removal.py,
+    curation/job.py `check_extract_removal`). Not in the fingerprint: it changes no document."""
 
     @field_validator("annotators", mode="before")
     @classmethod
@@ -638,6 +658,29 @@ class ExtractJobConfig(ConfigModel):
             raise ConfigError(f"annotators: two annotators have one funnel row name in {names}")
         return self
 
+    @model_validator(mode="after")
+    def _check_per_language(self) -> Any:
+        """Under `languages.settings` each document's language file gives its LID threshold and its
+        blocks' `language`: a value the user set for those would have no effect (and the threshold
+        would still change the fingerprint), so it is refused rather than silently dropped."""
+        if self.languages.settings is None:
+            return self
+        if self.langid.threshold != LANGID_THRESHOLD:
+            raise ConfigError(
+                f"langid.threshold ({self.langid.threshold}) has no effect under languages.settings: each "
+                "language is judged by its own file's lid_threshold. Set a language's threshold with "
+                "langid.thresholds (e.g. {rus: 0.5}, or a macrolanguage), or set languages.settings: null"
+            )
+        for key in DATATROVE_FILTERS:
+            block = getattr(self.filters, key)
+            if block is not None and "class" not in block and "language" in block:
+                raise ConfigError(
+                    f"filters.{key}.language ({block['language']!r}) has no effect under languages.settings: "
+                    "each document's block takes the document's own language; remove the key, or set "
+                    "languages.settings: null"
+                )
+        return self
+
     def annotator_specs(self) -> list[tuple[str, dict[str, Any], str]]:
         """(class spec, arguments, config key) of every annotator in pipeline order, `quality.model` first."""
         legacy = [(QUALITY_ANNOTATOR, {"model": self.quality.model}, "quality")] if self.quality.model else []
@@ -654,6 +697,8 @@ class ExtractJobConfig(ConfigModel):
             del d["annotators"]  # configs written before the list existed keep their fingerprint
         if d["output"]["partition_by"] is None:
             del d["output"]["partition_by"]  # off: folders made before the option existed keep their names
+        if not d["allow_remove_all"]:
+            del d["allow_remove_all"]  # configs written before the key existed keep their record
         if d["filters"].get("mode") == "drop":
             # the default mode is left out, so configs written before it existed keep their fingerprint
             del d["filters"]["mode"]
@@ -672,6 +717,7 @@ class ExtractJobConfig(ConfigModel):
         for key in ("split_bytes", "units_per_core", "min_split_bytes"):
             d["reader"].pop(key)
         d.pop("fetch")  # how records are fetched and grouped does not change them either
+        d.pop("allow_remove_all", None)  # whether a near-empty result is published changes no document
         d["extract"] = self.extract.fingerprint_dict()
         d["langid"] = self.langid.fingerprint_dict()
         if self.languages.settings is not None:

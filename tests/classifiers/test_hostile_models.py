@@ -374,15 +374,19 @@ HOSTILE_FTZ = {
 
 @pytest.mark.parametrize("case", list(HOSTILE_FTZ))
 def test_a_hostile_language_id_model_is_refused_before_fasttext_loads_it(tmp_path, case):
+    from core.errors import ConfigError
     from curation.config import LangIdConfig
-    from curation.filters.langid import LanguageIdentifier
+    from curation.filters.langid import load_model
 
     edit, refusal = HOSTILE_FTZ[case]
     path = tmp_path / "lid.176.ftz"
     path.write_bytes(edit(_lid_path().read_bytes()))
-    lid = LanguageIdentifier(LangIdConfig(model_path=str(path)))
+    # refused when the config loads, on the driver (issue 54); the loader itself refuses it too
+    with pytest.raises(ConfigError, match=refusal) as e:
+        LangIdConfig(model_path=str(path))
+    assert str(e.value).startswith("langid.model_path: ") and str(path) in str(e.value)
     with pytest.raises(FastTextFileError, match=refusal) as e:
-        lid.predict("This is an English sentence.")
+        load_model(str(path))
     assert isinstance(e.value, InputError) and str(path) in str(e.value)
 
 

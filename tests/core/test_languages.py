@@ -173,3 +173,113 @@ def test_canonical_codes_have_the_documented_shape():
     for label in LID176_LABELS:
         code = from_lid176(label, "text")
         assert CODE_RE.match(code), code
+
+
+# --- The class of "language codes" (issue 54): a code is read whole, is a real ISO code, and names a
+# script its language is written in.
+
+
+@pytest.mark.parametrize("tail", ["\n", "\r\n", " ", "\t", "\x00", "_", "\u2028"])
+def test_a_code_with_anything_after_it_is_no_code(tail):
+    """`$` matches before a trailing newline: `eng_Latn\\n` was a canonical code."""
+    from core.languages import check_codes, is_canonical
+
+    for code in ("eng_Latn", "rus", "ru"):
+        assert not is_canonical(code + tail)
+        with pytest.raises(LanguageCodeError):
+            split_code(code + tail)
+        with pytest.raises(LanguageCodeError, match=r"langid\.languages"):
+            check_codes([code + tail], "langid.languages")
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("eng_Latm", r"'Latm' is no ISO 15924 script code \(did you mean Latn"),
+        ("eng_Cyrx", "'Cyrx' is no ISO 15924 script code"),
+        ("rsu_Cyrl", "'rsu' is no ISO 639-3 code"),
+        ("qqq", "'qqq' is no ISO 639-3 code"),
+        ("xyz", "'xyz' is no ISO 639-3 code"),
+    ],
+)
+def test_a_well_formed_code_that_iso_does_not_have_is_refused_naming_the_key(code, message):
+    """A keep-list typo `eng_Latm` matched nothing and dropped every document with exit 0."""
+    from core.languages import check_codes
+
+    with pytest.raises(LanguageCodeError, match=message) as e:
+        check_codes(["deu_Latn", code], "langid.languages")
+    assert str(e.value).startswith("langid.languages: ")
+    with pytest.raises(LanguageCodeError, match=message):
+        LanguageSet([code])  # every user list (recipes' `lang` selects, scorers' languages) is checked
+
+
+def test_every_code_the_tables_know_is_iso():
+    """The other side: every ISO 639-3 code (pycountry's and iso639-lang's tables agree), every
+    lid.176 code and every ISO 15924 script is accepted."""
+    from iso639 import iter_langs
+
+    from core.languages import check_code
+
+    for lang in iter_langs():
+        if lang.pt3:
+            check_code(lang.pt3)
+    for label in LID176_LABELS:
+        check_code(from_lid176(label, "text"))
+    for script in pycountry.scripts:
+        check_code(f"eng_{script.alpha_4}")
+
+
+def test_the_script_table_covers_lid176_and_only_iso_scripts():
+    from core.languages import SCRIPTS_OF
+
+    assert set(SCRIPTS_OF) == set(LID176.values())
+    for lang, scripts in SCRIPTS_OF.items():
+        for s in scripts:
+            assert s in {"Jpan", "Hang", "Hani"} or pycountry.scripts.get(alpha_4=s) is not None, (lang, s)
+
+
+def _joiner_flooded(text: str) -> list[str]:
+    return [j.join(text) for j in ("\u200c", "\u200d", "\u200c\u200d")] + [
+        "\u200c" * 5 + "\u200c".join(text.split())
+    ]
+
+
+def test_no_impossible_language_script_pair_is_emitted(data_dir):
+    """The class: whatever the text, langid's codes (the top one, the top-k of the pre-check, the
+    lang_scores column) name a language in a script it is written in. Real sentences of every
+    Leipzig language, and each flooded with joiners as a hostile page is (a Persian page came out
+    `cmn_Arab`, lid.176's `zh` with the script of the Arabic letters)."""
+    from core.languages import possible
+    from curation.config import LangIdConfig
+    from curation.filters.langid import TOP_SCORES_K, LanguageIdentifier
+
+    lid = LanguageIdentifier(LangIdConfig(languages=()))
+    texts = []
+    for f in sorted((data_dir / "langid" / "leipzig" / "sentences").glob("*.txt")):
+        lines = [ln for ln in f.read_text("utf-8").splitlines() if ln.strip()][:40]
+        texts += lines[:20] + [t for ln in lines[20:40] for t in _joiner_flooded(ln)]
+    seen = set()
+    for t in texts:
+        codes = [lid.predict(t)[0], *(c for c, _ in lid.top_labels(t, TOP_SCORES_K))]
+        for code in codes:
+            assert possible(code), (code, t[:60])
+        seen.add(codes[0])
+    assert {"pes_Arab", "cmn_Hani", "srp_Cyrl", "jpn_Jpan", "kor_Hang", "eng_Latn"} <= seen
+
+
+def test_the_flooded_persian_page_is_persian_or_undetermined_in_its_script(data_dir):
+    from curation.config import LangIdConfig
+    from curation.filters.langid import LanguageIdentifier
+
+    lid = LanguageIdentifier(LangIdConfig(languages=()))
+    fa = [
+        ln
+        for ln in (data_dir / "langid/leipzig/sentences/fa.txt").read_text("utf-8").splitlines()
+        if ln.strip()
+    ]
+    page = "\u200c".join(fa[11])  # lid.176 says zh for it
+    assert lid.predict_raw(page)[0] == "zh"
+    code, _ = lid.predict(page)
+    assert code.endswith("_Arab") and code[:3] in {"pes", "arb", "urd", "pnb", "azb", "ckb", "mzn", "und"}, (
+        code
+    )

@@ -4,6 +4,7 @@ keep/drop reasons, per-language thresholds, the `lang_scores` column, and a Glot
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -167,9 +168,61 @@ def test_glotlid_format_model_labels_pass_through(tmp_path, data_dir):
 
 
 def test_model_with_labels_in_no_known_scheme_is_refused(tmp_path, data_dir):
+    """Refused when the config loads (on the driver), forced scheme or not: tests/curation/test_lid_models.py
+    has the whole class of hostile models."""
     model, _ = _train(tmp_path, data_dir, {"ru": "russian", "de": "german"})
-    li = LanguageIdentifier(LangIdConfig(model_path=model, languages=()))
-    with pytest.raises(ValueError, match=r"neither lid\.176's codes nor GlotLID's"):
-        li.predict("Привет")
-    forced = LanguageIdentifier(LangIdConfig(model_path=model, languages=(), labels="iso639_3_script"))
-    assert forced.scheme == "iso639_3_script"
+    with pytest.raises(ConfigError, match=r"neither lid\.176's codes nor GlotLID's"):
+        LangIdConfig(model_path=model, languages=())
+    with pytest.raises(ConfigError, match=r"langid\.labels is iso639_3_script but 2 of the model's 2 labels"):
+        LangIdConfig(model_path=model, languages=(), labels="iso639_3_script")
+
+
+# --- per-language settings own the threshold and the blocks' language (issue 54) ---------------------
+
+PRESET = "configs/extract-multilingual.yaml"
+
+
+@pytest.mark.parametrize(
+    ("override", "refusal"),
+    [
+        ("langid.threshold=0.5", r"langid\.threshold \(0\.5\) has no effect under languages\.settings"),
+        ("langid.threshold=0.0", r"langid\.threshold \(0\.0\) has no effect"),
+        ("filters.gopher_quality.language=deu", r"filters\.gopher_quality\.language \('deu'\) has no effect"),
+        ("filters.gopher_repetition.language=en", r"filters\.gopher_repetition\.language \('en'\)"),
+        ("filters.fineweb_quality.language=deu_Latn", r"filters\.fineweb_quality\.language"),
+        ("langid.languages=[eng_Latm]", r"langid\.languages: unknown language code 'eng_Latm'"),
+        ("langid.thresholds={eng_Latm: 0.5}", r"langid\.thresholds: unknown language code 'eng_Latm'"),
+    ],
+)
+def test_a_value_the_per_language_settings_would_overwrite_is_refused(
+    override, refusal, tmp_path, capsys, warc_dir
+):
+    """Under languages.settings each language's file gives its threshold and each block's language:
+    `langid.threshold` changed the fingerprint and nothing else, and a block's `language` was replaced
+    without a word. Refused on load, exit 2 from the command line before any folder is made."""
+    from curation.cli import main
+    from curation.config import ExtractJobConfig
+
+    with pytest.raises(ConfigError, match=refusal):
+        ExtractJobConfig.load(PRESET, [override])
+    out = tmp_path / "out"
+    warc = sorted(warc_dir.glob("*.warc.gz"))[0]
+    assert (
+        main(["extract", "--input", str(warc), "--output", str(out), "--config", PRESET, "--set", override])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and re.search(refusal, err) and not out.exists()
+
+
+def test_without_per_language_settings_the_threshold_and_a_blocks_language_are_the_users():
+    from curation.config import ExtractJobConfig
+
+    a = ExtractJobConfig.load(None, ["langid.threshold=0.5", "filters.gopher_quality.language=deu"])
+    assert a.langid.threshold == 0.5 and a.filters.gopher_quality["language"] == "deu"
+    # the preset with the default threshold: the fingerprint of folders made before this check
+    preset = ExtractJobConfig.load(PRESET)
+    assert preset.langid.threshold == 0.65
+    assert ExtractJobConfig.load(PRESET, ["langid.threshold=0.65"]).fingerprint() == preset.fingerprint()
+    li = LanguageIdentifier(preset.langid, settings=preset.languages.folder())
+    assert li.threshold("deu_Latn") != preset.langid.threshold  # the file's (0.65 is lid.176's English)
