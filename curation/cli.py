@@ -7,10 +7,11 @@ key=value` (core/cli.py): extract's keys are configs/extract.yaml's, index's are
 below, whose flags (`--root`, `--no-languages`) are aliases.
 
 `derive-language --lang xxx_Scrp --reference FILE...` measures a language's settings file
-(configs/languages/) on reference text; `import-fineweb2 GIT_DIR` rewrites the shipped files from
-FineWeb-2's configs; `calibrate-lid --reference-dir DIR` measures the LID thresholds of every
-language of a folder of reference files with the model that runs (configs/languages/models/)
-(curation/language_settings.py).
+(configs/languages/) on reference text; `import-fineweb2 GIT_DIR --out DIR` writes the per-language
+files from FineWeb-2's configs; `calibrate-lid --reference-dir DIR --out FILE` measures the LID
+thresholds of every language of a folder of reference files with the model that runs (a table of
+configs/languages/models/) (curation/language_settings.py). None of them writes into the shipped
+configs/ unless `--out` names the file there and `--force` is given (`check_out`).
 
 It also runs under spark-submit (`spark-submit curation/__main__.py extract ...`); the token
 jobs (train-tokenizer, tokenize) are `python -m tokens ...`.
@@ -116,8 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dl.add_argument("--segmenter", metavar="NAME", help="word segmenter (default: the language's own)")
     dl.add_argument(
-        "--out", metavar="FILE.yaml", help="write here (named after --lang), else print to stdout"
+        "--max-lines",
+        type=int,
+        default=1_000_000,
+        metavar="N",
+        help="non-empty reference lines read at most (default 1000000; the rest is not read)",
     )
+    dl.add_argument(
+        "--out",
+        metavar="FILE.yaml",
+        help="write here (named after --lang; a settings folder of your own), else print to stdout",
+    )
+    dl.add_argument("--force", action="store_true", help="allow --out to replace a shipped file of configs/")
 
     cl = sub.add_parser(
         "calibrate-lid",
@@ -134,7 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--model", metavar="PATH", help="a fastText LID model (default: lid.176)")
     cl.add_argument("--source", default=None, help="what the reference text is (written in the table)")
     cl.add_argument(
-        "--out", default=None, metavar="FILE.yaml", help="default: configs/languages/models/<scheme>.yaml"
+        "--out",
+        required=True,
+        metavar="FILE.yaml",
+        help="the table to write, named <scheme>.yaml (lid176.yaml), e.g. MY_SETTINGS/models/lid176.yaml",
+    )
+    cl.add_argument(
+        "--force",
+        action="store_true",
+        help="allow --out to replace the shipped configs/languages/models table",
     )
 
     fw = sub.add_parser(
@@ -144,7 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
     fw.add_argument("fineweb2", metavar="GIT_DIR", help="a clone of huggingface/fineweb-2 (or its .git)")
     fw.add_argument("--rev", default="HEAD", help="the commit to read (default HEAD)")
     fw.add_argument("--top", type=int, default=50, help="how many of its largest languages (default 50)")
-    fw.add_argument("--out", default=None, metavar="DIR", help="default: configs/languages/")
+    fw.add_argument(
+        "--out", required=True, metavar="DIR", help="the folder to write (configs/languages/ needs --force)"
+    )
+    fw.add_argument(
+        "--force", action="store_true", help="allow --out to replace the shipped configs/languages/"
+    )
     return parser
 
 
@@ -211,6 +235,9 @@ def _extract_index(args: argparse.Namespace, cfg: ExtractJobConfig) -> int:
         cfg,
         spark=SparkOptions.from_args(args),
     )
+    from curation.job import check_extract_removal
+
+    check_extract_removal(result, cfg)  # the guard run_extract applies, for the index's records too
     fetched = {k: v for k, v in result.stats.counters.items() if k.startswith("fetch_")}
     detail = f"config {cfg.fingerprint()}; " + ", ".join(f"{k} {v}" for k, v in sorted(fetched.items()))
     return print_run("extract", result, detail)
@@ -236,31 +263,36 @@ def _index(args: argparse.Namespace) -> int:
 def _derive_language(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from core.languages import is_canonical
     from curation import language_settings as ls
 
     # every input checked before the LID model and the segmenter load
-    if not is_canonical(args.lang):
-        raise InputError(f"--lang must be xxx_Scrp (ISO 639-3 _ ISO 15924, e.g. deu_Latn), got {args.lang!r}")
-    missing = [f for f in args.reference if not Path(f).is_file()]
+    ls._check_language("--lang", args.lang)
+    missing = [f for f in args.reference if not ls.is_regular(Path(f))]
     if missing:
-        raise InputError(f"--reference: not a file: {', '.join(missing[:5])}")
+        raise InputError(f"--reference: not a regular file: {', '.join(missing[:5])}")
     if args.lines_per_doc is not None and not 1 <= args.lines_per_doc <= 100_000:
         raise InputError(f"--lines-per-doc must be in [1, 100000], got {args.lines_per_doc}")
+    if not 1 <= args.max_lines <= 100_000_000:
+        raise InputError(f"--max-lines must be in [1, 100000000], got {args.max_lines}")
     if args.segmenter is not None:
         ls.check_segmenter(args.segmenter)
     out = Path(args.out) if args.out else None
     if out is not None:
         if out.name != f"{args.lang}.yaml":
             raise InputError(f"--out must be named {args.lang}.yaml (the loader finds a language by name)")
-        if not out.parent.is_dir():
-            raise InputError(f"--out: no folder {out.parent}")
-    settings = ls.derive_from_files(args.lang, args.reference, args.lines_per_doc, args.segmenter)
+        ls.check_out(out, args.force)
+    from curation.config import LangIdConfig
+    from curation.filters.langid import LanguageIdentifier
+
+    lid = LanguageIdentifier(LangIdConfig(languages=()))
+    settings = ls.derive_from_files(
+        args.lang, args.reference, args.lines_per_doc, args.segmenter, lid=lid, max_lines=args.max_lines
+    )
     how = "Made by `python -m curation derive-language` (curation/language_settings.py: derive_settings)."
     if out is None:
         print(ls.dump(settings, how), end="")
         return 0
-    ls.write_settings(settings, out, how)
+    ls.write_settings(settings, out, how)  # validated (read back) before the temporary file is renamed
     q = settings.gopher_quality
     print(
         f"Refinery derive-language {args.lang} -> {out}: lid_threshold {settings.lid_threshold}, "
@@ -279,7 +311,9 @@ def _import_fineweb2(args: argparse.Namespace) -> int:
         raise InputError(f"not a folder: {args.fineweb2}")
     if not 1 <= args.top <= 2000:
         raise InputError(f"--top must be in [1, 2000], got {args.top}")
-    written = ls.write_fineweb2(args.fineweb2, args.out or ls.FOLDER, args.top, args.rev)
+    out = Path(args.out)
+    ls.check_out(out, args.force, parent=False)  # the folder the files go in (made if missing)
+    written = ls.write_fineweb2(args.fineweb2, out, args.top, args.rev)
     print(f"Refinery import-fineweb2 -> {written[0].parent}: {len(written)} files")
     return 0
 
@@ -287,7 +321,7 @@ def _import_fineweb2(args: argparse.Namespace) -> int:
 def _calibrate_lid(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from core.languages import LanguageCodeError, split_code
+    from core.languages import LanguageCodeError, check_code
     from curation import language_settings as ls
     from curation.config import LangIdConfig
     from curation.filters.langid import LanguageIdentifier
@@ -299,33 +333,42 @@ def _calibrate_lid(args: argparse.Namespace) -> int:
         raise InputError(f"--max-lines must be in [20, 1000000], got {args.max_lines}")
     if args.model is not None and not Path(args.model).is_file():
         raise InputError(f"--model: not a file: {args.model}")
-    references: dict[str, list[str]] = {}
-    skipped = []
+    out = ls.check_out(args.out, args.force, parent=False)  # before the model loads or a line is read
+    files: dict[str, Path] = {}
+    skipped, irregular = [], []
     for f in sorted(folder.iterdir()):
         try:
-            split_code(f.stem)
+            check_code(f.stem)
         except LanguageCodeError:
             skipped.append(f.name)  # not named by a language: not reference text
             continue
-        try:
-            text = f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(f"{f}: cannot read as UTF-8 text: {e}") from None
-        references[f.stem] = [s.strip() for s in text.splitlines() if s.strip()][: args.max_lines]
-    if not references:
-        raise InputError(f"--reference-dir: no file named by a language code in {folder}")
+        if not ls.is_regular(f):
+            irregular.append(f.name)  # a FIFO or device would block the read forever
+            continue
+        files[f.stem] = f
+    if not files:
+        raise InputError(f"--reference-dir: no regular file named by a language code in {folder}")
+    # the model's file and labels, checked as the config loads (exit 2 on a bad one, before any line)
     lid = LanguageIdentifier(LangIdConfig(languages=(), model_path=args.model))
-    table = ls.calibrate_lid(references, lid)
-    out = Path(args.out) if args.out else ls.FOLDER / ls.MODELS / f"{lid.scheme}.yaml"
     if out.name != f"{lid.scheme}.yaml":
         raise InputError(f"--out must be named {lid.scheme}.yaml (the model's label scheme)")
-    source = args.source or f"{folder} ({len(references)} files, up to {args.max_lines} lines each)"
+    references = {code: ls.reference_lines(f, args.max_lines) for code, f in files.items()}
+    table = ls.calibrate_lid(references, lid)
+    if not table:
+        raise InputError(
+            f"--reference-dir: no language had {ls.MIN_LID_LINES} lines identified as it in {folder}; "
+            f"nothing written to {out}"
+        )
+    source = args.source or f"{folder} ({len(files)} files, up to {args.max_lines} lines each)"
     how = (
         "Made by `python -m curation calibrate-lid`: clip(median - std, 0.3, 0.9) of the judged probability."
     )
     ls.write_model_thresholds(table, lid.scheme, source, out, how)
+    notes = [f"not named by a code, skipped: {', '.join(skipped[:5])}"] if skipped else []
+    if irregular:
+        notes.append(f"not regular files, skipped: {', '.join(irregular[:5])}")
     print(
-        f"Refinery calibrate-lid -> {out}: {len(table)} language codes from {len(references)} files"
-        + (f" (not named by a code, skipped: {', '.join(skipped[:5])})" if skipped else "")
+        f"Refinery calibrate-lid -> {out}: {len(table)} language codes from {len(files)} files"
+        + (f" ({'; '.join(notes)})" if notes else "")
     )
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 
 from core.output import OutputConflict, OutputDir, check_disjoint, unit_name
+from core.removal import check_removal
 from core.runner import RunResult, run_per_file
 from core.spark import DEFAULT_SPARK, SparkOptions, planned_cores
 from curation.config import ExtractJobConfig
@@ -46,7 +47,48 @@ def run_extract(
     split, guard = _unit_bytes(uris, output, cfg, spark)
     job = extract_job(cfg, process_unit, guard_extra=guard)
     units = largest_first([unit for uri in uris for unit in split_units(uri, unit_name(uri), split)])
-    return run_per_file(job, units, output, spark)
+    result = run_per_file(job, units, output, spark)
+    check_extract_removal(result, cfg)
+    return result
+
+
+def check_extract_removal(result: RunResult, cfg: ExtractJobConfig) -> None:
+    """Refuse (core/removal.py: RemovedTooMuch, exit 2) a complete run that wrote under 1% of the
+    >= 100 documents it read, unless `allow_remove_all`, as tokenize and decontamination do: a
+    keep-list or threshold that matches nothing (`langid.languages: [eng_Latm]` before codes were
+    checked, a threshold of 1) drops every page with exit 0. The message names the stages and reasons
+    that removed most. The folder's _SUCCESS is taken back, so no later job reads it as finished;
+    its done units stay, and a rerun with allow_remove_all (not in the fingerprint) publishes them."""
+    if result.failed or not result.stats.stages:
+        return  # a run with failures says "rerun"; its share is not known yet
+    stages = result.stats.stages
+    # documents: what `read` passes on (its other records, WARC requests and metadata, are not pages)
+    total = stages["read"].docs_out if "read" in stages else next(iter(stages.values())).docs_in
+    written = sum(int(u.get("docs_written", 0)) for u in result.units)
+    reasons = sorted(
+        (
+            (n, f"{stage}: {reason}")
+            for stage, st in stages.items()
+            if stage != "read"
+            for reason, n in st.drops.items()
+        ),
+        reverse=True,
+    )
+    why = "; ".join(f"{what} {n:,}" for n, what in reasons[:4]) or "the stages' drops"
+    try:
+        check_removal(
+            "extract",
+            total - written,
+            total,
+            f"what dropped them ({why}): langid.languages, langid.threshold(s), the filters",
+            "allow_remove_all",
+            cfg.allow_remove_all,
+            left=f"The documents written are in {result.output}, without _SUCCESS; a rerun with "
+            "--set allow_remove_all=true publishes them without redoing any unit.",
+        )
+    except BaseException:
+        OutputDir(result.output).set_success(False)
+        raise
 
 
 def _unit_bytes(

@@ -32,12 +32,15 @@ model) scores differently. `derive-language` measures the threshold with the mod
 from __future__ import annotations
 
 import functools
+import logging
 import math
+import os
+import stat
 import statistics
 import subprocess
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,10 +49,15 @@ from pydantic import model_validator
 
 from core.config import ConfigModel, build_config, read_yaml_mapping
 from core.errors import ConfigError, InputError
-from core.languages import MACROLANGUAGE, is_canonical, split_code
+from core.languages import MACROLANGUAGE, LanguageCodeError, check_code, is_canonical, split_code
+from core.safe_json import loads_checked
 from core.safe_yaml import load_yaml
 
-FOLDER = Path(__file__).resolve().parent.parent / "configs" / "languages"
+log = logging.getLogger(__name__)
+
+SHIPPED = Path(__file__).resolve().parent.parent / "configs"
+"""The project's shipped configs: no command writes under it unless asked to by name (`check_out`)."""
+FOLDER = SHIPPED / "languages"
 """The shipped per-language files."""
 
 DEFAULT = "default"
@@ -194,10 +202,8 @@ class LanguageSettings(ConfigModel):
 
     @model_validator(mode="after")
     def _valid(self) -> LanguageSettings:
-        if self.language != DEFAULT and not is_canonical(self.language):
-            raise ConfigError(
-                f"language must be xxx_Scrp (e.g. rus_Cyrl) or {DEFAULT}, got {self.language!r}"
-            )
+        if self.language != DEFAULT:
+            _check_language("language", self.language)
         _check("lid_threshold", self.lid_threshold, 0.0, 1.0)
         if self.c4_quality and split_code(self.language)[0] != "eng":
             raise ConfigError("c4_quality can be true for English only (FineWeb-2 runs no C4 block)")
@@ -209,6 +215,50 @@ class LanguageSettings(ConfigModel):
     @property
     def stop_words(self) -> tuple[str, ...]:
         return self.gopher_quality.stop_words
+
+
+def _check_language(key: str, code: str) -> None:
+    """ConfigError naming `key` unless `code` is canonical and in the ISO tables (a file or table entry
+    for `eng_Latm` would be reached by no document)."""
+    if not is_canonical(code):
+        raise ConfigError(f"{key}: language code must be xxx_Scrp (e.g. rus_Cyrl), got {code!r}")
+    try:
+        check_code(code)
+    except LanguageCodeError as e:
+        raise ConfigError(f"{key}: {e}") from None
+
+
+def check_out(out: str | Path, force: bool, flag: str = "--out", *, parent: bool = True) -> Path:
+    """The path a command may write: anywhere but the project's shipped configs (SHIPPED), and there
+    only with `--force`. The path is resolved first, so `..` and links into configs/ count as in it.
+    A calibration or a derived file replaces what a preset reads (a 3-language reference cut the
+    shipped 67-language LID table to 3, and every run of the multilingual preset after it); the user
+    must name the shipped file and say so."""
+    out = Path(out)
+    real = out.resolve()
+    if real.is_relative_to(SHIPPED.resolve()) and not force:
+        raise InputError(
+            f"{flag} {out} is a shipped config of this project ({real.relative_to(SHIPPED.resolve().parent)}): "
+            f"write it elsewhere, or add --force to replace the shipped file"
+        )
+    if parent and not real.parent.is_dir():  # `parent=False`: the writer makes it
+        raise InputError(f"{flag}: no folder {out.parent}")
+    return out
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """`text` to `path` through a temporary name in the same folder, renamed on success: a reader
+    never sees a half-written file, and a failed write leaves the old one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def check_segmenter(name: str) -> None:
@@ -322,9 +372,12 @@ class ModelThresholds(ConfigModel):
     def _valid(self) -> ModelThresholds:
         if not self.source.strip():
             raise ConfigError("source must say where the values come from")
+        if not self.thresholds:
+            # an empty table measures nothing; `thresholds:` with no entries is how a failed
+            # calibration left the shipped one (and the preset refused every run after it)
+            raise ConfigError("thresholds: no language (a table must measure at least one)")
         for code, t in self.thresholds.items():
-            if not is_canonical(code):
-                raise ConfigError(f"thresholds: language code must be xxx_Scrp (e.g. rus_Cyrl), got {code!r}")
+            _check_language("thresholds", code)
             _check(f"thresholds.{code}", t, LID_FLOOR, 1.0)
         return self
 
@@ -354,7 +407,18 @@ def lid_threshold_for(code: str, scheme: str, folder: str | Path = FOLDER) -> fl
     return own if measured is None else min(own, measured)
 
 
-def calibrate_lid(references: dict[str, Sequence[str]], lid: Any) -> dict[str, tuple[float, int]]:
+def reference_lines(path: str | Path, max_lines: int) -> Iterator[str]:
+    """The first `max_lines` non-empty lines of a calibration file, stripped, streamed (`iter_lines`)."""
+    n = 0
+    for _, line in iter_lines(path):
+        if n >= max_lines:
+            return
+        if line := line.strip():
+            n += 1
+            yield line
+
+
+def calibrate_lid(references: dict[str, Iterable[str]], lid: Any) -> dict[str, tuple[float, int]]:
     """Per language code, `lid_threshold` (clip(median - std, 0.3, 0.9)) of the probabilities the
     LID stage judges (the top label's, or its macrolanguage family's sum where higher: `_judge`) of the
     reference lines of `references` (gold code -> lines) whose predicted code is the gold language
@@ -378,12 +442,16 @@ def calibrate_lid(references: dict[str, Sequence[str]], lid: Any) -> dict[str, t
 def write_model_thresholds(
     table: dict[str, tuple[float, int]], scheme: str, source: str, out: str | Path, how: str
 ) -> Path:
-    """Write `models/<scheme>.yaml` through a temporary name (as write_settings), validated by reading
-    it back; each code's line says how many reference lines measured it."""
+    """Write `models/<scheme>.yaml`: the text is built and validated first (read back as the loader
+    reads it: an empty table, a bad code or value is a ConfigError and nothing is written), then
+    written through a temporary name. Each code's line says how many reference lines measured it."""
     import yaml
 
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if not table:
+        raise ConfigError("thresholds: no language (a table must measure at least one); nothing written")
+    if out.name != f"{scheme}.yaml":
+        raise InputError(f"--out must be named {scheme}.yaml (the model's label scheme)")
     lines = [
         f"# LID thresholds measured with the {scheme} model (curation/language_settings.py: calibrate_lid).",
         f"# {how}",
@@ -393,11 +461,13 @@ def write_model_thresholds(
         "thresholds:",
         *(f"  {code}: {t}  # {n} lines" for code, (t, n) in table.items()),
     ]
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(out)
+    text = "\n".join(lines) + "\n"
+    check = build_config(ModelThresholds, load_yaml(text, str(out)), str(out))
+    if check.model != scheme or check.thresholds != {c: t for c, (t, _) in table.items()}:
+        raise ConfigError(f"{out}: the table does not read back as measured")  # a bug, never a user's
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out, text)
     _table.cache_clear()
-    _table(str(out.resolve()))
     return out
 
 
@@ -546,6 +616,8 @@ class _Fw2Repo:
     def __init__(self, git_dir: str | Path, rev: str = "HEAD") -> None:
         self.git_dir = str(git_dir)
         self.commit = self._git("rev-parse", "--verify", f"{rev}^{{commit}}").strip()
+        self.skipped: list[tuple[str, str]] = []
+        """(subset, words) of the distribution's rows `largest` left out: words not a whole number."""
 
     def _git(self, *args: str) -> str:
         try:
@@ -564,12 +636,25 @@ class _Fw2Repo:
         import csv
         import io
 
-        rows = csv.DictReader(io.StringIO(self.read("fineweb2-language-distribution.csv")))
-        words = {
-            r["subset"]: int(r["words"])
-            for r in rows
-            if r["split"] == "train" and not r["subset"].endswith("_removed") and r["words"].isdigit()
-        }
+        name = "fineweb2-language-distribution.csv"
+        rows = csv.DictReader(io.StringIO(self.read(name)))
+        words: dict[str, int] = {}
+        for r in rows:
+            if r.get("split") != "train" or str(r.get("subset")).endswith("_removed"):
+                continue
+            n = str(r.get("words") or "").strip()
+            if n.isascii() and n.isdigit():
+                words[str(r["subset"])] = int(n)
+            else:  # counted and said: a row left out could be one of the largest
+                self.skipped.append((str(r.get("subset")), n))
+        if self.skipped:
+            shown = ", ".join(f"{s} ({w!r})" for s, w in self.skipped[:5])
+            log.warning(
+                "%s: %d train rows left out, their words is not a whole number: %s",
+                name,
+                len(self.skipped),
+                shown,
+            )
         return sorted(words, key=lambda s: (-words[s], s))[:top]
 
 
@@ -604,11 +689,12 @@ def dump(settings: LanguageSettings, how: str) -> str:
 
 
 def write_settings(settings: LanguageSettings, path: str | Path, how: str) -> Path:
-    """Write `settings` to `path` (through a temporary name, so a half-written file never exists)."""
+    """Write `settings` to `path`: validated first (`dump` reads its text back), then through a
+    temporary name, so a half-written file never exists. The per-file cache is cleared: a reader in
+    this process must see the new file, not the one it read before."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(dump(settings, how), encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, dump(settings, how))
+    _cached.cache_clear()
     return path
 
 
@@ -619,23 +705,22 @@ def write_fineweb2(
     default.yaml (`python -m curation import-fineweb2`)."""
     repo = _Fw2Repo(git_dir, rev)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     how = "Made by `python -m curation import-fineweb2 FINEWEB2_GIT_DIR`; edit the generator, not this file."
-    written, shipped = [], []
+    shipped = []
     for code in repo.largest(top):
         file = f"configs/{code}.yml"
         source = f"{FW2_REPO} commit {repo.commit}, file {file} (Apache-2.0)"
         data = load_yaml(repo.read(file), f"{FW2_REPO}:{file}")
-        settings = from_fineweb2(data, code, source)
-        shipped.append(settings)
-        written.append(write_settings(settings, out / f"{code}.yaml", how))
-    written.append(write_settings(english_settings(), out / "eng_Latn.yaml", how))
+        shipped.append(from_fineweb2(data, code, source))
     source = (
         f"{FW2_REPO} commit {repo.commit}: lenient deciles over configs/<code>.yml of its {top} "
         "largest languages (fineweb2-language-distribution.csv, words), see default_from_fineweb2"
     )
-    written.append(write_settings(default_from_fineweb2(shipped, source), out / f"{DEFAULT}.yaml", how))
-    return written
+    # every file is built and validated before the first is written: a bad config of FineWeb-2's
+    # cannot leave the folder half old, half new
+    files = [*shipped, english_settings(), default_from_fineweb2(shipped, source)]
+    out.mkdir(parents=True, exist_ok=True)
+    return [write_settings(s, out / f"{s.language}.yaml", how) for s in files]
 
 
 # --- A language's settings from a reference text --------------------------------------------------
@@ -701,7 +786,7 @@ def _has_letter(word: str) -> bool:
     return any(unicodedata.category(c).startswith("L") for c in word)
 
 
-def reference_stats(documents: Sequence[str], words_of) -> ReferenceStats:
+def reference_stats(documents: Iterable[str], words_of) -> ReferenceStats:
     """`words_of(text) -> list[str]` is the language's segmenter; documents are its reference text."""
     from datatrove.utils.text import PUNCTUATION_SET, TERMINAL_PUNCTUATION
 
@@ -751,7 +836,8 @@ def stop_words(documents: Iterable[str], words_of) -> tuple[str, ...]:
     words: they are neither counted nor listed. Case is kept: Gopher matches words as they are."""
     counts: Counter[str] = Counter()
     for text in documents:
-        counts.update(w for w in words_of(text) if w.strip() and _has_letter(w))
+        for line in text.split("\n"):  # a newline ends every token (reference_stats): one line at a time
+            counts.update(w for w in words_of(line) if w.strip() and _has_letter(w))
     total = sum(counts.values())
     if not total:
         return ()
@@ -773,7 +859,7 @@ def _ratio(value: float, english: float, lo: float = RATIO_CLIP[0]) -> float:
 
 def derive_settings(
     code: str,
-    documents: Sequence[str],
+    documents: Iterable[str],
     lid_scores: Sequence[float],
     segmenter: str,
     words_of,
@@ -848,49 +934,145 @@ def derive_settings(
     )
 
 
-def read_reference(paths: Sequence[str | Path], lines_per_doc: int | None = None) -> list[str]:
-    """The documents of reference files: a `.jsonl` file's records' `text`; a text file's blocks
-    separated by blank lines, or, with `lines_per_doc`, every N non-empty lines (a one-sentence-per-
-    line corpus such as Leipzig's)."""
-    import json
+MAX_LINE_CHARS = 1 << 20
+"""Longest line a reference file may have (a `.jsonl` record is one line: a long Wikipedia article
+is ~200K characters); a longer one is refused, naming the file and the line."""
+MAX_DOC_CHARS = 4 << 20
+"""A plain-text document ends here if no blank line (or --lines-per-doc) ended it before: every
+statistic is a rate over lines, so where a long block is cut changes nothing but the count."""
+MAX_REFERENCE_LINES = 1_000_000
+"""Non-empty lines `derive-language` reads by default (`--max-lines`): Leipzig's 1M-sentence corpora."""
+MAX_REFERENCE_CHARS = 512 << 20
+"""Characters read at most, whatever the line count: with the line cap, what bounds the run's memory."""
 
-    docs: list[str] = []
-    for path in map(Path, paths):
-        try:
-            raw = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(f"{path}: cannot read as UTF-8 text: {e}") from None
+
+def open_regular(path: str | Path):
+    """`path` opened for reading UTF-8 text if it is a regular file (a link to one included); an
+    InputError naming it otherwise. A FIFO, socket or device would block `open` or `read` forever (a
+    FIFO in calibrate-lid's folder hung it): opened without blocking, checked on the descriptor
+    (no race between the check and the open), then read as a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise InputError(f"{path}: cannot be read ({e.strerror or e})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{path}: not a regular file (a folder, FIFO, socket or device)")
+        os.set_blocking(fd, True)
+        return open(fd, encoding="utf-8", errors="strict")  # the caller closes it
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def is_regular(path: Path) -> bool:
+    """Whether `path` is (a link to) a regular file, decided without opening it."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def iter_lines(path: str | Path, max_chars: int = MAX_LINE_CHARS) -> Iterator[tuple[int, str]]:
+    """(line number, line without its end) of a UTF-8 text file, read as a stream: no line longer
+    than `max_chars` is ever held (an InputError naming the file and the line), and a byte that is
+    not UTF-8 is an InputError naming the file. Lines end where `str.splitlines` ends them."""
+    with open_regular(path) as f:
+        n = 0
+        while True:
+            try:
+                raw = f.readline(max_chars + 1)
+            except UnicodeDecodeError as e:
+                raise InputError(f"{path}: not UTF-8 text after line {n}: {e.reason}") from None
+            except OSError as e:
+                raise InputError(f"{path}: cannot be read ({e.strerror or e})") from None
+            if not raw:
+                return
+            n += 1
+            if len(raw) > max_chars and not raw.endswith(("\n", "\r")):
+                raise InputError(f"{path}:{n}: a line of more than {max_chars:,} characters")
+            yield from ((n, part) for part in (raw.splitlines() or [""]))
+
+
+class Reference:
+    """The documents of reference files, read again on every pass and never held whole (a reference
+    used to take ~13x its size in memory): a `.jsonl` file's records' `text`; a text file's blocks
+    separated by blank lines, or, with `lines_per_doc`, every N non-empty lines (a one-sentence-per-
+    line corpus such as Leipzig's). At most `max_lines` non-empty lines and MAX_REFERENCE_CHARS
+    characters are read; `cut` says whether the files had more. `documents` and `lines` count a
+    whole pass."""
+
+    def __init__(
+        self,
+        paths: Sequence[str | Path],
+        lines_per_doc: int | None = None,
+        max_lines: int = MAX_REFERENCE_LINES,
+    ) -> None:
+        self.paths = [Path(p) for p in paths]
+        self.lines_per_doc, self.max_lines = lines_per_doc, max_lines
+        self.documents = self.lines = 0
+        self.cut = False
+
+    def __iter__(self) -> Iterator[str]:
+        lines = chars = docs = 0
+        cut = False
+        for path in self.paths:
+            for doc, n in self._documents(path):
+                if lines + n > self.max_lines or chars + len(doc) > MAX_REFERENCE_CHARS:
+                    cut = True
+                    break
+                lines, chars, docs = lines + n, chars + len(doc), docs + 1
+                yield doc
+            if cut:
+                break
+        self.documents, self.lines, self.cut = docs, lines, cut
+        if not docs:
+            raise InputError(f"no text in {', '.join(map(str, self.paths))}")
+
+    def _documents(self, path: Path) -> Iterator[tuple[str, int]]:
+        """(document, its non-empty lines) of one file."""
         if path.suffix == ".jsonl":
-            for i, line in enumerate(raw.splitlines(), 1):
+            for i, line in iter_lines(path):
                 if not line.strip():
                     continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{path}:{i}: not JSON: {e}") from None
+                record = loads_checked(
+                    line, f"{path}:{i}"
+                )  # outside JSON: bounded, finite, no duplicate keys
                 text = record.get("text") if isinstance(record, dict) else None
                 if not isinstance(text, str):
                     raise InputError(f"{path}:{i}: a record needs a string `text`")
-                docs.append(text)
-        elif lines_per_doc:
-            lines = [s.strip() for s in raw.splitlines() if s.strip()]
-            docs += ["\n".join(lines[i : i + lines_per_doc]) for i in range(0, len(lines), lines_per_doc)]
-        else:
-            docs += [b.strip() for b in raw.split("\n\n") if b.strip()]
-    docs = [d for d in docs if d.strip()]
-    if not docs:
-        raise InputError(f"no text in {', '.join(map(str, paths))}")
-    return docs
+                if text.strip():
+                    yield text, sum(1 for s in text.splitlines() if s.strip())
+            return
+        block: list[str] = []
+        size = 0
+        for _, line in iter_lines(path):
+            line = line.strip()
+            ends = not line if not self.lines_per_doc else False
+            if line:
+                block.append(line)
+                size += len(line) + 1
+            if block and (ends or len(block) == self.lines_per_doc or size >= MAX_DOC_CHARS):
+                yield "\n".join(block), len(block)
+                block, size = [], 0
+        if block:
+            yield "\n".join(block), len(block)
+
+    def non_empty_lines(self) -> Iterator[str]:
+        return (s.strip() for d in self for s in d.splitlines() if s.strip())
 
 
-def lid_scores(code: str, lines: Iterable[str], lid: Any = None) -> list[float]:
-    """LID probabilities of the `lines` whose top code is `code` (curation.filters.langid's
-    LanguageIdentifier, lid.176 unless `lid` is another one)."""
-    if lid is None:
-        from curation.config import LangIdConfig
-        from curation.filters.langid import LanguageIdentifier
+def read_reference(
+    paths: Sequence[str | Path], lines_per_doc: int | None = None, max_lines: int = MAX_REFERENCE_LINES
+) -> list[str]:
+    """The documents of `Reference(paths, lines_per_doc, max_lines)` as a list (small references)."""
+    return list(Reference(paths, lines_per_doc, max_lines))
 
-        lid = LanguageIdentifier(LangIdConfig(languages=()))
+
+def lid_scores(code: str, lines: Iterable[str], lid: Any) -> list[float]:
+    """LID probabilities of the `lines` whose top code is `code`; `lid` is curation.filters.langid's
+    LanguageIdentifier (the caller builds it: this module, which the config reads, imports neither
+    the LID stage nor the config, so no import circle runs through it)."""
     scores = []
     for line in lines:
         top, score = lid.predict(line)
@@ -904,17 +1086,22 @@ def derive_from_files(
     paths: Sequence[str | Path],
     lines_per_doc: int | None = None,
     segmenter: str | None = None,
-    lid: Any = None,
+    *,
+    lid: Any,
+    max_lines: int = MAX_REFERENCE_LINES,
 ) -> LanguageSettings:
-    """`derive_settings` on reference files (`read_reference`); LID runs on every non-empty line."""
+    """`derive_settings` on reference files (`Reference`: streamed, at most `max_lines` non-empty
+    lines); LID runs on every non-empty line."""
     from curation.filters.segment import get_segmenter
 
-    if not is_canonical(code):
-        raise InputError(f"language code must be xxx_Scrp (e.g. rus_Cyrl), got {code!r}")
+    _check_language("--lang", code)
     name = segmenter or default_segmenter(code)
     check_segmenter(name)
-    docs = read_reference(paths, lines_per_doc)
-    lines = [s.strip() for d in docs for s in d.splitlines() if s.strip()]
+    for p in paths:  # a FIFO or device would block the first pass forever: refused before any work
+        open_regular(p).close()
+    docs = Reference(paths, lines_per_doc, max_lines)
+    scores = lid_scores(code, docs.non_empty_lines(), lid)
     how = f", {lines_per_doc} lines a document" if lines_per_doc else ""
-    source = f"derived from {', '.join(Path(p).name for p in paths)} ({len(docs)} documents{how})"
-    return derive_settings(code, docs, lid_scores(code, lines, lid), name, get_segmenter(name).words, source)
+    cut = f", the first {docs.lines:,} non-empty lines" if docs.cut else ""
+    source = f"derived from {', '.join(Path(p).name for p in paths)} ({docs.documents} documents{how}{cut})"
+    return derive_settings(code, docs, scores, name, get_segmenter(name).words, source)

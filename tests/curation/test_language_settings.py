@@ -294,7 +294,7 @@ def test_derive_stats_do_not_depend_on_how_the_text_is_cut():
         assert getattr(by_20, field) == pytest.approx(getattr(by_100, field), rel=2e-3), field
 
 
-def test_derive_refuses_bad_input_before_any_work(tmp_path):
+def test_derive_refuses_bad_input_before_any_work(tmp_path, lid):
     from curation.cli import main
 
     ref = LEIPZIG / "de.txt"
@@ -308,7 +308,7 @@ def test_derive_refuses_bad_input_before_any_work(tmp_path):
     assert not out.exists()
     # a language the reference is not written in: too few lines identified as it
     with pytest.raises(InputError, match="identified as the language"):
-        ls.derive_from_files("fra_Latn", [ref], 20)
+        ls.derive_from_files("fra_Latn", [ref], 20, lid=lid)
 
 
 # --- LID thresholds measured with lid.176 (configs/languages/models/lid176.yaml) ----------------------
@@ -412,7 +412,7 @@ def test_calibrate_lid_writes_a_table_the_loader_reads_and_refuses_bad_input(tmp
     assert "skipped: README.md" in capsys.readouterr().out
     table = ls.model_thresholds("lid176", tmp_path)
     assert set(table) == {"slv_Latn", "fin_Latn"} and all(0.3 <= t <= 0.9 for t in table.values())
-    assert main(["calibrate-lid", "--reference-dir", str(tmp_path / "none")]) == 2
+    assert main(["calibrate-lid", "--reference-dir", str(tmp_path / "none"), "--out", str(out)]) == 2
     assert main(["calibrate-lid", "--reference-dir", str(refs), "--out", str(tmp_path / "x.yaml")]) == 2
-    assert main(["calibrate-lid", "--reference-dir", str(refs), "--max-lines", "5"]) == 2
+    assert main(["calibrate-lid", "--reference-dir", str(refs), "--max-lines", "5", "--out", str(out)]) == 2
     assert not (tmp_path / "x.yaml").exists()
