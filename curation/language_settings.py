@@ -19,7 +19,7 @@ Where the values come from:
   configs/<code>.yml), converted by `from_fineweb2` the way fineweb-2-pipeline.py passes each key to
   datatrove's blocks, with its shared settings (dup_para_frac=0, dup_para_char_frac=0,
   dup_line_char_frac=0, short_line_thr=999, char_duplicates_ratio=0.1, min_stop_words=2; no C4).
-  `python -m curation import-fineweb2 FW2_GIT_DIR` rewrites them (`write_fineweb2`);
+  `python -m curation import-fineweb2 FW2_GIT_DIR --out configs/languages --force` rewrites them (`write_fineweb2`);
 - eng_Latn: FineWeb's English settings (datatrove's defaults, LID 0.65, C4 on);
 - default.yaml: see `default_from_fineweb2`;
 - a language of your own: `python -m curation derive-language` (`derive_settings`) measures a
