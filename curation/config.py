@@ -153,7 +153,8 @@ def _check_domain_files(key: str, paths: tuple[str, ...]) -> None:
 
 EXTRACT_MODES = ("fallback", "union")
 # The cascade's defaults, chosen from the kept-set agreement measured on every shared WARC
-# (tests/curation/test_cascade.py, bench/curation/cascade_agreement.py).
+# (tests/curation/test_cascade.py; the margin sweep of the removed bench/curation/cascade_agreement.py,
+# 2d562b9, is in docs/extract.md).
 CASCADE_DEFAULT = True
 CASCADE_MARGIN = 0.3
 
