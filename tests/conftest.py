@@ -30,8 +30,8 @@ SHARED_SETUP_GROUPS = {
     "spark_cluster": "demo",
     "extract_out": "classifiers-extract",
     "model_dir": "classifiers-extract",  # built from extract_out (tests/classifiers/conftest.py)
-    # the report tests' extract, dedup and score run (tests/report/conftest.py): report and browser tiers
-    "report_run": "report",
+    # the report and browser tiers read the demo's run (tests/report/conftest.py)
+    "report_run": "demo",
     # the isolated tier's cluster, and the dedup corpus run its dedup test compares against
     "isolated_cluster": "dedup-isolated",
     "first_run": "dedup-isolated",

@@ -1,7 +1,7 @@
 """browse.html in a real browser: headless Chromium from the OS packages, driven by Selenium (issue 46).
 
-The page is made from real outputs: tests/report/conftest.py's `report_run` (extract over two real WARCs,
-dedup, a quality model, score), plus a dedup run over its extracted pages with a few near-duplicate
+The page is made from real outputs: tests/report/conftest.py's `report_run` (the reduced demo's extract
+over real WARCs, dedup, quality model, score), plus a dedup run over its extracted pages with a few near-duplicate
 copies of them planted (testkit.neardup.edit: the real pages have none), so a cluster has members. The
 tests click as a user does (reason -> documents, cluster -> diff, histogram brush -> documents, source
 -> selector boundary, the language filter) and check what is on screen against the Parquet files.
