@@ -369,7 +369,7 @@ class LangIdConfig(ConfigModel):
 
 class LanguagesConfig(ConfigModel):
     """Per-language curation (FineWeb-2's method): each document is judged with its own language's
-    settings, read from a folder of one file per language (curation/language_settings.py).
+    settings, read from a folder of one file per language (curation/languages/).
 
     With `settings` set, a document's language (langid's canonical code) chooses its LID threshold
     (where `langid.thresholds` names none), the arguments of the Gopher repetition, Gopher quality and
@@ -386,7 +386,7 @@ class LanguagesConfig(ConfigModel):
     @model_validator(mode="after")
     def _check(self) -> Any:
         if self.settings is not None:
-            from curation.language_settings import check_folder
+            from curation.languages.lookup import check_folder
 
             check_folder(self.folder(), "languages.settings")
         return self
@@ -395,7 +395,7 @@ class LanguagesConfig(ConfigModel):
         if self.settings is None:
             return None
         if self.settings == "builtin":
-            from curation.language_settings import FOLDER
+            from curation.languages.schema import FOLDER
 
             return FOLDER
         return Path(self.settings)
@@ -405,7 +405,7 @@ class LanguagesConfig(ConfigModel):
         folder = self.folder()
         if folder is None:
             return {}
-        from curation.language_settings import MODELS
+        from curation.languages.schema import MODELS
 
         files = [*sorted(folder.glob("*.yaml")), *sorted((folder / MODELS).glob("*.yaml"))]
         return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}

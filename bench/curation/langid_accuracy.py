@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     print(accuracy_table("Tatoeba long sentences", tt_acc, None))
     kept = None
     if args.kept_docs:
-        from curation.language_settings import FOLDER
+        from curation.languages.schema import FOLDER
 
         judge = LanguageIdentifier(LangIdConfig(languages=()), settings=FOLDER)
         held_out = leipzig(root / "leipzig" / "sentences", args.kept_from + args.max_per_lang)

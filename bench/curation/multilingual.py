@@ -154,7 +154,7 @@ class PerLanguageLID(LocalLanguageFilter):
 
     def filter(self, doc) -> bool | tuple[bool, str]:
         from core.languages import from_lid176
-        from curation.language_settings import lid_threshold_for
+        from curation.languages.lookup import lid_threshold_for
 
         super().filter(doc)
         pairs = {
@@ -185,7 +185,7 @@ class PerLanguageBlock(BaseFilter):
         if code not in self._blocks:
             from datatrove.pipeline import filters as dt_filters
 
-            from curation.language_settings import settings_for
+            from curation.languages.lookup import settings_for
 
             s = settings_for(code, self.folder)
             if self.key == "c4_quality":

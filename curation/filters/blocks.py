@@ -82,7 +82,7 @@ _BLOCKS_PER_STAGE = 4096  # languages x scripts a worker remembers blocks for; a
 
 class PerLanguageBlock(DocumentStage):
     """One built-in block with each document's language's own arguments and word segmenter
-    (`languages.settings`, curation/language_settings.py): built once per language and worker.
+    (`languages.settings`, curation/languages/): built once per language and worker.
 
     The arguments are the language file's, then the config's `filters.<key>` entries over them (a user's
     `min_doc_words: 30` holds for every language). C4's block runs only for a language whose file says
@@ -110,7 +110,7 @@ class PerLanguageBlock(DocumentStage):
         from core.errors import ConfigError
         from core.languages import is_canonical
         from curation.filters.segment import segmenter_name_for
-        from curation.language_settings import settings_for
+        from curation.languages.lookup import settings_for
 
         code = lang if lang is not None and is_canonical(lang) else None
         s = settings_for(code or "und_Zyyy", self.folder)

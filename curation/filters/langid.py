@@ -93,7 +93,7 @@ class LanguageIdentifier(DocumentStage):
 
     def __init__(self, cfg: LangIdConfig, settings: Path | None = None) -> None:
         """`settings`: a per-language settings folder (`languages.settings`): a language that
-        `langid.thresholds` does not name takes its file's `lid_threshold` (curation/language_settings.py)."""
+        `langid.thresholds` does not name takes its file's `lid_threshold` (curation/languages/lookup.py)."""
         self.cfg = cfg
         self.settings = settings
         self.model_path = os.path.abspath(cfg.model_path) if cfg.model_path else default_model_path()
@@ -171,7 +171,7 @@ class LanguageIdentifier(DocumentStage):
                 if best is not None:
                     t = best[1]
             if best is None and self.settings is not None:
-                from curation.language_settings import lid_threshold_for
+                from curation.languages.lookup import lid_threshold_for
 
                 t = lid_threshold_for(lang if is_canonical(lang) else UNKNOWN, self.scheme, self.settings)
             self._threshold_of[lang] = t
@@ -271,7 +271,7 @@ def lowest_threshold(cfg: LangIdConfig, settings: Path | None) -> float:
     `thresholds` entry, any file of the per-language settings folder."""
     floors = [cfg.threshold, *cfg.thresholds.values()]
     if settings is not None:
-        from curation.language_settings import lowest_lid_threshold
+        from curation.languages.lookup import lowest_lid_threshold
 
         floors.append(lowest_lid_threshold(settings))
     return min(floors)

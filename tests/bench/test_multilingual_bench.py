@@ -9,7 +9,7 @@ from datatrove.data import Document
 
 from bench.curation import multilingual as ml
 from curation.filters.langid import default_model_path
-from curation.language_settings import FOLDER
+from curation.languages.schema import FOLDER
 from testkit.shared_data import shared_data_dir
 
 RUSSIAN = (

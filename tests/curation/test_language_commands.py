@@ -21,10 +21,11 @@ import tracemalloc
 import pytest
 
 from core.errors import ConfigError, InputError
-from curation import language_settings as ls
+from curation import languages as ls
 from curation.cli import main
 from curation.config import LangIdConfig
 from curation.filters.langid import LanguageIdentifier
+from curation.languages.fineweb2 import _Fw2Repo
 from testkit.shared_data import REPO_ROOT, shared_data_dir
 
 LEIPZIG = shared_data_dir() / "langid" / "leipzig" / "sentences"
@@ -279,8 +280,8 @@ def test_the_fineweb2_importer_counts_and_reports_rows_it_leaves_out(tmp_path, c
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "x"], check=True)
-    fw2 = ls._Fw2Repo(repo / ".git")
-    with caplog.at_level(logging.WARNING, logger="curation.language_settings"):
+    fw2 = _Fw2Repo(repo / ".git")
+    with caplog.at_level(logging.WARNING, logger="curation.languages.fineweb2"):
         assert fw2.largest(5) == ["rus_Cyrl", "cmn_Hani"]
     assert fw2.skipped == [("deu_Latn", "1,234,567"), ("fra_Latn", "12e3")]
     assert "2 train rows left out" in caplog.text and "deu_Latn ('1,234,567')" in caplog.text

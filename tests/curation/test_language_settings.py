@@ -1,4 +1,4 @@
-"""configs/languages/ and curation/language_settings.py: every shipped file, the loader, FineWeb-2's
+"""configs/languages/ and curation/languages/: every shipped file, the loader, FineWeb-2's
 key mapping, and `derive-language` on real text (Leipzig sentences, English Wikipedia)."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import statistics
 import pytest
 
 from core.errors import ConfigError, InputError
-from curation import language_settings as ls
+from curation import languages as ls
 from curation.filters.segment import segmenter_name_for
+from curation.languages.lookup import _table
 from testkit.shared_data import shared_data_dir
 
 FILES = sorted(ls.FOLDER.glob("*.yaml"))
@@ -322,7 +323,7 @@ def test_the_shipped_lid176_table_is_what_calibrate_lid_measures_from_its_source
     same lines), and the source line says which text and model it came from."""
     table = ls.model_thresholds("lid176")
     assert len(table) >= 60 and all(0.3 <= t <= 0.9 for t in table.values())
-    header = ls._table(str(ls.FOLDER / ls.MODELS / "lid176.yaml")).source
+    header = _table(str(ls.FOLDER / ls.MODELS / "lid176.yaml")).source
     assert "first 500 sentences" in header and "Leipzig" in header and "lid.176" in header
     refs = {iso: _leipzig(iso)[:CALIBRATED_ON] for iso in ("sl", "ro", "de", "ru")}
     measured = ls.calibrate_lid(refs, lid)

@@ -90,7 +90,8 @@ def test_labels_are_canonical_codes(results):
 
 def test_per_language_blocks_take_each_languages_file_and_the_configs_overrides(data_dir):
     from curation.filters.blocks import PerLanguageBlock
-    from curation.language_settings import FOLDER, settings_for
+    from curation.languages.lookup import settings_for
+    from curation.languages.schema import FOLDER
 
     quality = PerLanguageBlock("gopher_quality", {"min_doc_words": 7}, FOLDER)
     ru = quality.block_for("rus_Cyrl")

@@ -28,7 +28,8 @@ from curation.filters.blocks import FilterStep, PerLanguageBlock
 from curation.filters.segment import KiwiSegmenter, get_segmenter, segmenter_name_for
 from curation.filters.text import GopherRepetition
 from curation.filters.words import SPLITTER
-from curation.language_settings import FOLDER, settings_for
+from curation.languages.lookup import settings_for
+from curation.languages.schema import FOLDER
 from dedup.words import segmenter_of
 
 DATA = Path(os.environ.get("REFINERY_SHARED", "/work/shared")) / "data" / "langid"
