@@ -10,7 +10,7 @@ below, whose flags (`--root`, `--no-languages`) are aliases.
 (configs/languages/) on reference text; `import-fineweb2 GIT_DIR --out DIR` writes the per-language
 files from FineWeb-2's configs; `calibrate-lid --reference-dir DIR --out FILE` measures the LID
 thresholds of every language of a folder of reference files with the model that runs (a table of
-configs/languages/models/) (curation/language_settings.py). None of them writes into the shipped
+configs/languages/models/) (curation/languages/). None of them writes into the shipped
 configs/ unless `--out` names the file there and `--force` is given (`check_out`).
 
 It also runs under spark-submit (`spark-submit curation/__main__.py extract ...`); the token
@@ -44,6 +44,15 @@ class IndexSettings(ConfigModel):
 
 def build_parser() -> argparse.ArgumentParser:
     parser, sub = command_parser("curation", __doc__)
+    _add_extract(sub)
+    _add_index(sub)
+    _add_derive_language(sub)
+    _add_calibrate_lid(sub)
+    _add_import_fineweb2(sub)
+    return parser
+
+
+def _add_extract(sub: argparse._SubParsersAction) -> None:
     ex = sub.add_parser("extract", help="WARC files -> filtered documents (Parquet) on Spark")
     source = ex.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -76,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_args(ex, "configs/extract.yaml")
     add_spark_args(ex)
 
+
+def _add_index(sub: argparse._SubParsersAction) -> None:
     ix = sub.add_parser("index", help="local WARCs -> a cc-index table (Parquet), optionally CDXJ")
     ix.add_argument("warcs", nargs="+", metavar="WARC", help="local WARC files (per-record gzip or plain)")
     ix.add_argument("--output", required=True, metavar="INDEX.parquet", help="the Parquet file to write")
@@ -96,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_config_args(ix, "IndexSettings in curation/cli.py", "languages=false")
 
+
+def _add_derive_language(sub: argparse._SubParsersAction) -> None:
     dl = sub.add_parser(
         "derive-language",
         help="a language's settings file (configs/languages/) measured on reference text in it",
@@ -130,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dl.add_argument("--force", action="store_true", help="allow --out to replace a shipped file of configs/")
 
+
+def _add_calibrate_lid(sub: argparse._SubParsersAction) -> None:
     cl = sub.add_parser(
         "calibrate-lid",
         help="LID thresholds measured with the model that runs (configs/languages/models/<scheme>.yaml)",
@@ -156,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow --out to replace the shipped configs/languages/models table",
     )
 
+
+def _add_import_fineweb2(sub: argparse._SubParsersAction) -> None:
     fw = sub.add_parser(
         "import-fineweb2",
         help="rewrite configs/languages/ from FineWeb-2's per-language configs (a git clone of it)",
@@ -169,7 +186,6 @@ def build_parser() -> argparse.ArgumentParser:
     fw.add_argument(
         "--force", action="store_true", help="allow --out to replace the shipped configs/languages/"
     )
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,11 +279,13 @@ def _index(args: argparse.Namespace) -> int:
 def _derive_language(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from curation import language_settings as ls
+    from curation.languages.derive import derive_from_files
+    from curation.languages.files import check_out, dump, is_regular, write_settings
+    from curation.languages.schema import check_language, check_segmenter
 
     # every input checked before the LID model and the segmenter load
-    ls._check_language("--lang", args.lang)
-    missing = [f for f in args.reference if not ls.is_regular(Path(f))]
+    check_language("--lang", args.lang)
+    missing = [f for f in args.reference if not is_regular(Path(f))]
     if missing:
         raise InputError(f"--reference: not a regular file: {', '.join(missing[:5])}")
     if args.lines_per_doc is not None and not 1 <= args.lines_per_doc <= 100_000:
@@ -275,24 +293,24 @@ def _derive_language(args: argparse.Namespace) -> int:
     if not 1 <= args.max_lines <= 100_000_000:
         raise InputError(f"--max-lines must be in [1, 100000000], got {args.max_lines}")
     if args.segmenter is not None:
-        ls.check_segmenter(args.segmenter)
+        check_segmenter(args.segmenter)
     out = Path(args.out) if args.out else None
     if out is not None:
         if out.name != f"{args.lang}.yaml":
             raise InputError(f"--out must be named {args.lang}.yaml (the loader finds a language by name)")
-        ls.check_out(out, args.force)
+        check_out(out, args.force)
     from curation.config import LangIdConfig
     from curation.filters.langid import LanguageIdentifier
 
     lid = LanguageIdentifier(LangIdConfig(languages=()))
-    settings = ls.derive_from_files(
+    settings = derive_from_files(
         args.lang, args.reference, args.lines_per_doc, args.segmenter, lid=lid, max_lines=args.max_lines
     )
-    how = "Made by `python -m curation derive-language` (curation/language_settings.py: derive_settings)."
+    how = "Made by `python -m curation derive-language` (curation/languages/derive.py: derive_settings)."
     if out is None:
-        print(ls.dump(settings, how), end="")
+        print(dump(settings, how), end="")
         return 0
-    ls.write_settings(settings, out, how)  # validated (read back) before the temporary file is renamed
+    write_settings(settings, out, how)  # validated (read back) before the temporary file is renamed
     q = settings.gopher_quality
     print(
         f"Refinery derive-language {args.lang} -> {out}: lid_threshold {settings.lid_threshold}, "
@@ -305,15 +323,16 @@ def _derive_language(args: argparse.Namespace) -> int:
 def _import_fineweb2(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from curation import language_settings as ls
+    from curation.languages.files import check_out
+    from curation.languages.fineweb2 import write_fineweb2
 
     if not Path(args.fineweb2).is_dir():
         raise InputError(f"not a folder: {args.fineweb2}")
     if not 1 <= args.top <= 2000:
         raise InputError(f"--top must be in [1, 2000], got {args.top}")
     out = Path(args.out)
-    ls.check_out(out, args.force, parent=False)  # the folder the files go in (made if missing)
-    written = ls.write_fineweb2(args.fineweb2, out, args.top, args.rev)
+    check_out(out, args.force, parent=False)  # the folder the files go in (made if missing)
+    written = write_fineweb2(args.fineweb2, out, args.top, args.rev)
     print(f"Refinery import-fineweb2 -> {written[0].parent}: {len(written)} files")
     return 0
 
@@ -322,9 +341,15 @@ def _calibrate_lid(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from core.languages import LanguageCodeError, check_code
-    from curation import language_settings as ls
     from curation.config import LangIdConfig
     from curation.filters.langid import LanguageIdentifier
+    from curation.languages.files import check_out, is_regular
+    from curation.languages.lid_tables import (
+        MIN_LID_LINES,
+        calibrate_lid,
+        reference_lines,
+        write_model_thresholds,
+    )
 
     folder = Path(args.reference_dir)
     if not folder.is_dir():
@@ -333,7 +358,7 @@ def _calibrate_lid(args: argparse.Namespace) -> int:
         raise InputError(f"--max-lines must be in [20, 1000000], got {args.max_lines}")
     if args.model is not None and not Path(args.model).is_file():
         raise InputError(f"--model: not a file: {args.model}")
-    out = ls.check_out(args.out, args.force, parent=False)  # before the model loads or a line is read
+    out = check_out(args.out, args.force, parent=False)  # before the model loads or a line is read
     files: dict[str, Path] = {}
     skipped, irregular = [], []
     for f in sorted(folder.iterdir()):
@@ -342,7 +367,7 @@ def _calibrate_lid(args: argparse.Namespace) -> int:
         except LanguageCodeError:
             skipped.append(f.name)  # not named by a language: not reference text
             continue
-        if not ls.is_regular(f):
+        if not is_regular(f):
             irregular.append(f.name)  # a FIFO or device would block the read forever
             continue
         files[f.stem] = f
@@ -352,18 +377,18 @@ def _calibrate_lid(args: argparse.Namespace) -> int:
     lid = LanguageIdentifier(LangIdConfig(languages=(), model_path=args.model))
     if out.name != f"{lid.scheme}.yaml":
         raise InputError(f"--out must be named {lid.scheme}.yaml (the model's label scheme)")
-    references = {code: ls.reference_lines(f, args.max_lines) for code, f in files.items()}
-    table = ls.calibrate_lid(references, lid)
+    references = {code: reference_lines(f, args.max_lines) for code, f in files.items()}
+    table = calibrate_lid(references, lid)
     if not table:
         raise InputError(
-            f"--reference-dir: no language had {ls.MIN_LID_LINES} lines identified as it in {folder}; "
+            f"--reference-dir: no language had {MIN_LID_LINES} lines identified as it in {folder}; "
             f"nothing written to {out}"
         )
     source = args.source or f"{folder} ({len(files)} files, up to {args.max_lines} lines each)"
     how = (
         "Made by `python -m curation calibrate-lid`: clip(median - std, 0.3, 0.9) of the judged probability."
     )
-    ls.write_model_thresholds(table, lid.scheme, source, out, how)
+    write_model_thresholds(table, lid.scheme, source, out, how)
     notes = [f"not named by a code, skipped: {', '.join(skipped[:5])}"] if skipped else []
     if irregular:
         notes.append(f"not regular files, skipped: {', '.join(irregular[:5])}")
