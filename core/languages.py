@@ -74,6 +74,8 @@ LID176 = {
 
 # The rest of ISO 639-1 (codes lid.176 has no label for) -> ISO 639-3, so a user may write any
 # two-letter code (`nb`, `zu`, `sw`): the ISO 639-2 registration authority's list (loc.gov/standards/iso639-2).
+# curation/filters/segment.py reads spaCy's two-letter classes through LID176 and this (fo, lg, nb,
+# ti, tn are spaCy's that lid.176 has no label for): the project's one table of language codes.
 ISO639_1 = {
     "aa": "aar", "ab": "abk", "ae": "ave", "ak": "aka", "ay": "aym", "bi": "bis", "bm": "bam", "ch": "cha",
     "cr": "cre", "cu": "chu", "dz": "dzo", "ee": "ewe", "ff": "ful", "fj": "fij", "fo": "fao", "ha": "hau",

@@ -65,7 +65,7 @@ from itertools import groupby
 from typing import Any
 
 from core.errors import ConfigError
-from core.languages import LID176, MACROLANGUAGE, split_code
+from core.languages import ISO639_1, LID176, MACROLANGUAGE, split_code
 from curation.filters.words import ENGLISH, SPLITTER, WordSplitter, _import_spacy_without_torch
 
 # What `make install` pins (pyproject.toml); the hint a missing package fails with.
@@ -553,23 +553,20 @@ def _get(name: str) -> Segmenter:
     return cls()
 
 
-# ISO 639-1 codes of spaCy classes that lid.176 does not use (ISO 639-3 from SIL's code table)
-_ISO1_EXTRA = {"fo": "fao", "lg": "lug", "nb": "nob", "ti": "tir", "tn": "tsn"}
-
-
 @cache
 def spacy_language_map() -> dict[str, str]:
     """ISO 639-3 -> spaCy language class, built from the installed spaCy's classes.
 
     A two-letter spaCy code is read through lid.176's table (which names the member a macrolanguage
-    label stands for: ar -> arb, fa -> pes, ms -> zsm, et -> ekk) or `_ISO1_EXTRA` (nb -> nob);
+    label stands for: ar -> arb, fa -> pes, ms -> zsm, et -> ekk) or the rest of ISO 639-1
+    (core/languages.py's ISO639_1: nb -> nob, fo -> fao);
     a three-letter one (grc, kmr, dsb) is ISO 639-3 already. The member's macrolanguage maps too
     when exactly one class claims it (ara -> ar, fas -> fa, msa -> ms; hbs is claimed by hr and sr,
     so it is left to the fallback), and `nor` is nb (lid.176 reads `no` as Bokmål).
     """
     out: dict[str, str] = {}
     for code in sorted(spacy_codes() - set(_SPACY_SPECIAL) - {"xx"}):
-        iso3 = code if len(code) == 3 else _ISO1_EXTRA.get(code) or LID176.get(code)
+        iso3 = code if len(code) == 3 else LID176.get(code) or ISO639_1.get(code)
         if iso3 is not None:
             out[iso3] = code
     macro: dict[str, set[str]] = {}
