@@ -268,3 +268,35 @@ def test_bench_and_testkit_import_no_test_module(tmp_path):
         "def f():\n    from tests.support.demo import run_demo\n"
     )
     assert _test_imports(copy) == ["bench/dedup/bad.py:2: tests.support.demo"]
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """'path:line name (N lines)' of every function or method longer than `limit` lines (its `def` line
+    to its last, docstring and nested functions included) in the runtime packages and testkit/."""
+    found = []
+    for top in (*PACKAGES, "testkit"):
+        for path in sorted((root / top).rglob("*.py")) if (root / top).is_dir() else []:
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > limit:
+                        found.append(
+                            f"{path.relative_to(root).as_posix()}:{node.lineno} {node.name} ({n} lines)"
+                        )
+    return found
+
+
+def test_no_function_is_longer_than_80_lines(tmp_path):
+    """Issue 55 (one home per concept): a function a newcomer can read whole, outside bench/. A longer
+    one is split into helpers, each with one job (curation/cli.py's build_parser: one per command)."""
+    long = _long_functions(REPO_ROOT)
+    print("\n".join(long))
+    assert long == [], f"{len(long)} functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+    # the check can fail: a function of 81 lines in a copy
+    (tmp_path / "core").mkdir()
+    body = "".join(f"    x{i} = {i}\n" for i in range(80))
+    (tmp_path / "core" / "long.py").write_text(f"def f():\n{body}\n\ndef g():\n    pass\n")
+    assert _long_functions(tmp_path) == ["core/long.py:1 f (81 lines)"]
