@@ -51,13 +51,17 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.safe_json import loads_checked
 from curation.schema import sample_key
 from report.browse_page import TEMPLATE
 from report.collect import _json, _parquet_files, recipe_path
 from report.histogram import bin_edges, bin_index, finite_values
+
+if TYPE_CHECKING:
+    from core.selectors import Selector
+    from mixtures.recipe import Source
 
 BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
 
@@ -628,86 +632,123 @@ def selectors(run: Path, docs: Docs, limits: Limits, allowed: RunFiles) -> dict[
     the documents just inside and just outside the threshold, among those passing its other selectors.
     A source's docs and shards folders are read only under the run folder (`RunFiles`); its
     manifest only through tokens/manifest.py's checked reader."""
-    import pyarrow.compute as pc
-
-    from core.selectors import parse_selectors, resolve_percentiles, selection_mask
     from mixtures.recipe import Recipe
 
     rp = recipe_path(run)
     if rp is None:
         return {"sources": [], "note": "no recipe (RUN/recipe.yaml)"}
     recipe = Recipe.load(rp)
-    out = []
-    for name, src in recipe.sources.items():
-        entry: dict[str, Any] = {"source": name, "select": src.select_spec(), "cuts": []}
-        out.append(entry)
-        if src.docs is None or not src.select:
-            entry["note"] = "no selection" if src.docs is not None else "no docs folder in the recipe"
-            continue
-        if not allowed.allows(src.docs, f"recipe sources.{name}.docs"):
-            entry["note"] = f"{src.docs}: not under the run folder, not read"
-            continue
-        files = _parquet_files(Path(src.docs))
-        if not files:
-            entry["note"] = f"{src.docs}: no documents"
-            continue
-        manifest, how_not = _source_manifest(src.shards, name, allowed)
-        resolved, how = src.select, "the recipe"
-        if how_not:
-            entry["manifest"] = how_not
-        if manifest and manifest.get("resolved_select"):
-            resolved, how = parse_selectors(manifest["resolved_select"]), "the shards' manifest"
-        elif any(s.is_percentile for s in src.select):
-            resolved, how = (
-                resolve_percentiles(src.select, [str(f) for f in files], name)[0],
-                "these documents",
-            )
-        entry["resolved"] = {s.column: s.to_spec() for s in resolved}
-        entry["resolved_by"] = how
-        for k, sel in enumerate(resolved):
-            if sel.op not in (">=", ">", "<=", "<") or _num(sel.value) is None:
-                continue
-            others = tuple(s for j, s in enumerate(resolved) if j != k)
-            t = float(sel.value)
-            inside, outside = [], []  # heaps of (-distance, id, value): the nearest kept
-            cols = ("id", sel.column, *(s.column for s in others))
-            for b, have in _batches(files, cols):
-                if sel.column not in have:
-                    continue
-                import pyarrow as pa
-
-                table = pa.Table.from_batches([b])
-                mask = selection_mask(table, others, source=name)[0] if others else None
-                if mask is not None:
-                    table = table.filter(mask)
-                table = table.filter(pc.is_valid(table[sel.column]))
-                for i, v in zip(table["id"].to_pylist(), table[sel.column].to_pylist()):
-                    if not math.isfinite(v):
-                        continue
-                    passes = {">=": v >= t, ">": v > t, "<=": v <= t, "<": v < t}[sel.op]
-                    heap = inside if passes else outside
-                    item = (-abs(v - t), i, v)
-                    if len(heap) < limits.boundary:
-                        heapq.heappush(heap, item)
-                    elif item > heap[0]:
-                        heapq.heapreplace(heap, item)
-            ids = {i for _, i, _ in inside + outside}
-            rows = _fetch(files, ids, (*_DOC_COLUMNS, sel.column))
-
-            def nearest_first(heap: list, rows: dict = rows) -> list[int]:
-                return [_add_doc(docs, rows[i]) for _, i, _ in sorted(heap, reverse=True) if i in rows]
-
-            entry["cuts"].append(
-                {
-                    "column": sel.column,
-                    "op": sel.op,
-                    "threshold": t,
-                    "given": src.select_spec().get(sel.column),
-                    "inside": nearest_first(inside),
-                    "outside": nearest_first(outside),
-                }
-            )
+    out = [_source_cuts(name, src, docs, limits, allowed) for name, src in recipe.sources.items()]
     return {"sources": out, "recipe": str(rp)}
+
+
+def _source_cuts(name: str, src: Source, docs: Docs, limits: Limits, allowed: RunFiles) -> dict[str, Any]:
+    """One recipe source's entry: its selection as given and as resolved, and a cut per numeric comparison
+    (or a note saying why it has none)."""
+    entry: dict[str, Any] = {"source": name, "select": src.select_spec(), "cuts": []}
+    if src.docs is None or not src.select:
+        entry["note"] = "no selection" if src.docs is not None else "no docs folder in the recipe"
+        return entry
+    if not allowed.allows(src.docs, f"recipe sources.{name}.docs"):
+        entry["note"] = f"{src.docs}: not under the run folder, not read"
+        return entry
+    files = _parquet_files(Path(src.docs))
+    if not files:
+        entry["note"] = f"{src.docs}: no documents"
+        return entry
+    resolved = _resolved_select(name, src, files, allowed, entry)
+    for k, sel in enumerate(resolved):
+        if sel.op not in (">=", ">", "<=", "<") or _num(sel.value) is None:
+            continue
+        others = tuple(s for j, s in enumerate(resolved) if j != k)
+        entry["cuts"].append(_cut_at(name, src, sel, others, files, docs, limits))
+    return entry
+
+
+def _resolved_select(
+    name: str, src: Source, files: list[Path], allowed: RunFiles, entry: dict[str, Any]
+) -> list[Selector]:
+    """A source's selectors with percentiles resolved: by its shards' manifest where that records them,
+    else over these documents (else as the recipe gives them); `entry` gains resolved, resolved_by and,
+    when the manifest was not read, why."""
+    from core.selectors import parse_selectors, resolve_percentiles
+
+    manifest, how_not = _source_manifest(src.shards, name, allowed)
+    resolved, how = src.select, "the recipe"
+    if how_not:
+        entry["manifest"] = how_not
+    if manifest and manifest.get("resolved_select"):
+        resolved, how = parse_selectors(manifest["resolved_select"]), "the shards' manifest"
+    elif any(s.is_percentile for s in src.select):
+        resolved, how = (
+            resolve_percentiles(src.select, [str(f) for f in files], name)[0],
+            "these documents",
+        )
+    entry["resolved"] = {s.column: s.to_spec() for s in resolved}
+    entry["resolved_by"] = how
+    return resolved
+
+
+def _cut_at(
+    name: str,
+    src: Source,
+    sel: Selector,
+    others: tuple[Selector, ...],
+    files: list[Path],
+    docs: Docs,
+    limits: Limits,
+) -> dict[str, Any]:
+    """One comparison's cut: its threshold and the documents nearest it on either side, nearest first."""
+    t = float(sel.value)
+    inside, outside = _nearest_to(name, sel, others, t, files, limits)
+    ids = {i for _, i, _ in inside + outside}
+    rows = _fetch(files, ids, (*_DOC_COLUMNS, sel.column))
+
+    def nearest_first(heap: list, rows: dict = rows) -> list[int]:
+        return [_add_doc(docs, rows[i]) for _, i, _ in sorted(heap, reverse=True) if i in rows]
+
+    return {
+        "column": sel.column,
+        "op": sel.op,
+        "threshold": t,
+        "given": src.select_spec().get(sel.column),
+        "inside": nearest_first(inside),
+        "outside": nearest_first(outside),
+    }
+
+
+def _nearest_to(
+    name: str, sel: Selector, others: tuple[Selector, ...], t: float, files: list[Path], limits: Limits
+) -> tuple[list, list]:
+    """Heaps of (-distance, id, value) of the `limits.boundary` documents nearest threshold `t` that
+    pass `sel` (inside) and that fail it (outside), among those passing the `others`."""
+    import pyarrow.compute as pc
+
+    from core.selectors import selection_mask
+
+    inside, outside = [], []  # heaps of (-distance, id, value): the nearest kept
+    cols = ("id", sel.column, *(s.column for s in others))
+    for b, have in _batches(files, cols):
+        if sel.column not in have:
+            continue
+        import pyarrow as pa
+
+        table = pa.Table.from_batches([b])
+        mask = selection_mask(table, others, source=name)[0] if others else None
+        if mask is not None:
+            table = table.filter(mask)
+        table = table.filter(pc.is_valid(table[sel.column]))
+        for i, v in zip(table["id"].to_pylist(), table[sel.column].to_pylist()):
+            if not math.isfinite(v):
+                continue
+            passes = {">=": v >= t, ">": v > t, "<=": v <= t, "<": v < t}[sel.op]
+            heap = inside if passes else outside
+            item = (-abs(v - t), i, v)
+            if len(heap) < limits.boundary:
+                heapq.heappush(heap, item)
+            elif item > heap[0]:
+                heapq.heapreplace(heap, item)
+    return inside, outside
 
 
 def _source_manifest(shards: Path | str | None, name: str, allowed: RunFiles) -> tuple[dict | None, str]:

@@ -266,8 +266,22 @@ def _training_tables(tr: dict[str, Any]) -> dict[str, str]:
 
 
 def _section_tables(r: dict[str, Any]) -> dict[str, str]:
-    t: dict[str, str] = {}
-    t["funnel"] = _table(
+    """The HTML tables under each section's chart, by section name."""
+    t: dict[str, str] = {
+        "funnel": _funnel_table(r["funnel"]),
+        "languages": _language_tables(r["languages"]),
+        "quality": _quality_tables(r["quality"]),
+        "scores": _score_tables(r.get("scores") or {}),
+        "dup_clusters": _dup_cluster_tables(r["dup_clusters"]),
+        "tokens": _token_tables(r["tokens"], r["training"]),
+    }
+    t.update(_training_tables(r["training"]))
+    return t
+
+
+def _funnel_table(funnel: list[dict[str, Any]]) -> str:
+    """Documents and bytes in and out of each stage of each job, with its seconds and drop reasons."""
+    return _table(
         ["job", "stage", "docs in", "docs out", "bytes in", "bytes out", "seconds", "drops"],
         [
             [
@@ -280,12 +294,16 @@ def _section_tables(r: dict[str, Any]) -> dict[str, str]:
                 format_seconds(x["seconds"]),
                 ", ".join(f"{k}: {v}" for k, v in sorted(x["drops"].items())),
             ]
-            for x in r["funnel"]
+            for x in funnel
         ],
     )
-    lang = r["languages"]
+
+
+def _language_tables(lang: dict[str, Any]) -> str:
+    """Documents per language kept, seen and dropped; then, where extract counted them, the exact drops
+    after language ID per language and reason."""
     seen = lang.get("seen", {})
-    t["languages"] = (
+    out = (
         _table(
             ["language", "kept", "seen by langid (stats)", "dropped (rejected sample)"],
             [
@@ -297,7 +315,7 @@ def _section_tables(r: dict[str, Any]) -> dict[str, str]:
     )
     funnel = lang.get("funnel") or {}
     if funnel:  # exact, from extract's counters: every drop after language ID, per language and reason
-        t["languages"] += _table(
+        out += _table(
             ["language", "kept", "characters kept", "dropped", "drops by reason"],
             [
                 [
@@ -310,42 +328,58 @@ def _section_tables(r: dict[str, Any]) -> dict[str, str]:
                 for k, x in funnel.items()
             ],
         )
-    q = r["quality"].get("bins", {})
-    t["quality"] = _table(["score bin", "documents"], [[k, v] for k, v in q.items()])
-    qa = r["quality"].get("quantiles", {})
+    return out
+
+
+def _quality_tables(quality: dict[str, Any]) -> str:
+    """Documents per quality-score bin, and the score's quantiles where recorded."""
+    q = quality.get("bins", {})
+    out = _table(["score bin", "documents"], [[k, v] for k, v in q.items()])
+    qa = quality.get("quantiles", {})
     if qa:
-        t["quality"] += _table(["quantile", "score"], [[k, v] for k, v in qa.items()])
-    t["scores"] = "".join(
+        out += _table(["quantile", "score"], [[k, v] for k, v in qa.items()])
+    return out
+
+
+def _score_tables(scores: dict[str, Any]) -> str:
+    """Per score column: its quantiles, and the recipe sources' bounds on it."""
+    return "".join(
         _table([f"{col} quantile", "value"], [[k, v] for k, v in h["quantiles"].items()])
         + _table(
             ["recipe source", "bound"], [[b["source"], f"{b['op']} {b['value']:g}"] for b in h["recipe"]]
         )
-        for col, h in (r.get("scores") or {}).items()
+        for col, h in scores.items()
     )
-    dc = r["dup_clusters"]
-    t["dup_clusters"] = _table(
+
+
+def _dup_cluster_tables(dc: dict[str, Any]) -> str:
+    """Clusters per size (of the kept documents), then dedup's counters."""
+    return _table(
         ["cluster size", "clusters"], [[k, v] for k, v in dc["kept_docs_by_cluster_size"].items()]
     ) + _table(["dedup counter", "value"], [[k, v] for k, v in sorted(dc["counters"].items())])
-    tok = r["tokens"]
-    t["tokens"] = _table(
+
+
+def _token_tables(tok: dict[str, Any], training: dict[str, Any]) -> str:
+    """Tokens per source's manifest, the plan's tokens per source and phase beside those trained, and
+    bytes per token by language where tokenize counted them."""
+    out = _table(
         ["source", "tokens", "documents", "select"],
         [[n, m["tokens"], m["documents"], json.dumps(m["select"])] for n, m in tok["manifests"].items()],
     ) + _table(
         ["source", "phase", "tokens drawn (plan)", "tokens trained"],
         [
-            [n, p, v, r["training"].get("trained_tokens_by_phase", {}).get(p, {}).get(n, "—")]
+            [n, p, v, training.get("trained_tokens_by_phase", {}).get(p, {}).get(n, "—")]
             for n, d in tok["plan"].items()
             for p, v in d.items()
         ],
     )
     bpt = tok.get("bytes_per_token") or []
     if bpt:  # manifests of tokenize runs that counted per `lang` (tokens/lang_counts.py)
-        t["tokens"] += "<h3>Bytes per token by language</h3>" + _table(
+        out += "<h3>Bytes per token by language</h3>" + _table(
             ["language", "documents", "bytes", "tokens", "bytes per token"],
             [[x["lang"], x["documents"], x["bytes"], x["tokens"], x["bytes_per_token"] or "—"] for x in bpt],
         )
-    t.update(_training_tables(r["training"]))
-    return t
+    return out
 
 
 CHARTS = {
