@@ -31,13 +31,11 @@ from curation.filters.words import SPLITTER
 from curation.languages.lookup import settings_for
 from curation.languages.schema import FOLDER
 from dedup.words import segmenter_of
+from testkit.shared_data import shared_data_dir
 
-DATA = Path(os.environ.get("REFINERY_SHARED", "/work/shared")) / "data" / "langid"
+# Found through the one helper: a missing folder fails at collection, never skips the module.
+DATA = shared_data_dir() / "langid"
 LEIPZIG = DATA / "leipzig" / "sentences"
-
-pytestmark = pytest.mark.skipif(
-    not LEIPZIG.is_dir(), reason=f"shared Leipzig sentences not found at {LEIPZIG}"
-)
 
 
 def leipzig(iso1: str, n: int = 60) -> list[str]:
