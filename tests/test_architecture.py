@@ -26,19 +26,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from testkit.import_cycles import PACKAGES  # the runtime packages, in the order of the flow
 from testkit.shared_data import REPO_ROOT
 
-PACKAGES = (
-    "core",
-    "curation",
-    "dedup",
-    "classifiers",
-    "tokens",
-    "mixtures",
-    "trainer",
-    "report",
-    "workflows",
-)
 ORCHESTRATOR = "workflows"  # the one package that runs other packages' commands
 LAUNCH_BUILDER = "trainer/launch.py"  # the one builder of a DeepSpeed launcher command
 
