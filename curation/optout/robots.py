@@ -58,6 +58,7 @@ _PCT = re.compile(r"%([0-9A-Fa-f]{2})")
 _HIGH = re.compile(rb"[\x80-\xff]")
 _TOKEN = re.compile(rb"[A-Za-z_-]*")
 _VALID_TOKEN = re.compile(r"[A-Za-z_-]+")
+_PATH_START = re.compile(r"[/?;]")
 _TWO_WORDS = re.compile(rb"([^ \t]+)[ \t]+([^ \t]+)")
 _BOM = b"\xef\xbb\xbf"
 _DISALLOW_TYPOS = (b"dissallow", b"dissalow", b"disalow", b"diasllow", b"disallaw")
@@ -158,22 +159,20 @@ def request_path(url: str) -> str:
     """The path, params and query of a URL (scheme, authority and fragment removed), always starting
     with `/`; `/` when there is none (robots.cc `GetPathParamsQuery`, whose cases the tests repeat)."""
     start = 2 if url.startswith("//") else 0
-    early = _find_any(url, "/?;", start)
     proto = url.find("://", start)
-    proto = start if proto < 0 or (0 <= early < proto) else proto + 3
-    path_start = _find_any(url, "/?;", proto)
-    if path_start < 0:
+    if proto < 0 or ((early := _PATH_START.search(url, start)) and early.start() < proto):
+        proto = start  # no scheme, or a path/query/params begins before `://`
+    else:
+        proto += 3
+    m = _PATH_START.search(url, proto)
+    if m is None:
         return "/"
+    path_start = m.start()
     hash_pos = url.find("#", start)
     if 0 <= hash_pos < path_start:
         return "/"
     path = url[path_start : hash_pos if hash_pos >= 0 else len(url)]
     return path if path[0] == "/" else "/" + path
-
-
-def _find_any(s: str, chars: str, start: int) -> int:
-    found = [i for i in (s.find(c, start) for c in chars) if i >= 0]
-    return min(found) if found else -1
 
 
 def _compile(rule: Rule, group_line: Line, pattern: str | None = None) -> tuple:
@@ -209,12 +208,47 @@ def _glob(path: str, pieces: tuple[str, ...], end: bool) -> bool:
     return not last or path.find(last, pos) >= 0
 
 
-def _matches(path: str, kind: int, data) -> bool:
-    if kind == 0:
-        return path.startswith(data)
-    if kind == 1:
-        return path == data
-    return _glob(path, *data)
+BUCKET_CHARS = 4
+"""Rules are indexed by the first 4 characters of their literal prefix: a query scans the rules of
+its path's bucket and those with a shorter prefix (`/`, `/*.php`), not every rule of the group."""
+
+
+class _Rules:
+    """One agent's merged rules, sorted so that the first match decides (longest, Allow, earlier line)."""
+
+    __slots__ = ("buckets", "label", "short")
+
+    def __init__(self, label: str, compiled: list[tuple]) -> None:
+        self.label = label
+        self.buckets: dict[str, list[tuple]] = {}
+        self.short: list[tuple] = []
+        for c in sorted(compiled, key=lambda c: c[:3]):
+            prefix = c[4] if c[3] < 2 else c[4][0][0]
+            if len(prefix) >= BUCKET_CHARS:
+                self.buckets.setdefault(prefix[:BUCKET_CHARS], []).append(c)
+            else:
+                self.short.append(c)
+
+    def first_match(self, path: str) -> tuple | None:
+        a = _first(self.buckets.get(path[:BUCKET_CHARS], ()), path)
+        b = _first(self.short, path)
+        if a is None or b is None:
+            return a or b
+        return a if a[:3] < b[:3] else b
+
+
+def _first(rules: Iterable[tuple], path: str) -> tuple | None:
+    for c in rules:
+        kind, data = c[3], c[4]
+        if kind == 0:
+            if path.startswith(data):
+                return c
+        elif kind == 1:
+            if path == data:
+                return c
+        elif _glob(path, *data):
+            return c
+    return None
 
 
 @dataclass(slots=True)
@@ -229,7 +263,7 @@ class RobotsTxt:
     status_reason: str | None = None
     status_allows: bool = True
     _by_token: dict[str, list[int]] = field(default_factory=dict)
-    _compiled: dict[str, tuple[str, list[tuple]] | None] = field(default_factory=dict)
+    _compiled: dict[str, _Rules | None] = field(default_factory=dict)
 
     @classmethod
     def decided(cls, allowed: bool, reason: str) -> RobotsTxt:
@@ -248,26 +282,26 @@ class RobotsTxt:
             return None, self._by_token[token]
         return "*", self._by_token.get("*", [])
 
-    def _rules_for(self, agent: str) -> tuple[str, list[tuple]] | None:
+    def _rules_for(self, agent: str) -> _Rules | None:
+        """The agent's merged rules, compiled and indexed once per agent (keyed as queried, so a
+        repeated query skips the token check too)."""
+        if agent in self._compiled:
+            return self._compiled[agent]
         token = product_token(agent)
-        if token in self._compiled:
-            return self._compiled[token]
         star, idx = self._select(token)
         out = None
         if idx:
-            label = star or agent
-            rules = []
+            compiled = []
             for i in idx:
                 g = self.groups[i]
                 head = next(line for t, line in g.agents if t == (star or token))
                 for r in g.rules:
                     if r.pattern:
-                        rules.append(_compile(r, head))
+                        compiled.append(_compile(r, head))
                         if alias := _index_html_alias(r):
-                            rules.append(_compile(r, head, alias))
-            rules.sort(key=lambda c: c[:3])
-            out = (label, rules)
-        self._compiled[token] = out
+                            compiled.append(_compile(r, head, alias))
+            out = _Rules(star or agent, compiled)
+        self._compiled[agent] = out
         return out
 
     def check(self, url: str, agent: str) -> Verdict:
@@ -275,15 +309,13 @@ class RobotsTxt:
         if self.status_reason is not None:
             product_token(agent)
             return Verdict(self.status_allows, self.status_reason)
-        selected = self._rules_for(agent)
-        if selected is None:
+        rules = self._rules_for(agent)
+        if rules is None:
             return Verdict(True, "no_group")
-        label, rules = selected
-        path = normalise_path(request_path(url))
-        for c in rules:
-            if _matches(path, c[3], c[4]):
-                return Verdict(c[5].allow, "rule", label, c[5].line, c[6])
-        return Verdict(True, "no_matching_rule", label)
+        c = rules.first_match(normalise_path(request_path(url)))
+        if c is None:
+            return Verdict(True, "no_matching_rule", rules.label)
+        return Verdict(c[5].allow, "rule", rules.label, c[5].line, c[6])
 
     def content_signals(self, agent: str) -> dict[str, Signal]:
         """The Content-Signal keys that apply to `agent`, from the groups its rules come from (a

@@ -26,6 +26,7 @@ from curation.optout.robots import (
     MAX_BYTES,
     MAX_LINE_BYTES,
     Line,
+    normalise_path,
     normalise_pattern,
     parse,
     product_token,
@@ -706,3 +707,54 @@ def test_real_gutenberg_lower_case_ccbot_and_versioned_agents():
     assert robots.check("/ebooks/1342", "Yahoo").rule.number == 8
     v = robots.check("/ebooks/1342", "GPTBot")
     assert v.allowed and v.agent == "*" and v.reason == "no_matching_rule"
+
+
+def google_matches(path: str, pattern: str) -> bool:
+    """Reference: robots.cc `Matches`, the set of path positions the pattern prefix can reach."""
+    pos = [0]
+    for i, ch in enumerate(pattern):
+        if ch == "$" and i == len(pattern) - 1:
+            return pos[-1] == len(path)
+        if ch == "*":
+            pos = list(range(pos[0], len(path) + 1))
+        else:
+            pos = [p + 1 for p in pos if p < len(path) and path[p] == ch]
+            if not pos:
+                return False
+    return True
+
+
+def reference_verdict(robots, path: str, agent: str) -> tuple[bool, int | None]:
+    """Longest match over every rule of the agent's groups (else `*`'s), Allow on ties, first line."""
+    token = agent.lower()
+    groups = [g for g in robots.groups if any(t == token for t, _ in g.agents)]
+    groups = groups or [g for g in robots.groups if any(t == "*" for t, _ in g.agents)]
+    best = None
+    for rule in (r for g in groups for r in g.rules if r.pattern):
+        aliases = [rule.pattern]
+        if rule.allow and rule.pattern[rule.pattern.rfind("/") :].startswith("/index.htm"):
+            aliases.append(rule.pattern[: rule.pattern.rfind("/") + 1] + "$")
+        for p in aliases:
+            if google_matches(path, p):
+                key = (-len(p), not rule.allow, rule.line.number)
+                best = min(best or key, key)
+    return (True, None) if best is None else (not best[1], best[2])
+
+
+def test_indexed_matcher_agrees_with_a_brute_force_reference_on_real_files():
+    from bench.curation.robots import AGENTS, paths_for
+
+    files = real_files()
+    hosts = random.Random(5).sample(sorted(files), 400)
+    checked = 0
+    for host in hosts:
+        robots = parse(files[host])
+        text = files[host].decode("utf-8", "replace")
+        for agent in AGENTS:
+            for p in paths_for(text):
+                v = robots.check(p, agent)
+                assert (v.allowed, v.rule.number if v.rule else None) == reference_verdict(
+                    robots, normalise_path(request_path(p)), agent
+                ), (host, agent, p)
+                checked += 1
+    assert checked > 10_000
