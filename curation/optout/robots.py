@@ -43,6 +43,7 @@ Status codes and redirects are not this module's: curation/optout/capture.py tur
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -331,6 +332,38 @@ class RobotsTxt:
                 if key not in out or (out[key].value and not value):
                     out[key] = Signal(key, value, line, star or agent)
         return out
+
+    def to_json(self) -> str:
+        """The parsed groups (and counts, status) as compact JSON, what a snapshot row stores so the
+        matcher can be rebuilt (`from_json`) without the body; patterns are stored normalised."""
+        groups = [
+            {
+                "agents": [[t, ln.number, ln.text] for t, ln in g.agents],
+                "rules": [[r.line.number, r.line.text, int(r.allow), r.pattern] for r in g.rules],
+                "signals": [[k, int(v), ln.number, ln.text] for k, v, ln in g.signals],
+            }
+            for g in self.groups
+        ]
+        status = [self.status_reason, self.status_allows] if self.status_reason is not None else None
+        return json.dumps({"groups": groups, "counts": self.counts, "status": status}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> RobotsTxt:
+        data = json.loads(text)
+        robots = cls(counts=data["counts"])
+        if data["status"] is not None:
+            robots.status_reason, robots.status_allows = data["status"]
+        for g in data["groups"]:
+            robots.groups.append(
+                Group(
+                    agents=[(t, Line(n, text)) for t, n, text in g["agents"]],
+                    rules=[Rule(Line(n, text), bool(a), p) for n, text, a, p in g["rules"]],
+                    signals=[(k, bool(v), Line(n, text)) for k, v, n, text in g["signals"]],
+                    closed=bool(g["rules"]),
+                )
+            )
+        robots._index()
+        return robots
 
     def agents(self) -> Iterable[str]:
         """Every token a group names (lower-cased), `*` included."""
