@@ -28,6 +28,7 @@ assert on a bad node rank, or fail only when its ranks try to reach an address t
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import sys
@@ -193,6 +194,32 @@ def launch_command(
         cmd += ["--master_port", str(master_port)]
     sets = [arg for override in overrides for arg in ("--set", override)]
     return [*cmd, "--module", TRAIN_MODULE, "--config", str(config), *sets]
+
+
+# What DeepSpeed's launcher (deepspeed/launcher/launch.py) sets for a rank; the trainer reads RANK,
+# WORLD_SIZE, LOCAL_RANK and LOCAL_SIZE (trainer/deepspeed_setup.py), init_distributed the MASTER_* pair.
+_ONE_RANK_ENV = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_SIZE": "1", "CROSS_RANK": "0",
+                 "CROSS_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}  # fmt: skip
+
+
+def run_command(
+    config: str, overrides: Sequence[str] = (), *, processes: int = 1, python: str = sys.executable
+) -> tuple[list[str], dict[str, str]]:
+    """(command, environment to add) for a run on this machine: one rank started directly, more through
+    the launcher (`launch_command`).
+
+    For one rank DeepSpeed's runner starts its `launch` module, which starts the rank: two interpreters
+    more, each importing torch and deepspeed, only to set the rendezvous variables (a trivial module run
+    through them cost 7.2 CPU-s and 15 s on this project's 2 shared cores). Callers that train many
+    short runs (the ablation's arms, the mixture search's proxies: seconds of training each) set those
+    variables here instead: the same trainer, deepspeed.init_distributed and process group of one. The
+    launcher would show the rank only the first visible GPU; so does this."""
+    if processes != 1:
+        return launch_command(config, overrides, processes=processes, python=python), {}
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+    env = {**_ONE_RANK_ENV, "MASTER_PORT": str(free_port()), "CUDA_VISIBLE_DEVICES": gpu}
+    sets = [arg for override in overrides for arg in ("--set", override)]
+    return [python, "-m", TRAIN_MODULE, "--config", str(config), *sets], env
 
 
 def without_port(cmd: list[str]) -> list[str]:

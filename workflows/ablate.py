@@ -13,7 +13,7 @@ tokenizer.json), and no arm's `train:` changes the model, the seed or the row le
 Per arm and seed, under DIR/runs/<arm>/seed-<s>/:
 
     recipe.yaml   the arm's recipe with absolute paths and `seed: s` (data order and held-out split)
-    train/        the DeepSpeed launcher (trainer/launch.py): trainer.train --config <trainer config>
+    train/        the trainer (trainer/launch.py run_command): trainer.train --config <trainer config>
                   seed=s data.recipe=... ; the trainer's own checkpoints make a killed run resume
     model/        trainer.export_lm, in this process (the final weights as a torch.export program)
     result.json   last: bits per byte per eval set, tokens seen, wall time. A rerun skips a run
@@ -54,7 +54,7 @@ from core.safe_json import read_json_file
 from mixtures.draw import resolve_weights
 from mixtures.recipe import Recipe, RecipeError
 from mixtures.validate import check_sources, drawn_sources
-from trainer.launch import launch_command
+from trainer.launch import run_command
 from trainer.metrics import MetricsLog
 from workflows.paths import project_path
 from workflows.steps import StepFailed, call, launch
@@ -317,7 +317,8 @@ def train_run(arm: Arm, seed: int, opts: Options, evals: dict[str, list[str]], l
                      f"schedule.micro_batch={opts.global_batch // opts.processes}", "data.allow_over_cap=true",
                      f"logging.dir={train}", f"checkpoint.dir={train / 'ckpt'}", "checkpoint.resume=true",
                      *opts.overrides, *arm.train_args()]  # fmt: skip
-        launch(launch_command(str(opts.trainer_config), overrides, processes=opts.processes), log)
+        cmd, env = run_command(str(opts.trainer_config), overrides, processes=opts.processes)
+        launch(cmd, log, env)
         if not MetricsLog.read(train).finished(steps):
             raise StepFailed(f"the trainer stopped before step {steps} (see {train / 'metrics.jsonl'})", 1)
     model = run / "model"

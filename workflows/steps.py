@@ -123,11 +123,14 @@ def _stop_spark() -> None:
         session.stop()
 
 
-def launch(cmd: list[str], log: Callable[[str], None] = print) -> None:
+def launch(
+    cmd: list[str], log: Callable[[str], None] = print, env_extra: dict[str, str] | None = None
+) -> None:
     """Run the trainer launcher (trainer/launch.py's command), its output streamed; StepFailed on failure.
 
     Its ranks import the project's packages as this process does: the folder above them is put on
-    PYTHONPATH (a checkout that is not installed), and the interpreter's own folder on PATH.
+    PYTHONPATH (a checkout that is not installed), and the interpreter's own folder on PATH;
+    `env_extra` on top (trainer.launch.run_command's rendezvous variables for a rank started directly).
     """
     import trainer
 
@@ -136,6 +139,7 @@ def launch(cmd: list[str], log: Callable[[str], None] = print) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(env_extra or {})
     rc = subprocess.run(cmd, env=env).returncode
     if rc == INTERRUPTED:
         raise KeyboardInterrupt

@@ -14,6 +14,7 @@ from trainer.launch import (
     TRAIN_MODULE,
     launch_command,
     read_hostfile,
+    run_command,
     without_port,
 )
 
@@ -28,6 +29,21 @@ def test_command_form_and_port():
                                   TRAIN_MODULE, "--config", "c.yaml"]  # fmt: skip
     every_gpu = launch_command("c.yaml", python="python", master_port=None)
     assert every_gpu == ["python", "-m", LAUNCHER_MODULE, "--module", TRAIN_MODULE, "--config", "c.yaml"]
+
+
+def test_one_rank_starts_without_the_launcher_with_the_variables_it_would_set(monkeypatch):
+    """run_command: one rank is `python -m trainer.train` with the launcher's rendezvous variables (a
+    run of it is every arm of tests/workflows/test_ablate.py); more ranks keep the launcher."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    cmd, env = run_command("c.yaml", ["a=1"])
+    assert cmd == [sys.executable, "-m", TRAIN_MODULE, "--config", "c.yaml", "--set", "a=1"]
+    assert {k: env[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE")} == dict.fromkeys(
+        ("RANK", "LOCAL_RANK"), "0"
+    ) | dict.fromkeys(("WORLD_SIZE", "LOCAL_SIZE"), "1")
+    assert env["MASTER_ADDR"] == "127.0.0.1" and int(env["MASTER_PORT"]) > 0
+    assert env["CUDA_VISIBLE_DEVICES"] == "3"  # the launcher's --num_gpus 1: the first visible GPU only
+    two, env2 = run_command("c.yaml", ["a=1"], processes=2)
+    assert without_port(two) == without_port(launch_command("c.yaml", ["a=1"], processes=2)) and env2 == {}
 
 
 def test_deepspeeds_parser_reads_it_as_the_module_and_its_arguments():
