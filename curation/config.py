@@ -542,6 +542,29 @@ class QualityStageConfig(ConfigModel):
         return json.loads((Path(self.model) / "metadata.json").read_text(encoding="utf-8"))["model_sha256"]
 
 
+class OptoutConfig(ConfigModel):
+    """Page-level reservations read in `extract` (curation/optout/page.py), from the record alone.
+
+    W3C TDMRep's `tdm-reservation: 1` (HTTP header, or `<meta name="tdm-reservation" content="1">`,
+    which overrides the header), and `noai` in `X-Robots-Tag` or `<meta name="robots">`. `noimageai`
+    reserves images only: counted and kept in the `optout_signals` column, never a reason to drop
+    text. Off by default: what to honour is the lab's policy, so it is opted into here, and the
+    robots.txt part of the policy is the `optout` job's (`python -m curation optout`, docs/optout.md).
+    """
+
+    enabled: bool = False
+    """Read the signals: the `optout_page` funnel row and the `optout_signals`/`tdm_policy` columns."""
+    mode: Literal["remove", "annotate"] = "remove"
+    """`remove`: a page with a reservation is dropped before extraction, reason
+    `optout_page:<signal>` (counted, sampled in rejected/). `annotate`: it is kept with its
+    `optout_signals`, and the `optout` job removes it with an audit row per page. `filters.mode:
+    annotate` annotates here too (it keeps whatever a stage would drop)."""
+    tdm_reservation: bool = True
+    """Honour TDMRep's `tdm-reservation: 1` (header or meta)."""
+    noai: bool = True
+    """Honour `noai` (X-Robots-Tag header or meta robots), DeviantArt's convention of 2022."""
+
+
 REJECTED_TEXT_CHARS = 20_000
 MAX_REJECTED_TEXT_CHARS = 1_000_000  # rejected/ stays a sample: a cell of 20 rows at most ~20 MB of text
 
@@ -625,6 +648,7 @@ class ExtractJobConfig(ConfigModel):
     languages: LanguagesConfig = Field(default_factory=LanguagesConfig)
     filters: FiltersConfig = Field(default_factory=FiltersConfig)
     pii: PiiStageConfig = Field(default_factory=PiiStageConfig)
+    optout: OptoutConfig = Field(default_factory=OptoutConfig)
     quality: QualityStageConfig = Field(default_factory=QualityStageConfig)
     annotators: tuple[ExtractorEntry, ...] = ()
     """Document stages that add columns to kept documents, after PII and `quality`, in order: a
@@ -694,6 +718,8 @@ class ExtractJobConfig(ConfigModel):
         d = super().to_dict()
         if d["languages"]["settings"] is None:
             del d["languages"]  # off: configs written before the section existed keep their fingerprint
+        if not d["optout"]["enabled"]:
+            del d["optout"]  # off: configs written before the section existed keep their fingerprint
         if not d["annotators"]:
             del d["annotators"]  # configs written before the list existed keep their fingerprint
         if d["output"]["partition_by"] is None:

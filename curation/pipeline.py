@@ -14,6 +14,9 @@ Funnel rows, in order (each stage's docs/bytes in and out, drops per reason, sec
     url_filter           curation/filters/url_filter.py: FineWeb's URL filter + domain blocklists, on the URL
                          alone, so a blocked page is never extracted (`url_filter.enabled: false`
                          removes the row)
+    optout_page          only with `optout.enabled`: curation/optout/page.py, TDMRep and `noai` from the
+                         record's headers and the head of its HTML -> `optout_signals`; in `remove`
+                         mode a reserved page is dropped before extraction
     prelid               only with `extract.cascade`: resiliparse's cheap main-content text -> lid.176;
                          a page clearly not in a kept language is dropped before the extractor
     extract              charset decoding + trafilatura (or the configured extractor) -> text, title;
@@ -71,6 +74,7 @@ from curation.extract.extractors import ExtractStep, decoded_html
 from curation.filters.blocks import build_filter_steps
 from curation.filters.langid import LanguageIdentifier, PreLanguageFilter, prelid_can_drop
 from curation.filters.url_filter import UrlFilter
+from curation.optout.page import PageSignalStage
 from curation.pii.scrub import PiiScrubber, PiiStage
 from curation.schema import (
     DOC_SCHEMA,
@@ -144,8 +148,10 @@ def build_plan(cfg: ExtractJobConfig) -> Plan:
     record = len(extractors) > 1  # the `extractor` column only when there is a choice to record
     settings = cfg.languages.folder()
     lid = LanguageIdentifier(cfg.langid, settings)
+    annotate = cfg.filters.mode == "annotate"
     head: list[DocumentStage] = [
         *([UrlFilter(cfg.url_filter)] if cfg.url_filter.enabled else []),
+        *([PageSignalStage(cfg.optout, annotate)] if cfg.optout.enabled else []),
         *([PreLanguageFilter(lid, cfg.extract.cascade_margin, cfg.extract)] if cascades(cfg) else []),
     ]
     if record and cfg.extract.mode == "union":
@@ -484,6 +490,7 @@ def stage_order(cfg: ExtractJobConfig) -> list[str]:
     return [
         "read",
         *(["url_filter"] if cfg.url_filter.enabled else []),
+        *(["optout_page"] if cfg.optout.enabled else []),
         *(["prelid"] if cascades(cfg) else []),
         "extract",
         "langid",
@@ -725,5 +732,6 @@ def _document(page: Page, warc_name: str) -> Document:
             "fetch_time": page.fetch_time,
             "source_format": "warc" if page.kind == "html" else "wet",
             "content_type": page.content_type,
+            "optout_headers": page.optout_headers,
         },
     )

@@ -57,6 +57,7 @@ from curation.warc.warcio_reader import (
     _short,
     crawl_at,
     iter_records_warcio,
+    optout_headers,
     parse_warc_date,
 )
 
@@ -358,7 +359,7 @@ def _to_item(rec, offset: int, cfg: ReaderConfig, state: _State) -> Page | Skip:
     # (warcio's truncated_record: the caller checks the record was read to its Content-Length.)
     if ctype is None and not _SNIFF_HTML_RE.search(payload[:2048]):
         return Skip("non_html", offset, length, url, detail="no content type, no HTML tag")
-    return _page(rec, offset, url, "html", payload, ctype, state)
+    return _page(rec, offset, url, "html", payload, ctype, state, optout_headers(http))
 
 
 def _header(headers, name: bytes) -> str | None:
@@ -489,7 +490,9 @@ def _read_on(data: bytes, more: Callable[[bytes], bytes], done: Callable[[bytes]
     return data
 
 
-def _page(rec, offset: int, url, kind: str, payload: bytes, ctype, state: _State) -> Page:
+def _page(
+    rec, offset: int, url, kind: str, payload: bytes, ctype, state: _State, headers: tuple = ()
+) -> Page:
     return Page(
         url=url,
         offset=offset,
@@ -499,4 +502,5 @@ def _page(rec, offset: int, url, kind: str, payload: bytes, ctype, state: _State
         kind=kind,
         payload=payload,
         content_type=ctype,
+        optout_headers=headers,
     )

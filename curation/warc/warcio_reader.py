@@ -81,6 +81,29 @@ class Page:
     kind: str  # "html" or "text"
     payload: bytes
     content_type: str | None
+    optout_headers: tuple[tuple[str, str], ...] = ()
+    """The response's opt-out headers (`OPTOUT_HEADERS`), lower-cased names, as sent: the only headers
+    kept besides the content type, read by curation/optout/page.py. Empty for WET text."""
+
+
+OPTOUT_HEADERS = frozenset(("tdm-reservation", "tdm-policy", "x-robots-tag"))
+"""HTTP headers that carry a page-level reservation: W3C TDMRep's two, and X-Robots-Tag (`noai`)."""
+MAX_OPTOUT_HEADERS = 8
+MAX_OPTOUT_HEADER_CHARS = 1024
+"""Bounds on what a page keeps of them: a hostile response's thousand X-Robots-Tag lines cost nothing."""
+
+
+def optout_headers(http) -> tuple[tuple[str, str], ...]:
+    """(name, value) of the opt-out headers of a warcio StatusAndHeaders, in order, bounded. One pass
+    over the header list (about 15 pairs, a few microseconds), so the reader keeps them for every page."""
+    out = []
+    for name, value in http.headers:
+        key = name.lower()
+        if key in OPTOUT_HEADERS:
+            out.append((key, value[:MAX_OPTOUT_HEADER_CHARS]))
+            if len(out) >= MAX_OPTOUT_HEADERS:
+                break
+    return tuple(out)
 
 
 @dataclass(slots=True)
@@ -284,7 +307,7 @@ def _to_item(rec, offset: int, cfg: ReaderConfig, state: _State) -> Page | Skip:
         return Skip("truncated_record", offset, length, url)
     if ctype is None and not _SNIFF_HTML_RE.search(payload[:2048]):
         return Skip("non_html", offset, length, url, detail="no content type, no HTML tag")
-    return _page(rec, offset, url, "html", payload, ctype, state)
+    return _page(rec, offset, url, "html", payload, ctype, state, optout_headers(http))
 
 
 def _ended_early(rec) -> bool:
@@ -296,7 +319,7 @@ def _ended_early(rec) -> bool:
         return True
 
 
-def _page(rec, offset, url, kind, payload, ctype, state: _State) -> Page:
+def _page(rec, offset, url, kind, payload, ctype, state: _State, headers: tuple = ()) -> Page:
     return Page(
         url=url,
         offset=offset,
@@ -306,6 +329,7 @@ def _page(rec, offset, url, kind, payload, ctype, state: _State) -> Page:
         kind=kind,
         payload=payload,
         content_type=ctype,
+        optout_headers=headers,
     )
 
 
