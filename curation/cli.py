@@ -6,6 +6,10 @@ writes such an index of local WARCs (curation/index/ccindex.py). Both take `--co
 key=value` (core/cli.py): extract's keys are configs/extract.yaml's, index's are `IndexSettings`
 below, whose flags (`--root`, `--no-languages`) are aliases.
 
+`robots --input WARC... --output DIR` turns robots.txt WARCs into one row per host as of a date, and
+`optout --input EXTRACT_DIR --robots DIR --policy FILE --output DIR` removes from an extract output what a
+dated opt-out policy reserves, with an audit row per removal (curation/optout/, docs/optout.md).
+
 `derive-language --lang xxx_Scrp --reference FILE...` measures a language's settings file
 (configs/languages/) on reference text; `import-fineweb2 GIT_DIR --out DIR` writes the per-language
 files from FineWeb-2's configs; `calibrate-lid --reference-dir DIR --out FILE` measures the LID
@@ -49,7 +53,34 @@ def build_parser() -> argparse.ArgumentParser:
     _add_derive_language(sub)
     _add_calibrate_lid(sub)
     _add_import_fineweb2(sub)
+    _add_robots(sub)
+    _add_optout(sub)
     return parser
+
+
+def _add_robots(sub: argparse._SubParsersAction) -> None:
+    rb = sub.add_parser("robots", help="robots.txt WARCs -> one row per host as of a date (Parquet) on Spark")
+    rb.add_argument(
+        "--input", required=True, nargs="+", metavar="PATH_OR_GLOB",
+        help="robots.txt WARCs (Common Crawl's robotstxt/ subset), local, s3://, https:// or a warc.paths listing",
+    )  # fmt: skip
+    rb.add_argument("--output", required=True, metavar="DIR", help="output folder: hosts/ and stats.json")
+    add_config_args(rb, "SnapshotConfig in curation/optout/snapshot.py", "as_of=2025-09-30")
+    add_spark_args(rb)
+
+
+def _add_optout(sub: argparse._SubParsersAction) -> None:
+    oo = sub.add_parser(
+        "optout", help="an extract output minus what an opt-out policy reserves, with an audit row each"
+    )
+    oo.add_argument("--input", required=True, metavar="DIR", help="an extract output folder (its docs/)")
+    oo.add_argument("--robots", required=True, metavar="DIR", help="a `robots` snapshot folder (hosts/)")
+    oo.add_argument(
+        "--policy", metavar="FILE.yaml", help="the agent list (default configs/optout/apertus-2025-01.yaml)"
+    )
+    oo.add_argument("--output", required=True, metavar="DIR", help="output folder: docs/, audit/, stats.json")
+    add_config_args(oo, "OptoutJobConfig in curation/optout/stage.py", "page.noai=false")
+    add_spark_args(oo)
 
 
 def _add_extract(sub: argparse._SubParsersAction) -> None:
@@ -195,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         "derive-language": _derive_language,
         "import-fineweb2": _import_fineweb2,
         "calibrate-lid": _calibrate_lid,
+        "robots": _robots,
+        "optout": _optout,
     }
     return run_subcommand(build_parser(), bodies, argv)
 
@@ -397,3 +430,44 @@ def _calibrate_lid(args: argparse.Namespace) -> int:
         + (f" ({'; '.join(notes)})" if notes else "")
     )
     return 0
+
+
+def _robots(args: argparse.Namespace) -> int:
+    from core.output import check_disjoint
+    from curation.optout.snapshot import SnapshotConfig, run_robots_snapshot
+
+    cfg = load_settings(SnapshotConfig, args, {})
+    check_disjoint(args.output, args.input)
+    spark = _session(args, "refinery-robots")
+    stats = run_robots_snapshot(args.input, args.output, cfg, spark)
+    print(f"Refinery robots -> {args.output}: {stats['hosts']} hosts as of {stats['as_of'] or 'the newest'}")
+    for reason, n in stats["reasons"].items():
+        print(f"  {reason}: {n}")
+    return 0
+
+
+def _optout(args: argparse.Namespace) -> int:
+    from curation.optout.stage import OptoutJobConfig, prepare, run_optout
+
+    cfg = load_settings(OptoutJobConfig, args, {"policy": args.policy})
+    prepare(args.input, args.robots, args.output, cfg)  # every input checked before Spark starts
+    spark = _session(args, "refinery-optout")
+    s = run_optout(args.input, args.robots, args.output, cfg, spark)
+    cov = s["coverage"]
+    print(
+        f"Refinery optout -> {args.output}: policy {s['policy']['id']} (sha256 {s['policy']['sha256'][:12]}), "
+        f"snapshot as of {s['snapshot']['as_of'] or 'the newest'}\n"
+        f"documents: {s['docs_in']} in, {s['docs_removed']} removed, {s['docs_out']} kept; hosts with a "
+        f"robots.txt capture: {cov['hosts_with_capture']}, without: {cov['hosts_without_capture']}"
+    )
+    for reason, n in s["removed_by_reason"].items():
+        print(f"  {reason}: {n['docs']} documents, {n['chars']} characters")
+    return 0
+
+
+def _session(args: argparse.Namespace, name: str):
+    """The SparkSession of a job that takes a session (`--master`, `--spark-conf`)."""
+    from core.spark import get_spark
+
+    opts = SparkOptions.from_args(args)
+    return get_spark(opts.master, name, opts.conf)

@@ -125,7 +125,10 @@ class Group:
 
 def product_token(agent: str) -> str:
     """A queried agent's lower-cased token; only a product token (`[A-Za-z_-]+`, RFC 9309 §2.2.1) is
-    a valid query: a policy lists tokens, and `Foo Bar` or `CCBot/2.0` there is a mistake to report."""
+    a valid query: a policy lists tokens, and `Foo Bar` or `CCBot/2.0` there is a mistake to report.
+    `*` is a query too: what the `*` groups alone say (Apertus lists it beside the named agents)."""
+    if agent == "*":
+        return agent
     if not _VALID_TOKEN.fullmatch(agent):
         raise ValueError(f"not a robots.txt product token ([A-Za-z_-]+): {agent!r}")
     return agent.lower()
