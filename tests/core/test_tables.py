@@ -113,3 +113,24 @@ def test_spark_native_follows_the_jvm_unless_forced(spark):
 
     with pytest.raises(ConfigError, match="--spark-native"):
         spark_native_for(spark, "s3://b/x", "yes")
+
+
+def test_a_local_table_reads_back_as_spark_infers_it_without_a_job(spark, tmp_path):
+    """Read by the Tables that wrote it: the written schema made nullable at every depth, which is what
+    Spark's reader infers from the files (asked of a second Tables, which must infer), and no Spark job
+    to infer it; the rows are the same either way."""
+    from pyspark.sql import functions as F
+
+    df = _df(spark).select(
+        F.col("id"), F.lit(1).alias("one"), F.array(F.struct("id", "text")).alias("nested"), "sig", "note"
+    )
+    assert not df.schema["one"].nullable  # a non-null field the reader will not keep non-null
+    tables = Tables(tmp_path / "job", spark)
+    tables.write(df, "stages/t")
+    tracker = spark.sparkContext.statusTracker()
+    jobs = len(tracker.getJobIdsForGroup(None))
+    back = tables.read("stages/t")
+    assert len(tracker.getJobIdsForGroup(None)) == jobs  # no job: the schema was known
+    inferred = Tables(tmp_path / "job", spark).read("stages/t")
+    assert back.schema == inferred.schema and back.schema["one"].nullable
+    assert sorted(back.collect()) == sorted(inferred.collect()) == sorted(df.collect())
