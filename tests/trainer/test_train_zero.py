@@ -29,10 +29,12 @@ import json, os, sys
 import deepspeed, torch
 from trainer.config import load_config
 from deepspeed.utils import safe_get_local_grad
-from trainer.deepspeed_setup import deepspeed_config, param_groups, zero3_grad_norm
+from trainer.deepspeed_setup import deepspeed_config, param_groups, skip_shm_allreduce, zero3_grad_norm
 from trainer.model import Block, Transformer, model_config
 
-
+# as the trainer does (start_process_group): without it init_distributed JIT-builds DeepSpeed's shm
+# allreduce op, a C++ compile of 1-2 minutes on a fresh machine that no training step uses
+skip_shm_allreduce()
 deepspeed.init_distributed()
 cfg = load_config(None, ["data.recipe=r.yaml", "schedule.micro_batch=2", "schedule.global_batch=2",
                          "deepspeed.precision=bf16"])
