@@ -60,7 +60,7 @@ test: install browser
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # The inner loop, after every change (CI still runs the whole `make test`): lint, then every test that is not
-# `slow` (under 3 s with its fixtures' set-up, by the durations each run records in tests/durations.json),
+# `slow` (under 2 s with its fixtures' set-up, by the durations each run records in tests/durations.json),
 # plus the `inner` ones: a real Spark job and a real DeepSpeed step (5:39 of pytest measured on 2 cores).
 quick: install
 	$(BIN)/ruff check .

@@ -39,7 +39,7 @@ TESTS = Path(__file__).resolve().parents[1]
 FILE = TESTS / "durations.json"
 # A test of SLOW_S seconds or more (its own or one of its fixtures' set-up) is `slow`: with ~3,600 tests,
 # the ones under it add up to a few minutes on 2 cores, which is what the inner loop can spend.
-SLOW_S = 3.0
+SLOW_S = 2.0
 SLOWEST_SHOWN = 15
 # The seconds assumed for a shared set-up group (tests/conftest.py) that the table does not hold yet.
 UNRECORDED_GROUP_S = 600.0
