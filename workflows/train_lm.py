@@ -42,7 +42,7 @@ from core.config import ConfigError, ConfigModel, fingerprint_of, load_config, r
 from core.errors import InputError
 from core.files import sha256_file
 from core.output import atomic_write_json, guard_folder
-from trainer.launch import launch_command
+from trainer.launch import run_command
 from trainer.metrics import MetricsLog
 from workflows.paths import SHARED_DATA_ENV, default_shared_data, project_path
 from workflows.pipeline import quality_positives
@@ -275,9 +275,11 @@ def train_lm(
 
 
 def _train(out: Path, cfg: LMTrainConfig, recipe: Path, log: Callable[[str], None]) -> None:
-    """The trainer through the one launch builder; StepFailed when it stopped short of `steps`."""
+    """The trainer (one rank started directly, more through the launcher: trainer.launch.run_command);
+    StepFailed when it stopped short of `steps`."""
     overrides = cfg.trainer_overrides_for(out, recipe)
-    launch(launch_command(str(project_path(cfg.trainer_config)), overrides, processes=cfg.processes), log)
+    cmd, env = run_command(str(project_path(cfg.trainer_config)), overrides, processes=cfg.processes)
+    launch(cmd, log, env)
     if not MetricsLog.read(out / "train").finished(cfg.steps):
         raise StepFailed(
             f"the trainer stopped before step {cfg.steps} (see {out / 'train' / 'metrics.jsonl'})", 1
