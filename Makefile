@@ -51,7 +51,7 @@ ablate: install
 
 # Two pytest-xdist workers (CI has 2 cores): a test file, or the files sharing an expensive set-up, per
 # worker (tests/conftest.py's scheduler). Much of the suite waits on subprocesses, JVMs and S3, so two
-# overlap (measured 2026-12-01: docs/development.md; the 20-minute budget is not met yet). TEST_WORKERS=0 runs it serially.
+# overlap (measured 2026-12-02: 47:07 of pytest, docs/development.md; the 20-minute budget is not met yet). TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= 2
 test: install browser
 	$(BIN)/ruff check .
@@ -61,7 +61,7 @@ test: install browser
 
 # The inner loop, after every change (CI still runs the whole `make test`): lint, then every test that is not
 # `slow` (under 2 s with its fixtures' set-up, by the durations each run records in tests/durations.json),
-# plus the `inner` ones: a real Spark job and a real DeepSpeed step (5:39 of pytest measured on 2 cores).
+# plus the `inner` ones: a real Spark job and a real DeepSpeed step (5:00 of pytest measured on 2 cores, 2026-12-02).
 quick: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
