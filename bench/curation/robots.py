@@ -15,6 +15,9 @@ Columns: parse µs/file (mean over the files, best of `--repeats` passes); first
 query of each (file, agent): ours compiles that agent's merged, sorted rules then); query µs/URL
 (the other queries, warm). Timing: perf_counter, best pass.
 
+Second table: the page-level opt-out scan (curation/optout/page.py) per HTML page of two shared WARCs,
+beside an lxml parse of the same page (what extraction spends on a page before any selection).
+
     .venv/bin/python -m bench.curation.robots [--repeats 3] [--files N]
 """
 
@@ -115,6 +118,38 @@ def measure(side: Side, files: Sequence[tuple[str, bytes, str]], repeats: int) -
     }
 
 
+def page_scan(
+    repeats: int, warcs: Sequence[str] = ("crawl-2024-sample-0000.warc.gz", "pages-aeb-181.warc.gz")
+):
+    """The opt-out page-signal scan (curation/optout/page.py read_signals) over the HTML pages of shared
+    WARCs, beside extraction's own parse of the same pages (trafilatura's lxml tree): µs a page, best pass."""
+    from lxml import html as lxml_html
+
+    from curation.config import ReaderConfig
+    from curation.optout.page import read_signals
+    from curation.warc.records import Page, iter_records
+
+    pages = [
+        p
+        for w in warcs
+        for p in iter_records(str(shared_data_dir() / "warc" / w), ReaderConfig())
+        if isinstance(p, Page) and p.payload
+    ]
+
+    def best(fn: Callable[[Page], Any]) -> float:
+        passes = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for p in pages:
+                fn(p)
+            passes.append(time.perf_counter() - t0)
+        return min(passes) / len(pages) * 1e6
+
+    scan = best(lambda p: read_signals(p.optout_headers, p.payload))
+    parse_tree = best(lambda p: lxml_html.fromstring(p.payload))
+    return len(pages), [["page-signal scan", f"{scan:.1f}"], ["lxml parse of the page", f"{parse_tree:.1f}"]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--repeats", type=int, default=3, help="passes per side; the best is reported")
@@ -133,6 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     total_mb = sum(len(b) for _, b, _ in files) / 1e6
     print(f"{len(files)} real robots.txt files, {total_mb:.1f} MB; best of {args.repeats} passes\n")
     print(table(["side", "parse µs/file", "first query µs", "query µs/URL", "queries", "agree"], rows))
+    n_pages, scan_rows = page_scan(args.repeats)
+    print(f"\n{n_pages} HTML pages of shared WARCs; best of {args.repeats} passes\n")
+    print(table(["per page", "µs"], scan_rows))
     summary = {
         name: {k: round(v, 3) for k, v in r.items() if k != "answers" and k != "queries"}
         for name, r in results.items()

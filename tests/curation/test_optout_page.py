@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -206,12 +205,13 @@ def test_the_policy_url_keeps_its_case_and_meta_wins():
     assert found.tdm_policy == "https://a.example/Meta.JSON"
 
 
+@pytest.mark.timeout(
+    60
+)  # a hang guard (~1000x the scan), not a speed claim: bench/curation/robots.py times it
 def test_hostile_heads_cost_one_pass():
     unclosed = b"<html><head>" + b"<meta noai " * 6000  # 66 KB of tags that never close
-    t0 = time.perf_counter()
     for _ in range(20):
         read_signals((), unclosed)
-    assert (time.perf_counter() - t0) / 20 < 0.02
 
 
 @pytest.mark.parametrize(
@@ -234,8 +234,9 @@ def test_the_config_chooses_what_is_honoured(noai, tdm, reason):
     assert annotating.process(doc) is doc  # filters.mode: annotate never drops here
 
 
-def test_the_scan_is_cheap_on_real_pages():
-    """The head scan over every HTML page of the shared WARCs (none has a signal): microseconds a page."""
+def test_no_real_page_carries_a_signal():
+    """The head scan over the HTML pages of two shared WARCs finds no signal (none carries one; WordPress
+    themes' `.tdm-*` classes are no TDMRep). Its cost a page is bench/curation/robots.py's."""
     from curation.config import ReaderConfig
     from curation.warc.records import Page, iter_records
 
@@ -243,11 +244,8 @@ def test_the_scan_is_cheap_on_real_pages():
     for name in (SOURCE, "pages-aeb-181.warc.gz"):
         path = shared_data_dir() / "warc" / name
         pages += [p for p in iter_records(str(path), ReaderConfig()) if isinstance(p, Page)]
-    t0 = time.perf_counter()
     hits = sum(bool(read_signals(p.optout_headers, p.payload).signals()) for p in pages)
-    per_page = (time.perf_counter() - t0) / len(pages)
     assert hits == 0 and len(pages) > 150
-    assert per_page < 200e-6, f"{per_page * 1e6:.0f} us a page"
 
 
 def test_both_readers_keep_the_same_opt_out_headers(warc):

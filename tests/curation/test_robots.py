@@ -15,7 +15,6 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import time
 from functools import cache
 
 import pytest
@@ -559,31 +558,32 @@ def test_content_signal_no_wins_and_bad_values_are_counted():
 # ---------------------------------------------------------------- hostile input
 
 
-def cpu(fn):
-    t0 = time.process_time()
-    out = fn()
-    return out, time.process_time() - t0
+# A bounded input must not hang: each hostile test fails after HANG_S (pytest-timeout) instead of
+# stalling the suite. Its seconds are bench/curation/robots.py's to measure, not an assertion here
+# (CI's shared cores); 60 s is ~100x what these take, and an exponential matcher would never finish.
+HANG_S = 60
 
 
 @pytest.mark.security
+@pytest.mark.timeout(HANG_S)
 def test_huge_body_is_cut_at_500_kib_and_the_cut_line_dropped():
     head = b"User-agent: *\n"
     filler = b"Disallow: /filler\n" * ((MAX_BYTES - len(head)) // 18)
     pad = MAX_BYTES - len(head) - len(filler) - 3
     body = head + filler + b"#" * pad + b"\nDisallow: /private-area\n" + b"Disallow: /more\n" * 300_000
-    robots, seconds = cpu(lambda: parse(body))
+    robots = parse(body)
     assert robots.counts["truncated"] == 1
     assert robots.counts["ignored_bytes"] == len(body) - (len(head) + len(filler) + pad)
     assert robots.check("/p", "x").allowed  # `Disallow: /p` (the cut line) was not kept
     assert robots.check("/filler", "x").rule.text == "Disallow: /filler"
-    assert seconds < 5
 
 
 @pytest.mark.security
+@pytest.mark.timeout(HANG_S)
 def test_endless_line_and_binary_body_are_bounded():
     endless = b"User-agent: *\nDisallow: /" + b"a" * (8 * 2**20)
-    robots, seconds = cpu(lambda: parse(endless))
-    assert robots.counts["truncated"] == 1 and robots.counts["rules"] == 0 and seconds < 5
+    robots = parse(endless)
+    assert robots.counts["truncated"] == 1 and robots.counts["rules"] == 0
     long_line = b"User-agent: *\nDisallow: /" + b"a" * 100_000 + b"\n"
     r = parse(long_line)
     assert r.counts["line_too_long"] == 1 and len(r.groups[0].rules[0].pattern) == MAX_LINE_BYTES - len(
@@ -605,26 +605,27 @@ def letters(i: int) -> str:
 
 
 @pytest.mark.security
+@pytest.mark.timeout(HANG_S)
 def test_ten_thousand_groups_cost_a_lookup():
     # 5,000 named groups and 5,000 `*` groups (merged into one of 5,000 rules), within 500 KiB.
     body = "".join(
         f"User-agent: {letters(i)}\nDisallow: /p{i}\nUser-agent: *\nDisallow: /s{i}/\n" for i in range(5_000)
     )
-    robots, seconds = cpu(lambda: parse(body))
-    assert robots.counts["groups"] == 10_000 and robots.counts["truncated"] == 0 and seconds < 10
-    v, seconds = cpu(lambda: [robots.check(f"/p{i}", letters(i)) for i in range(0, 5_000, 50)])
-    assert all(not x.allowed for x in v) and seconds < 2
-    v, seconds = cpu(lambda: [robots.check(f"/s{i}/x", "other") for i in range(0, 5_000, 250)])
-    assert all(not x.allowed and x.agent == "*" for x in v) and seconds < 5
+    robots = parse(body)
+    assert robots.counts["groups"] == 10_000 and robots.counts["truncated"] == 0
+    v = [robots.check(f"/p{i}", letters(i)) for i in range(0, 5_000, 50)]
+    assert all(not x.allowed for x in v)
+    v = [robots.check(f"/s{i}/x", "other") for i in range(0, 5_000, 250)]
+    assert all(not x.allowed and x.agent == "*" for x in v)
     assert robots.check("/s5000/", "other").reason == "no_matching_rule"
 
 
 @pytest.mark.security
+@pytest.mark.timeout(HANG_S)
 def test_wildcards_that_would_backtrack_match_in_linear_time():
     robots = parse("User-agent: *\nDisallow: /*a*a*a*a*a*a*a*a*a*a*a*a*b\nDisallow: /*a*a*a*a*a*a*c$\n")
     path = "/" + "a" * 200_000
-    v, seconds = cpu(lambda: robots.check(path, "x"))
-    assert v.allowed and seconds < 1
+    assert robots.check(path, "x").allowed
     assert not robots.check(path + "b", "x").allowed and not robots.check(path + "c", "x").allowed
     assert robots.check(path + "cx", "x").allowed
 
