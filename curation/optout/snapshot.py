@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -33,6 +32,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from core.config import ConfigModel
+from core.output import atomic_write_json
 from curation.filters.urls import normalize_host
 from curation.optout.capture import Fetch, RobotsConfig, resolve
 
@@ -269,14 +269,8 @@ def run_robots_snapshot(inputs: list[str], output: str, config: SnapshotConfig, 
         "reasons": dict(sorted(reasons.items())),
         "config": config.model_dump(mode="json"),
     }
-    _write_stats(output, stats)
+    atomic_write_json(join(output, "stats.json"), stats)
     return stats
-
-
-def _write_stats(output: str, stats: dict[str, Any]) -> None:
-    from core.storage import join, open_store
-
-    open_store(output).write_bytes(join(output, "stats.json"), json.dumps(stats, indent=1).encode())
 
 
 def _types() -> dict[str, Any]:

@@ -41,6 +41,7 @@ from pydantic import Field
 
 from core.config import ConfigModel
 from core.errors import InputError
+from core.output import atomic_write_json
 from curation.optout.policy import Policy, load_policy
 from curation.optout.robots import RobotsTxt
 from curation.optout.snapshot import host_key
@@ -266,7 +267,7 @@ def run_optout(
         "seconds": round(time.time() - started, 3),
         "config": cfg.model_dump(mode="json"),
     }
-    _write_json(output, stats)  # last: a folder with stats.json is a finished run
+    atomic_write_json(join(output, "stats.json"), stats)  # last: a folder with stats.json is a finished run
     return stats
 
 
@@ -351,10 +352,3 @@ def _add_n(counter: dict[str, list[int]], key: str, docs: int, chars: int) -> No
 
 def _table(counter: dict[str, list[int]]) -> dict[str, dict[str, int]]:
     return {k: {"docs": d, "chars": c} for k, (d, c) in sorted(counter.items())}
-
-
-def _write_json(output: str, stats: dict[str, Any]) -> None:
-    from core.storage import join, open_store
-
-    data = json.dumps(stats, indent=1, default=str).encode()
-    open_store(output).write_bytes(join(output, "stats.json"), data)
