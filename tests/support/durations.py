@@ -6,7 +6,11 @@ tests/conftest.py), so nothing here is a hand-dated table:
 - `tests`: seconds per test id, set-up, call and teardown together (the first test of a file that
   builds a module fixture pays for it);
 - `fixtures`: seconds per fixture (its defining file or folder and its name), timed around its set-up
-  alone, so a cheap test that needs an expensive module or session fixture is known as slow too.
+  alone, so a cheap test that needs an expensive module or session fixture is known as slow too;
+- `cpu`: CPU seconds per test file, where the workers could be given a cgroup each (testkit/cpu.py:
+  root on Linux, as CI is): the worker, its Spark JVM, its Python workers and every subprocess. On 2
+  cores the suite is CPU-bound, so this, not wall time, is what a file costs the run (a test beside one
+  that uses both cores takes twice as long without costing more). Replaced by a whole-suite run only.
 
 A run replaces the entries of what it ran and keeps the others (a run of one file leaves the rest of the
 table alone); a run of the whole default collection also forgets tests that no longer exist. Values are
@@ -18,7 +22,7 @@ What reads the file:
 - the `slow` marker is added here to every test that took SLOW_S seconds or more, or that needs a
   fixture that did, so `-m "not slow"` is a fast tier that nobody keeps by hand (the inner loop,
   `make quick`, is that tier plus the tests marked `inner`);
-- the end of every run prints its 15 slowest units.
+- the end of every run prints its 15 slowest units, with their CPU seconds where measured.
 
 Under pytest-xdist the controller receives every worker's reports, so it alone writes the file; the
 fixture timings are measured in the workers and travel to it in each report's user properties.
@@ -35,6 +39,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.cpu import CpuMeter
+
 TESTS = Path(__file__).resolve().parents[1]
 FILE = TESTS / "durations.json"
 # A test of SLOW_S seconds or more (its own or one of its fixtures' set-up) is `slow`: with ~3,600 tests,
@@ -44,6 +50,7 @@ SLOWEST_SHOWN = 15
 # The seconds assumed for a shared set-up group (tests/conftest.py) that the table does not hold yet.
 UNRECORDED_GROUP_S = 600.0
 _KEY = "fixture_setup_s"
+_CPU_KEY = "cpu_s"
 
 
 def load(path: Path = FILE) -> dict[str, dict[str, float]]:
@@ -51,9 +58,11 @@ def load(path: Path = FILE) -> dict[str, dict[str, float]]:
     unreadable (a merge conflict left in it): the scheduler then keeps collection order."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return {k: {str(n): float(s) for n, s in data.get(k, {}).items()} for k in ("tests", "fixtures")}
+        return {
+            k: {str(n): float(s) for n, s in data.get(k, {}).items()} for k in ("tests", "fixtures", "cpu")
+        }
     except (OSError, ValueError, AttributeError, TypeError):
-        return {"tests": {}, "fixtures": {}}
+        return {"tests": {}, "fixtures": {}, "cpu": {}}
 
 
 def fixture_key(fixturedef) -> str:
@@ -85,6 +94,9 @@ class Recorder:
         self.fixtures: dict[str, float] = {}
         self.collected: set[str] = set()
         self.full_collection = False
+        self.cpu: dict[str, float] = defaultdict(float)  # CPU seconds per test file (the controller)
+        self.meter: CpuMeter | None = None  # where this process runs tests
+        self._cpu_mark = 0.0
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef, request):
@@ -100,6 +112,8 @@ class Recorder:
 
     def pytest_sessionstart(self, session) -> None:
         cfg = session.config
+        if _worker() or not getattr(cfg.option, "numprocesses", None):  # this process runs the tests
+            self.meter = CpuMeter.start("refinery-tests")
         # the default collection: no file, -k, -m or --lf narrowed it (what `make test` runs)
         self.full_collection = (
             cfg.args_source == pytest.Config.ArgsSource.TESTPATHS
@@ -115,14 +129,32 @@ class Recorder:
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:  # the controller
         self.collected.update(ids)
 
+    def pytest_runtest_logstart(self, nodeid, location) -> None:
+        if self.meter is not None:
+            self._cpu_mark = self.meter.seconds()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        """Each phase's report carries the CPU seconds since the last one (set-up, call, teardown)."""
+        report = yield
+        if self.meter is not None:
+            now = self.meter.seconds()
+            report.user_properties = [*report.user_properties, (_CPU_KEY, round(now - self._cpu_mark, 3))]
+            self._cpu_mark = now
+        return report
+
     def pytest_runtest_logreport(self, report) -> None:
         self.tests[report.nodeid] += report.duration
         for key, value in report.user_properties:
             if key == _KEY:
                 name, seconds = value
                 self.fixtures[name] = max(self.fixtures.get(name, 0.0), seconds)
+            elif key == _CPU_KEY:
+                self.cpu[report.nodeid.split("::", 1)[0]] += value
 
     def pytest_sessionfinish(self, session, exitstatus) -> None:
+        if self.meter is not None:
+            self.meter.stop()
         if _worker() or not self.tests or exitstatus == pytest.ExitCode.INTERRUPTED:
             return  # an interrupted run measured only part of what it started
         old = load()
@@ -131,10 +163,15 @@ class Recorder:
         if not self.full_collection:  # keep only what still exists, where this run could tell
             tests = {n: s for n, s in tests.items() if n in self.collected or not _file_gone(n)}
         fixtures = {**old["fixtures"], **{k: round(s, 1) for k, s in self.fixtures.items()}}
+        # a narrowed run's per-file sums would be parts of files: only a whole-suite run replaces them
+        cpu = (
+            {f: round(s, 1) for f, s in self.cpu.items()} if self.full_collection and self.cpu else old["cpu"]
+        )
         data = {
-            "about": "seconds per test and per fixture set-up, written by tests/support/durations.py",
+            "about": "seconds per test and per fixture set-up, CPU seconds per file, written by tests/support/durations.py",
             "tests": dict(sorted((n, s) for n, s in tests.items() if s >= 0.1)),
             "fixtures": dict(sorted((k, s) for k, s in fixtures.items() if s >= 0.1)),
+            "cpu": dict(sorted((f, s) for f, s in cpu.items() if s >= 0.1)),
         }
         tmp = FILE.with_name(f".{FILE.name}.{os.getpid()}")
         try:  # a read-only checkout (CI's copy of shared/ is; a checkout may be too) records nothing
@@ -147,13 +184,22 @@ class Recorder:
         units = unit_seconds({"tests": self.tests}, self.unit_of)
         if _worker() or not units:
             return
+        cpu = unit_cpu(self.cpu, self.unit_of)
         tr = terminalreporter
         tr.write_sep(
-            "=", f"{SLOWEST_SHOWN} slowest units (worker seconds; a unit is a file or a set-up group)"
+            "=",
+            f"{SLOWEST_SHOWN} slowest units (worker seconds, and CPU seconds where measured; "
+            "a unit is a file or a set-up group)",
         )
+
+        def line(seconds: float, cpu_s: float | None, what: str) -> str:
+            return f"{seconds:8.1f} s {'' if cpu_s is None else f'{cpu_s:8.1f} CPU-s'}  {what}"
+
         for unit, seconds in sorted(units.items(), key=lambda u: -u[1])[:SLOWEST_SHOWN]:
-            tr.write_line(f"{seconds:8.1f} s  {unit}")
-        tr.write_line(f"{sum(units.values()):8.1f} s  all {len(units)} units")
+            tr.write_line(line(seconds, cpu.get(unit) if cpu else None, unit))
+        tr.write_line(
+            line(sum(units.values()), sum(cpu.values()) if cpu else None, f"all {len(units)} units")
+        )
 
 
 def _worker() -> bool:
@@ -162,6 +208,14 @@ def _worker() -> bool:
 
 def _file_gone(nodeid: str) -> bool:
     return not (TESTS.parent / re.split(r"::|\[", nodeid, maxsplit=1)[0]).is_file()
+
+
+def unit_cpu(per_file: dict[str, float], unit_of) -> dict[str, float]:
+    """CPU seconds per scheduling unit, from the per-file sums."""
+    units: dict[str, float] = defaultdict(float)
+    for test_file, seconds in per_file.items():
+        units[unit_of(test_file)] += seconds
+    return dict(units)
 
 
 def unit_seconds(table: dict[str, dict[str, float]], unit_of) -> dict[str, float]:
