@@ -52,11 +52,16 @@ def _theirs(blocks: dict, text: str) -> dict[str, str | None]:
     # and the caller's _reference_words(text) share one split (each block still gets its own Document)
     for k in sorted(KEYS, key=lambda k: k != "c4_quality"):
         doc = DtDocument(text=text, id="p")
-        r = blocks[k].filter(doc)
-        out[k] = None if r is True else (r[1] if isinstance(r, tuple) else "dropped")
+        out[k] = _their_reason(blocks[k], doc)
         if k == "c4_quality":
-            out["c4_kept_text"] = doc.text if r is True else None
+            out["c4_kept_text"] = doc.text if out[k] is None else None
     return out
+
+
+def _their_reason(block, doc) -> str | None:
+    """One datatrove block's reason for `doc` (None: kept), read from what its filter() returns."""
+    r = block.filter(doc)
+    return None if r is True else (r[1] if isinstance(r, tuple) else "dropped")
 
 
 def _pipeline(reasons: dict[str, str | None]) -> str | None:
@@ -97,6 +102,8 @@ def _blocks() -> tuple[dict, dict]:
 def _compare(docs: list[tuple[str, str]]) -> list[tuple[str, dict, str | None, bool]]:
     """Per document: its id, {comparison: (ours, datatrove's)}, the cause when any pair differs,
     and whether the word lists differ. Runs in a worker process (spawn_pool)."""
+    from datatrove.data import Document as DtDocument
+
     ours, theirs = _blocks()
     out = []
     for doc_id, text in docs:
@@ -106,7 +113,8 @@ def _compare(docs: list[tuple[str, str]]) -> list[tuple[str, dict, str | None, b
         if mine["c4_kept_text"] is not None and ref["c4_kept_text"] is not None:
             # FineWeb on C4's edited text, as datatrove's own pipeline runs it
             fw = ours["fineweb_quality"].process(Document(id="p", text=mine["c4_kept_text"]))
-            fw_ref = _theirs(theirs, ref["c4_kept_text"])["fineweb_quality"]
+            # datatrove's FineWeb block alone on it (the other three blocks' answers are not compared here)
+            fw_ref = _their_reason(theirs["fineweb_quality"], DtDocument(text=ref["c4_kept_text"], id="p"))
             pairs["fineweb_after_c4"] = (fw.reason if isinstance(fw, Drop) else None, fw_ref)
         pairs["pipeline"] = (_pipeline(mine), _pipeline(ref))
         cause = _cause(text) if any(a != b for a, b in pairs.values()) else None
