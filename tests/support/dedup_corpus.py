@@ -45,7 +45,8 @@ def corpus(tmp_path_factory, data_dir):
     docs = real_documents(data_dir)
     rng = random.Random(11)
     vocab = vocabulary(docs)
-    base = [d for d in docs if 300 <= len(d.split()) <= 900][:40]
+    sized = [d for d in docs if 300 <= len(d.split()) <= 900]
+    base = sized[:40]
     rows, plan = [], {"exact": [], "url": [], "near": [], "boiler": [], "too_short": None}
     for i, t in enumerate(base):
         rows.append(doc_row(i, t, quality=0.5))
@@ -92,6 +93,10 @@ def corpus(tmp_path_factory, data_dir):
     plan["short"] = f"doc-{n + 3:05d}"
     n += 4
     rows.append(doc_row(n, base[35][:500], id_="doc-00035"))  # same id as base[35], shorter text
+    # no id: a real document not otherwise in the corpus, and a row with no text either (the text reason
+    # comes first); both dropped by `ids`, neither reaches a later stage
+    rows.append({**doc_row(n + 3, sized[40]), "id": None})
+    rows.append({**doc_row(n + 4, ""), "id": None})
     # scripts without spaces: real Chinese sentences and a copy with one sentence dropped.
     tsv = (data_dir / "langid" / "tatoeba_long.tsv").read_text().splitlines()[1:]
     zh = "".join(line.split("\t")[3] for line in tsv if line.split("\t")[0] in ("zh", "zh-Hant"))
