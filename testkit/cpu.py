@@ -47,6 +47,16 @@ def _own_groups() -> list[tuple[Path, bool]]:
     return found
 
 
+def _remove_stale(own: Path, name: str) -> None:
+    """Earlier meters' groups whose process is gone: a JVM still exiting when its meter stopped kept
+    the group then; empty now, it is removed (the kernel refuses a group still in use)."""
+    for old in own.glob(f"{name}-*"):
+        pid = old.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(OSError):
+                old.rmdir()
+
+
 class CpuMeter:
     """A cgroup holding this process and its descendants; `seconds()` is their CPU time so far."""
 
@@ -57,6 +67,7 @@ class CpuMeter:
     def start(cls, name: str) -> CpuMeter | None:
         """This process moved into a new cgroup `name`-<pid>; None where none can be made."""
         for own, v1 in _own_groups():
+            _remove_stale(own, name)
             group = own / f"{name}-{os.getpid()}"
             try:
                 group.mkdir(exist_ok=True)
