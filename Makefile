@@ -61,7 +61,7 @@ test: install browser
 
 # The inner loop, after every change (CI still runs the whole `make test`): lint, then every test that is not
 # `slow` (under 2 s with its fixtures' set-up, by the durations each run records in tests/durations.json),
-# plus the `inner` ones: a real Spark job and a real DeepSpeed step (4:15 of pytest measured on 2 cores, 2026-12-02).
+# plus the `inner` ones: a real Spark job and a real DeepSpeed step (2:59 of pytest measured on 2 cores, 2026-12-02).
 quick: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
