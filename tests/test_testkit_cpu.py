@@ -19,12 +19,13 @@ _PROBE = """
 import json, subprocess, sys
 from testkit.cpu import CpuMeter, _own_groups
 # an earlier meter's group left behind (its process gone: no pid reaches 9,999,999, above Linux's pid_max cap)
-stale = [g / "refinery-probe-9999999" for g, _ in _own_groups()[:1]]
-for g in stale:
+stale = []
+for g, _ in _own_groups()[:1]:
     try:
-        g.mkdir(exist_ok=True)
+        (g / "refinery-probe-9999999").mkdir(exist_ok=True)
+        stale.append(g / "refinery-probe-9999999")
     except OSError:
-        stale.remove(g)
+        pass
 m = CpuMeter.start("refinery-probe")
 if m is None:
     print(json.dumps(None)); sys.exit()

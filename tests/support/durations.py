@@ -184,7 +184,9 @@ class Recorder:
         units = unit_seconds({"tests": self.tests}, self.unit_of)
         if _worker() or not units:
             return
-        cpu = unit_cpu(self.cpu, self.unit_of)
+        cpu = unit_seconds(
+            {"tests": self.cpu}, self.unit_of
+        )  # keyed by file: a file is its own nodeid prefix
         tr = terminalreporter
         tr.write_sep(
             "=",
@@ -208,14 +210,6 @@ def _worker() -> bool:
 
 def _file_gone(nodeid: str) -> bool:
     return not (TESTS.parent / re.split(r"::|\[", nodeid, maxsplit=1)[0]).is_file()
-
-
-def unit_cpu(per_file: dict[str, float], unit_of) -> dict[str, float]:
-    """CPU seconds per scheduling unit, from the per-file sums."""
-    units: dict[str, float] = defaultdict(float)
-    for test_file, seconds in per_file.items():
-        units[unit_of(test_file)] += seconds
-    return dict(units)
 
 
 def unit_seconds(table: dict[str, dict[str, float]], unit_of) -> dict[str, float]:
