@@ -4,7 +4,7 @@ The suite starts well over a hundred Spark JVMs (sessions, `spark-submit`, clust
 running jobs of seconds on small inputs. Two JDK features cut what each one costs before it does any
 work:
 - `-XX:TieredStopAtLevel=1`: no C2 compilation, which on jobs this short costs more CPU than its code
-  wins back (tests/curation/test_job.py: 71 -> 54 CPU-s on 2 cores);
+  wins back (tests/curation/test_job.py: 71 -> 54 CPU-s on 2 cores), with a code cache it cannot fill;
 - a dynamic CDS archive (JDK 13+, `-XX:ArchiveClassesAtExit`) of the ~12,000 classes a Spark session
   loads from its jars, written once per machine by a small real Spark job, then mapped by every JVM
   whose class path matches (the others ignore it): tests/curation/test_job.py with
@@ -23,7 +23,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-C1_ONLY = "-XX:TieredStopAtLevel=1"
+# C1 only, with room for its code: under TieredStopAtLevel=1 the JVM reserves 48 MB of code cache, which
+# a session running dedup jobs filled in 42 s ("CodeCache is full. Compiler has been disabled."): from
+# then on new code, Spark's generated classes among it, ran interpreted. 256 MB is reserved address
+# space, not memory used; tests/dedup/test_job.py went from 249 and 253 to 232 and 238 CPU-s.
+C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
 # the archive's own notes (a JVM with another class path, classes it cannot hold) stay off stdout/stderr
 QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
