@@ -2,7 +2,10 @@
 
 `normalize_host(url)` is the host a domain list is matched on: lowercase, trailing dots, userinfo and
 port removed, percent-escapes decoded, a non-ASCII name as IDNA (punycode, Python's `idna` codec),
-an IPv6 literal without its brackets. `DomainSet.match(host)` then tries the host and each parent
+an IPv6 literal without its brackets. `registered_domain(host)` is its domain under the ICANN public
+suffix (`news.bbc.co.uk` -> `bbc.co.uk`, from the Public Suffix List snapshot tldextract ships; None
+for an IP or a bare suffix), the unit Common Crawl's index and the opt-out report count sites by.
+`DomainSet.match(host)` then tries the host and each parent
 domain (`a.b.example.com`, `b.example.com`, `example.com`, `com`), so listing `example.com` blocks
 every subdomain; an IP host is matched whole only.
 
@@ -35,7 +38,7 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 from urllib.parse import unquote
 
 import numpy as np
@@ -99,6 +102,33 @@ def normalize_host(url: str) -> str | None:
         except UnicodeError:
             return None
     return host or None
+
+
+_TLD: Any = None
+
+
+def tld_extractor():
+    """tldextract on its bundled Public Suffix List snapshot only: no download, no cache folder
+    (private suffixes such as `github.io` included; ask with include_psl_private_domains=False
+    for the ICANN ones alone)."""
+    global _TLD
+    if _TLD is None:
+        import tldextract
+
+        _TLD = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True)
+    return _TLD
+
+
+def registered_domain(host: str | None) -> str | None:
+    """The registered domain of a host (as normalize_host gives it) under the ICANN suffixes: what
+    a registrant owns, so `a.example.co.uk` and `b.example.co.uk` are one. None for an IP or a host
+    that is a suffix itself."""
+    if not host or _IP_HOST.search(host):
+        return None
+    return tld_extractor()(host, include_psl_private_domains=False).top_domain_under_public_suffix or None
+
+
+_IP_HOST = re.compile(r"^[\d.]+$|:")  # an IPv4 (digits and dots) or IPv6 (a colon) host
 
 
 def _ipv6(text: str) -> str | None:

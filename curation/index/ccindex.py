@@ -58,6 +58,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from core.errors import InputError
+from curation.filters.urls import registered_domain, tld_extractor
 
 log = logging.getLogger(__name__)
 
@@ -144,18 +145,6 @@ class IndexReport:
 
 # -- URL columns -------------------------------------------------------------------------------
 
-_TLD: Any = None
-
-
-def _tld_extractor():
-    """tldextract on its bundled Public Suffix List snapshot only: no download, no cache folder."""
-    global _TLD
-    if _TLD is None:
-        import tldextract
-
-        _TLD = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True)
-    return _TLD
-
 
 def url_columns(url: str | None) -> dict[str, Any]:
     """The url_* columns of one URL (nulls where the URL has no such part or does not parse)."""
@@ -187,10 +176,10 @@ def url_columns(url: str | None) -> dict[str, Any]:
     if _IP_RE.search(host):  # IP addresses have no suffix, domain or reversed name
         return out
     out["url_host_name_reversed"] = ".".join(reversed(labels))
-    ext = _tld_extractor()(host)
-    icann = _tld_extractor()(host, include_psl_private_domains=False)
+    ext = tld_extractor()(host)
+    icann = tld_extractor()(host, include_psl_private_domains=False)
     out["url_host_registry_suffix"] = icann.suffix or None
-    out["url_host_registered_domain"] = icann.top_domain_under_public_suffix or None
+    out["url_host_registered_domain"] = registered_domain(host)
     out["url_host_private_suffix"] = ext.suffix or None
     out["url_host_private_domain"] = ext.top_domain_under_public_suffix or None
     return out

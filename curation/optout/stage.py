@@ -11,7 +11,8 @@
              signals of extract (`optout_signals`, curation/optout/page.py)
     write    docs/ (the kept documents, every column as read: a left anti join on id), audit/ (one row
              per removed document), stats.json last: policy id, date and sha256, the snapshot's as-of
-             date, counts per reason (exclusive: the first), per agent and signal (inclusive), coverage
+             date, counts per reason (exclusive: the first), per agent and signal (inclusive), each in documents,
+             characters, hosts and registered domains with its share of the input's, coverage
 
 Reasons, first match wins, in this order:
     robots:<agent>        a listed agent is disallowed by a rule (the agent's label, `robots:*` for `*`)
@@ -34,14 +35,17 @@ import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import Field
 
 from core.config import ConfigModel
 from core.errors import InputError
 from core.output import atomic_write_json
+from curation.filters.urls import registered_domain
 from curation.optout.policy import Policy, load_policy
 from curation.optout.robots import RobotsTxt
 from curation.optout.snapshot import host_key
@@ -283,9 +287,10 @@ def _policy_record(policy: Policy, path: str, sha: str) -> dict[str, Any]:
 
 
 def _counts(decided) -> dict[str, Any]:
-    """The run's numbers from the verdict rows in two Spark jobs: per-document counters merged from
-    the partitions (their keys are reasons and coverage classes: a few dozen), and per-host classes
-    through one group by host. Only those small tables reach the driver."""
+    """The run's numbers from the verdict rows in three Spark jobs: per-document counters merged from
+    the partitions (their keys are reasons and coverage classes: a few dozen), per-host classes
+    through one group by host, and the distinct hosts and registered domains per reason through one
+    group by (kind, reason). Only those small tables reach the driver."""
     from pyspark.sql import functions as F
 
     docs = decided.select("reason", "reasons", "coverage", "chars").rdd.mapPartitions(_doc_counts)
@@ -297,6 +302,9 @@ def _counts(decided) -> dict[str, Any]:
         r["coverage"]: (r["hosts"], r["removed"])
         for r in per_host.groupBy("coverage").agg(F.count("*").alias("hosts"), F.sum("removed").alias("removed")).collect()
     }  # fmt: skip
+    sites = _sites(decided)
+    totals = {"docs": n[0], "chars": n[1], **sites.pop(("in", ""))}
+    gone = sites.pop(("removed", ""), {"hosts": 0, "domains": 0})
     removed = sum(v[0] for v in exclusive.values())
     return {
         "docs_in": n[0],
@@ -304,9 +312,15 @@ def _counts(decided) -> dict[str, Any]:
         "docs_removed": removed,
         "chars_in": n[1],
         "chars_removed": sum(v[1] for v in exclusive.values()),
-        "removed_by_reason": _table(exclusive),
-        "inclusive": _table(inclusive),
-        "hosts_removed": sum(v[1] for v in hosts.values()),
+        "hosts_in": totals["hosts"],
+        "hosts_removed": gone["hosts"],
+        "domains_in": totals["domains"],
+        "domains_removed": gone["domains"],
+        "share_removed": _shares(
+            {"docs": removed, "chars": sum(v[1] for v in exclusive.values()), **gone}, totals
+        ),
+        "removed_by_reason": _table(exclusive, sites, "exclusive", totals),
+        "inclusive": _table(inclusive, sites, "inclusive", totals),
         "coverage": {
             "docs": {k: v[0] for k, v in sorted(coverage.items())},
             "hosts": {k: v[0] for k, v in sorted(hosts.items())},
@@ -314,6 +328,46 @@ def _counts(decided) -> dict[str, Any]:
             "hosts_without_capture": hosts.get("no_capture", (0, 0))[0],
         },
     }
+
+
+def _sites(decided) -> dict[tuple[str, str], dict[str, int]]:
+    """Distinct hosts and registered domains {(kind, reason): {hosts, domains}}: kind `exclusive`
+    (the deciding reason of a removed document), `inclusive` (every reason that applied to it),
+    ("removed", "") for a host or domain with any document removed and ("in", "") for all of them.
+    A host counts under a reason when at least one of its documents does."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    dom = F.udf(host_domain, T.StringType())
+    rows = decided.select("host", "reason", "reasons").withColumn("domain", dom("host"))
+    gone = rows.where(F.col("reason").isNotNull())
+    kinds = [
+        gone.select(F.lit("exclusive").alias("kind"), "reason", "host", "domain"),
+        gone.select(F.lit("inclusive").alias("kind"), F.explode("reasons").alias("reason"), "host", "domain"),
+        gone.select(F.lit("removed").alias("kind"), F.lit("").alias("reason"), "host", "domain"),
+        rows.select(F.lit("in").alias("kind"), F.lit("").alias("reason"), "host", "domain"),
+    ]
+    counted = (
+        kinds[0].unionByName(kinds[1]).unionByName(kinds[2]).unionByName(kinds[3])
+        .groupBy("kind", "reason")
+        .agg(F.countDistinct("host").alias("hosts"), F.countDistinct("domain").alias("domains"))
+    )  # fmt: skip
+    out = {
+        (r["kind"], r["reason"]): {"hosts": r["hosts"], "domains": r["domains"]} for r in counted.collect()
+    }
+    out.setdefault(("in", ""), {"hosts": 0, "domains": 0})  # no document at all
+    return out
+
+
+@lru_cache(maxsize=65536)  # per Python worker: a host's documents come in runs
+def host_domain(key: str | None) -> str | None:
+    """The registered domain of a host key (`scheme://host[:port]`), None for an IP or no host."""
+    return registered_domain(urlsplit(key).hostname) if key else None
+
+
+def _shares(counts: dict[str, int], totals: dict[str, int]) -> dict[str, float]:
+    """Each count as a fraction of the run's total of its unit (0 where there is none)."""
+    return {k: round(v / totals[k], 6) if totals[k] else 0.0 for k, v in counts.items()}
 
 
 def _doc_counts(rows):
@@ -350,5 +404,15 @@ def _add_n(counter: dict[str, list[int]], key: str, docs: int, chars: int) -> No
     c[1] += chars
 
 
-def _table(counter: dict[str, list[int]]) -> dict[str, dict[str, int]]:
-    return {k: {"docs": d, "chars": c} for k, (d, c) in sorted(counter.items())}
+def _table(
+    counter: dict[str, list[int]],
+    sites: dict[tuple[str, str], dict[str, int]],
+    kind: str,
+    totals: dict[str, int],
+) -> dict[str, dict[str, Any]]:
+    """Per reason: documents, characters, hosts and registered domains, and each as a share of the run's."""
+    out = {}
+    for k, (d, c) in sorted(counter.items()):
+        row = {"docs": d, "chars": c, **sites.get((kind, k), {"hosts": 0, "domains": 0})}
+        out[k] = {**row, "share": _shares(row, totals)}
+    return out

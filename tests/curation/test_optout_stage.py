@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -56,6 +57,17 @@ EXPECTED = {  # exclusive reason (the first that applies) per removed URL
     "https://maria-antoniak.github.io/2020/03/25/pip.html": "noai:header",
     "https://tomhoper.github.io/": "noai:meta",
 }
+
+
+# The registered domain of each host the documents come from, under the ICANN suffixes of the Public
+# Suffix List (github.io is one registrant's domain: three hosts here, one domain).
+DOMAINS = {
+    "maria-antoniak.github.io": "github.io", "talaugust.github.io": "github.io", "tomhoper.github.io": "github.io",
+    "dwadden.github.io": "github.io", "amyxzhang.wordpress.com": "wordpress.com", "kyleclo.com": "kyleclo.com",
+    "soldaini.net": "soldaini.net", "www.cs.cmu.edu": "cmu.edu", "joe.cat": "joe.cat",
+    "homes.cs.washington.edu": "washington.edu", "www.cs.washington.edu": "washington.edu",
+    "www.jonathanbragg.com": "jonathanbragg.com", "www.semanticscholar.org": "semanticscholar.org",
+}  # fmt: skip
 
 
 def snapshot_folder(warc: Path, out: Path) -> Path:
@@ -134,6 +146,35 @@ def test_the_stage_removes_what_the_policy_reserves_and_counts_it(runs, inputs):
     assert stats["policy"]["id"] == "apertus-2025-01" and stats["snapshot"]["as_of"] == "2024-03-01T00:00:00"
     assert stats["policy"]["sha256"] == hashlib.sha256(APERTUS.read_bytes()).hexdigest()
     assert json.loads((out / "a" / "stats.json").read_text())["docs_removed"] == 9
+
+
+@pytest.mark.spark
+def test_hosts_and_registered_domains_are_counted_per_reason_with_shares(runs, inputs):
+    """Per exclusive reason, the distinct hosts and registered domains of its documents; in all, the
+    removed ones among every host and domain of the input, and each count as a share of the run's."""
+    _, stats, _ = runs
+    given = pq.read_table(inputs[0] / "docs").to_pylist()
+    host = lambda url: urlsplit(url).hostname  # noqa: E731
+    assert {host(d["url"]) for d in given} <= set(DOMAINS)  # every host's domain is written above
+    by_reason: dict[str, set[str]] = {}
+    for url, reason in EXPECTED.items():
+        by_reason.setdefault(reason, set()).add(host(url))
+    for reason, hosts in by_reason.items():
+        row = stats["removed_by_reason"][reason]
+        assert (row["hosts"], row["domains"]) == (len(hosts), len({DOMAINS[h] for h in hosts})), reason
+    removed_hosts = {host(u) for u in EXPECTED}
+    all_hosts = {host(d["url"]) for d in given}
+    assert stats["hosts_removed"] == len(removed_hosts) == 7 and stats["hosts_in"] == len(all_hosts)
+    assert stats["domains_removed"] == len({DOMAINS[h] for h in removed_hosts}) == 5
+    assert stats["domains_in"] == len({DOMAINS[h] for h in all_hosts})
+    share = stats["share_removed"]
+    assert share["docs"] == round(9 / 15, 6) and share["hosts"] == round(7 / len(all_hosts), 6)
+    gpt = stats["removed_by_reason"]["robots:GPTBot"]
+    assert gpt["share"]["chars"] == round(gpt["chars"] / stats["chars_in"], 6) and gpt["chars"] > 0
+    # inclusive: the `*` disallow of kyleclo.com's /research/ holds for every agent, so CCBot's hosts
+    # are its own two and kyleclo.com
+    ccbot = stats["inclusive"]["robots:CCBot"]
+    assert (ccbot["hosts"], ccbot["domains"]) == (3, 3)
 
 
 @pytest.mark.spark
