@@ -6,7 +6,8 @@ tests/curation/test_optout_page.py; the robots.txt snapshot is built from a robo
 with warcio (real files of the shared robots corpus for two hosts), its hosts/ rows made by the
 snapshot's own row builder (`capture_rows`, `decide_host`) without the snapshot's Spark joins, which
 tests/curation/test_robots_snapshot.py runs. The policy is apertus-2025-01; the run goes twice, and
-both give the same audit rows.
+both give the same audit rows. The `robots` and `optout` command lines then run the same chain, the
+snapshot made by the `robots` job itself, and must give the library run's audit rows and counts.
 """
 
 from __future__ import annotations
@@ -310,3 +311,40 @@ def test_policy_ids_and_tokens_are_checked():
         build_config(
             Policy, {"id": "Has Space", "date": "2025-01-01", "source": "s", "agents": [{"token": "*"}]}
         )
+
+
+@pytest.mark.spark
+def test_the_robots_and_optout_commands_give_what_the_library_gives(runs, inputs, spark, tmp_path, capsys):
+    """`python -m curation robots` over the robots WARC, then `python -m curation optout` on its
+    snapshot, through the command lines' own parsing and printing (in this process: the shared Spark
+    session is the one they get, so no JVM is started for them). The snapshot the `robots` job makes
+    decides as the row-built one: the same audit rows and counts as the library run."""
+    from curation.cli import main
+
+    out, stats, _ = runs
+    extract, _, robots_warc = inputs
+    snap, cli_out = tmp_path / "snapshot", tmp_path / "optout"
+    spark_args = ["--master", "local[2]", "--no-progress"]
+    args = ["robots", "--input", str(robots_warc), "--output", str(snap), "--set", "as_of=2024-03-01"]
+    assert main([*args, *spark_args]) == 0
+    printed = capsys.readouterr().out
+    assert f"Refinery robots -> {snap}: {len(captures())} hosts as of 2024-03-01T00:00:00" in printed
+    args = ["optout", "--input", str(extract), "--robots", str(snap), "--policy", str(APERTUS)]
+    assert main([*args, "--output", str(cli_out), *spark_args]) == 0
+    printed = capsys.readouterr().out
+    assert "documents: 15 in, 9 removed, 6 kept; hosts with a robots.txt capture: 7, without: 2" in printed
+    assert (
+        f"  robots:GPTBot: 3 documents, {stats['removed_by_reason']['robots:GPTBot']['chars']} characters"
+        in printed
+    )
+    assert _table(cli_out / "audit") == _table(out / "a" / "audit")
+    cli_stats = json.loads((cli_out / "stats.json").read_text())
+    for key in (
+        "removed_by_reason",
+        "inclusive",
+        "coverage",
+        "share_removed",
+        "hosts_removed",
+        "domains_removed",
+    ):
+        assert cli_stats[key] == stats[key], key
