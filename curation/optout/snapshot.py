@@ -6,7 +6,13 @@
              fetch time, the body's first `max_bytes` (500 KiB) and its sha256, WARC file, offset, length
     as of    captures fetched after `as_of` are dropped; of the rest, the newest per URL is kept (ties:
              WARC file, offset), across every crawl given: about half of the top hosts have no capture in
-             any single crawl (research §3.2)
+             any single crawl (research §3.2). When that newest one is unreachable (5xx, no HTTP
+             response, or 429 read as unreachable), the newest earlier 2xx capture of the URL stands in
+             for it, and the row names the status and time it replaced (`replaced_status`,
+             `replaced_fetch_time`): RFC 9309 §2.3.1.4 lets a crawler keep using a cached copy of a
+             file it cannot reach, as Google does, so an outage on the day of the crawl does not
+             block a site that said yes (or no) before. With no earlier 2xx, or
+             `on_unreachable: disallow`, the unreachable capture decides: disallow all
     chain    each host's `/robots.txt` capture follows its Location through the kept captures, one join
              per hop, up to `max_redirects` + 1 hops (so a sixth redirect is seen and read as RFC 9309's
              "unavailable"); a target that was not captured leaves the chain unresolved
@@ -28,7 +34,7 @@ import hashlib
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urljoin, urlsplit
 
 from core.config import ConfigModel
@@ -39,6 +45,7 @@ from curation.optout.capture import Fetch, RobotsConfig, resolve
 SNAPSHOT_COLUMNS = (
     "host", "url", "fetch_time", "status", "redirect_target", "final_url", "final_status", "redirects",
     "reason", "body_sha256", "groups", "truncated", "warc_file", "warc_offset", "warc_length", "crawl",
+    "replaced_status", "replaced_fetch_time",
 )  # fmt: skip
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -49,6 +56,10 @@ class SnapshotConfig(ConfigModel):
     as_of: datetime | None = None
     """Keep the newest capture fetched at or before this time (UTC if no zone); None: the newest."""
     robots: RobotsConfig = RobotsConfig()
+    on_unreachable: Literal["last_good", "disallow"] = "last_good"
+    """A newest capture that is unreachable (5xx, no response, 429 unless `robots.http_429: allow`):
+    `last_good` reads the newest earlier 2xx capture of the URL instead, where there is one (RFC 9309
+    §2.3.1.4's cached copy; research §3.4); `disallow`: the unreachable capture decides."""
 
 
 def host_key(url: str) -> str | None:
@@ -152,6 +163,8 @@ def decide_host(row: Any, config: RobotsConfig) -> dict[str, Any]:
         "warc_offset": row["warc_offset"],
         "warc_length": row["warc_length"],
         "crawl": row["crawl"],
+        "replaced_status": row["replaced_status"],
+        "replaced_fetch_time": row["replaced_fetch_time"],
     }
 
 
@@ -192,8 +205,36 @@ def latest_captures(spark, inputs: list[str], config: SnapshotConfig):
     if config.as_of is not None:
         as_of = config.as_of if config.as_of.tzinfo else config.as_of.replace(tzinfo=UTC)
         captures = captures.filter(F.col("fetch_time") <= F.lit(as_of))
-    newest = Window.partitionBy("url").orderBy(F.desc("fetch_time"), "warc_file", "warc_offset")
-    return captures.withColumn("_n", F.row_number().over(newest)).filter("_n = 1").drop("_n")
+    order = [F.desc("fetch_time"), "warc_file", "warc_offset"]
+    by_url = Window.partitionBy("url")
+    ranked = captures.withColumn("_n", F.row_number().over(by_url.orderBy(*order)))
+    no_replacement = F.lit(None).cast("int"), F.lit(None).cast("timestamp")
+    if config.on_unreachable == "disallow":
+        kept = ranked.filter("_n = 1")
+        return (
+            kept.withColumn("replaced_status", no_replacement[0])
+            .withColumn("replaced_fetch_time", no_replacement[1])
+            .drop("_n")
+        )
+    status = F.col("status")
+    unreachable = status.isNull() | status.between(500, 599)
+    if config.robots.http_429 == "disallow":
+        unreachable = unreachable | (status == 429)
+    ranked = (
+        ranked.withColumn("_good", status.between(200, 299))
+        .withColumn("_g", F.row_number().over(Window.partitionBy("url", "_good").orderBy(*order)))
+        .withColumn("_newest_status", F.first("status").over(by_url.orderBy(*order)))
+        .withColumn("_newest_time", F.first("fetch_time").over(by_url.orderBy(*order)))
+        .withColumn("_newest_unreachable", F.first(unreachable).over(by_url.orderBy(*order)))
+        .withColumn("_has_good", F.max(F.col("_good").cast("int")).over(by_url) == 1)
+    )
+    fallback = F.col("_newest_unreachable") & F.col("_has_good")
+    kept = ranked.filter(F.when(fallback, F.col("_good") & (F.col("_g") == 1)).otherwise(F.col("_n") == 1))
+    return kept.select(
+        *capture_schema().fieldNames(),
+        F.when(fallback, F.col("_newest_status")).otherwise(no_replacement[0]).alias("replaced_status"),
+        F.when(fallback, F.col("_newest_time")).otherwise(no_replacement[1]).alias("replaced_fetch_time"),
+    )
 
 
 _LAST = (
@@ -220,6 +261,8 @@ def resolved_chains(latest, max_redirects: int):
         F.col("fetch_time").alias("first_fetch_time"),
         F.col("status").alias("first_status"),
         F.col("location").alias("redirect_target"),
+        "replaced_status",
+        "replaced_fetch_time",
         F.array(step).alias("chain"),
         *_LAST,
     )
@@ -282,7 +325,8 @@ def _types() -> dict[str, Any]:
         ),
         **dict.fromkeys(("warc_file", "crawl"), T.StringType),
         "fetch_time": T.TimestampType,
-        **dict.fromkeys(("status", "final_status", "redirects"), T.IntegerType),
+        **dict.fromkeys(("status", "final_status", "redirects", "replaced_status"), T.IntegerType),
+        "replaced_fetch_time": T.TimestampType,
         "truncated": T.BooleanType,
         **dict.fromkeys(("warc_offset", "warc_length"), T.LongType),
     }

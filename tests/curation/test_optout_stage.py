@@ -79,10 +79,17 @@ def snapshot_folder(warc: Path, out: Path) -> Path:
     for c in capture_rows(str(warc), str(warc), 500 * 1024):
         step = {"url": c["url"], "status": c["status"], "location": c["location"]}
         first = {f"first_{k}": c[k] for k in ("url", "fetch_time", "status")}
-        rows.append(decide_host({**c, **first, "chain": [step], "redirect_target": c["location"]}, None))
+        chain = {
+            "chain": [step],
+            "redirect_target": c["location"],
+            "replaced_status": None,
+            "replaced_fetch_time": None,
+        }
+        rows.append(decide_host({**c, **first, **chain}, None))
     types = dict.fromkeys(SNAPSHOT_COLUMNS, pa.string()) | {
         "fetch_time": pa.timestamp("us", tz="UTC"),
-        **dict.fromkeys(("status", "final_status", "redirects"), pa.int32()),
+        **dict.fromkeys(("status", "final_status", "redirects", "replaced_status"), pa.int32()),
+        "replaced_fetch_time": pa.timestamp("us", tz="UTC"),
         "truncated": pa.bool_(),
         **dict.fromkeys(("warc_offset", "warc_length"), pa.int64()),
     }

@@ -136,7 +136,8 @@ def test_decide_host_without_spark():
     ]
     row = {"host": "http://a.org", "first_url": chain[0]["url"], "first_fetch_time": None, "first_status": 301,
            "redirect_target": chain[1]["url"], "chain": chain, "body": b"User-agent: *\nDisallow: /x\n",
-           "body_sha256": "s", "warc_file": "f", "warc_offset": 0, "warc_length": 1, "crawl": None}  # fmt: skip
+           "body_sha256": "s", "warc_file": "f", "warc_offset": 0, "warc_length": 1, "crawl": None,
+           "replaced_status": None, "replaced_fetch_time": None}  # fmt: skip
     out = decide_host(row, RobotsConfig())
     assert (out["reason"], out["redirects"], out["final_url"]) == ("rules", 1, "https://a.org/robots.txt")
     v = RobotsTxt.from_json(out["groups"]).check("/x/y", "GPTBot")
@@ -184,12 +185,22 @@ def test_snapshot_on_spark_as_of_a_date(spark, warcs, tmp_path):
     assert gh["body_sha256"] == hashlib.sha256(real("github.com")).hexdigest()
     assert RobotsTxt.from_json(gh["groups"]).check("/x", "GPTBot").agent == "*"
     assert json.loads((tmp_path / "s2024" / "stats.json").read_text())["as_of"].startswith("2024-12-31")
-    # With no date, the newest capture of every URL: github's 2025 file, gutenberg's 503. (The
-    # selection step alone: a second whole run would double the test's Spark time.)
+    assert all(r["replaced_status"] is None for r in rows.values())  # no 2xx before a503's 503
+    # With no date, the newest capture of every URL: github's 2025 file; gutenberg's 2025 capture is a
+    # 503, so its 2024 file stands in for it (RFC 9309's cached copy), naming the 503 it replaced, and
+    # with `on_unreachable: disallow` the 503 decides. (The selection step alone: a second whole run
+    # would double the test's Spark time.)
     newest = {r["url"]: r for r in latest_captures(spark, inputs, SnapshotConfig()).collect()}
     gh = newest["https://github.com/robots.txt"]
     assert (gh["crawl"], parse(gh["body"]).check("/x", "GPTBot").rule.text) == (
         "CC-MAIN-2025-26",
         "Disallow: /",
     )
-    assert newest["https://www.gutenberg.org/robots.txt"]["status"] == 503
+    assert gh["replaced_status"] is None
+    gb = newest["https://www.gutenberg.org/robots.txt"]
+    assert (gb["status"], gb["crawl"], gb["body"]) == (200, "CC-MAIN-2024-10", real("www.gutenberg.org"))
+    assert gb["replaced_status"] == 503 and gb["replaced_fetch_time"].year == 2025
+    assert newest["https://a503.example/robots.txt"]["status"] == 503  # nothing earlier to fall back on
+    strict = latest_captures(spark, inputs, SnapshotConfig(on_unreachable="disallow")).collect()
+    gb = next(r for r in strict if r["url"] == "https://www.gutenberg.org/robots.txt")
+    assert (gb["status"], gb["replaced_status"]) == (503, None)
