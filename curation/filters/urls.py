@@ -123,12 +123,17 @@ def registered_domain(host: str | None) -> str | None:
     """The registered domain of a host (as normalize_host gives it) under the ICANN suffixes: what
     a registrant owns, so `a.example.co.uk` and `b.example.co.uk` are one. None for an IP or a host
     that is a suffix itself."""
-    if not host or _IP_HOST.search(host):
+    if not host or is_ip_host(host):
         return None
     return tld_extractor()(host, include_psl_private_domains=False).top_domain_under_public_suffix or None
 
 
 _IP_HOST = re.compile(r"^[\d.]+$|:")  # an IPv4 (digits and dots) or IPv6 (a colon) host
+
+
+def is_ip_host(host: str) -> bool:
+    """Whether a host (as normalize_host gives it) is an IP address: no suffix, no domain."""
+    return _IP_HOST.search(host) is not None
 
 
 def _ipv6(text: str) -> str | None:

@@ -58,7 +58,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 from core.errors import InputError
-from curation.filters.urls import registered_domain, tld_extractor
+from curation.filters.urls import is_ip_host, registered_domain, tld_extractor
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,6 @@ LOCATION_COLUMNS = ("warc_filename", "warc_record_offset", "warc_record_length")
 
 _INT32_MAX = 2**31 - 1
 _SEGMENT_RE = re.compile(r"(?:^|/)segments/([^/]+)/")
-_IP_RE = re.compile(r"^[\d.]+$|:")
 
 # lid.176's labels (ISO 639-1 where one exists, else Wikipedia codes) -> ISO 639-3, the codes
 # cc-index-table's content_languages uses (macrolanguage codes: zho, ara, fas, msa, ...). Labels
@@ -173,7 +172,7 @@ def url_columns(url: str | None) -> dict[str, Any]:
     labels = host.split(".")
     for i, name in enumerate(("tld", "2nd_last_part", "3rd_last_part", "4th_last_part", "5th_last_part")):
         out[f"url_host_{name}"] = labels[-1 - i] if len(labels) > i else None
-    if _IP_RE.search(host):  # IP addresses have no suffix, domain or reversed name
+    if is_ip_host(host):  # IP addresses have no suffix, domain or reversed name
         return out
     out["url_host_name_reversed"] = ".".join(reversed(labels))
     ext = tld_extractor()(host)

@@ -207,7 +207,8 @@ def latest_captures(spark, inputs: list[str], config: SnapshotConfig):
         captures = captures.filter(F.col("fetch_time") <= F.lit(as_of))
     order = [F.desc("fetch_time"), "warc_file", "warc_offset"]
     by_url = Window.partitionBy("url")
-    ranked = captures.withColumn("_n", F.row_number().over(by_url.orderBy(*order)))
+    newest_first = by_url.orderBy(*order)
+    ranked = captures.withColumn("_n", F.row_number().over(newest_first))
     no_replacement = F.lit(None).cast("int"), F.lit(None).cast("timestamp")
     if config.on_unreachable == "disallow":
         kept = ranked.filter("_n = 1")
@@ -223,9 +224,9 @@ def latest_captures(spark, inputs: list[str], config: SnapshotConfig):
     ranked = (
         ranked.withColumn("_good", status.between(200, 299))
         .withColumn("_g", F.row_number().over(Window.partitionBy("url", "_good").orderBy(*order)))
-        .withColumn("_newest_status", F.first("status").over(by_url.orderBy(*order)))
-        .withColumn("_newest_time", F.first("fetch_time").over(by_url.orderBy(*order)))
-        .withColumn("_newest_unreachable", F.first(unreachable).over(by_url.orderBy(*order)))
+        .withColumn("_newest_status", F.first("status").over(newest_first))
+        .withColumn("_newest_time", F.first("fetch_time").over(newest_first))
+        .withColumn("_newest_unreachable", F.first(unreachable).over(newest_first))
         .withColumn("_has_good", F.max(F.col("_good").cast("int")).over(by_url) == 1)
     )
     fallback = F.col("_newest_unreachable") & F.col("_has_good")

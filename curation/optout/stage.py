@@ -177,12 +177,13 @@ def _decide_partition(rows, queries, page: PageSignalPolicy, policy_id: str, pol
             "robots_warc_offset": r["warc_offset"], "robots_warc_length": r["warc_length"],
             "robots_sha256": r["body_sha256"], "robots_fetch_time": r["fetch_time"],
             "policy_id": policy_id, "policy_sha256": policy_sha, **_fields(d), "reasons": list(d.reasons),
-            "chars": r["chars"],
+            "chars": r["chars"], "domain": host_domain(r["host"]),
         }  # fmt: skip
         yield [audit[c] for c in DECIDED_COLUMNS]
 
 
-DECIDED_COLUMNS = (*AUDIT_COLUMNS, "chars")
+# the audit row plus what only the counts read: the text's length and the host's registered domain
+DECIDED_COLUMNS = (*AUDIT_COLUMNS, "chars", "domain")
 
 
 def _decided_schema():
@@ -198,6 +199,7 @@ def _decided_schema():
         "robots_warc_length": long_,
         "robots_fetch_time": T.TimestampType(),
         "chars": long_,
+        "domain": s,
     }
     return T.StructType([T.StructField(c, types[c]) for c in DECIDED_COLUMNS])
 
@@ -336,10 +338,8 @@ def _sites(decided) -> dict[tuple[str, str], dict[str, int]]:
     ("removed", "") for a host or domain with any document removed and ("in", "") for all of them.
     A host counts under a reason when at least one of its documents does."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
-    dom = F.udf(host_domain, T.StringType())
-    rows = decided.select("host", "reason", "reasons").withColumn("domain", dom("host"))
+    rows = decided.select("host", "domain", "reason", "reasons")
     gone = rows.where(F.col("reason").isNotNull())
     kinds = [
         gone.select(F.lit("exclusive").alias("kind"), "reason", "host", "domain"),
@@ -359,7 +359,7 @@ def _sites(decided) -> dict[tuple[str, str], dict[str, int]]:
     return out
 
 
-@lru_cache(maxsize=65536)  # per Python worker: a host's documents come in runs
+@lru_cache(maxsize=65536)  # per Python worker: the join brings a host's documents together
 def host_domain(key: str | None) -> str | None:
     """The registered domain of a host key (`scheme://host[:port]`), None for an IP or no host."""
     return registered_domain(urlsplit(key).hostname) if key else None
