@@ -163,6 +163,7 @@ CASCADE_MARGIN = 0.3
 # with `core.stage.register("extractor", name)` in a module of theirs.
 register_path("extractor", "trafilatura", "curation.extract.extractors:Extractor")
 register_path("extractor", "resiliparse", "curation.extract.extractors:Resiliparse")
+register_path("extractor", "fast", "curation.extract.fast:FastExtractor")
 
 ExtractorEntry = str | dict[str, Any]
 """An `extract.extractors` entry: a registry name or import path, or `{class: ..., <its arguments>}`."""
@@ -221,7 +222,8 @@ class ExtractConfig(ConfigModel):
     cascade_margin: float = CASCADE_MARGIN
     """How far under the language threshold the pre-extraction's score must be to drop a page."""
     extractors: tuple[ExtractorEntry, ...] = ("trafilatura",)
-    """Extractors in order of preference (see the class doc). With more than one, documents get
+    """Extractors in order of preference (see the class doc): `trafilatura` (FineWeb's call, the
+    default), `resiliparse`, `fast` (curation/extract/fast.py). With more than one, documents get
     an `extractor` column naming the one whose text was kept."""
     mode: str = "fallback"
     """With several extractors: `fallback` runs the next one only when the previous gave no text;
