@@ -241,6 +241,51 @@ def load_trafilatura_eval(root: Path, limit: int | None = None) -> list[Page]:
     return pages
 
 
+def load_trafilatura_eval_heldout(root: Path, limit: int | None = None) -> list[Page]:
+    """The half of trafilatura-eval the fast engine's line model was not trained on
+    (curation/extract/train_fast.py `in_training_half`): the set every row is compared on for it."""
+    from curation.extract.train_fast import in_training_half
+
+    return [p for p in load_trafilatura_eval(root) if not in_training_half(p.key)][:limit]
+
+
+def wcxb_page_type(truth: dict) -> str:
+    """A page's type as WCXB's evaluate.py reads it (`_internal.page_type.primary`, default article,
+    `category` read as `collection`)."""
+    kind = (truth.get("_internal") or {}).get("page_type", {})
+    kind = kind.get("primary", "article") if isinstance(kind, dict) else (kind or "article")
+    return "collection" if kind == "category" else kind
+
+
+def load_wcxb(root: Path, limit: int | None = None) -> list[Page]:
+    pages = []
+    for path in sorted((root / "ground-truth").glob("*.json"))[:limit]:
+        truth = json.loads(path.read_text(encoding="utf-8"))
+        with gzip.open(root / "html" / f"{path.stem}.html.gz", "rb") as f:
+            gold = {
+                "main_content": (truth.get("ground_truth") or {}).get("main_content") or "",
+                "page_type": wcxb_page_type(truth),
+            }
+            pages.append(Page(path.stem, f.read(), truth.get("url"), gold))
+    return pages
+
+
+_WCXB_TOKEN = re.compile(r"\w+")
+
+
+def wcxb_word_prf(pred: str | None, gold: str) -> tuple[float, float, float]:
+    """WCXB's word-level (precision, recall, F1) of one page (its evaluate.py `word_f1`): lowercased
+    `\\w+` tokens as bags; an empty gold scores 1 against an empty prediction, else 0."""
+    p, g = _WCXB_TOKEN.findall((pred or "").lower()), _WCXB_TOKEN.findall(gold.lower())
+    if not g:
+        return (0.0, 0.0, 0.0) if p else (1.0, 1.0, 1.0)
+    if not p:
+        return 0.0, 0.0, 0.0
+    overlap = sum((Counter(p) & Counter(g)).values())
+    precision, recall = overlap / len(p), overlap / len(g)
+    return precision, recall, (2 * precision * recall / (precision + recall) if overlap else 0.0)
+
+
 # A runner turns one dataset's pages into (outputs, number of pages without output). The second
 # argument says how the dataset's evaluation script hands HTML to trafilatura ("utf8-text" for aeb,
 # "bytes" for trafilatura-eval); only the trafilatura rows use it, ours always decode_html the bytes.
@@ -264,6 +309,17 @@ def refinery_runner(favor_precision: bool, group_size: int, fast: bool = False) 
 def resiliparse_runner() -> Runner:
     def run(pages: list[Page], _script_input: str) -> tuple[list[str | None], int]:
         ex = Resiliparse(ExtractConfig())
+        outs = [ex(decode_html(page.payload)[0], page.url).text for page in pages]
+        return outs, sum(o is None for o in outs)
+
+    return run
+
+
+def fast_runner() -> Runner:
+    def run(pages: list[Page], _script_input: str) -> tuple[list[str | None], int]:
+        from curation.extract.fast import FastExtractor
+
+        ex = FastExtractor(ExtractConfig())
         outs = [ex(decode_html(page.payload)[0], page.url).text for page in pages]
         return outs, sum(o is None for o in outs)
 
@@ -328,6 +384,8 @@ DATASETS = {
     # name: (folder under shared data, loader, how its evaluation script feeds trafilatura)
     "aeb": ("extraction/aeb", load_aeb, "utf8-text"),
     "trafilatura-eval": ("extraction/trafilatura-eval", load_trafilatura_eval, "bytes"),
+    "trafilatura-eval-heldout": ("extraction/trafilatura-eval", load_trafilatura_eval_heldout, "bytes"),
+    "wcxb": ("extraction/wcxb-dev", load_wcxb, "utf8-text"),
 }
 
 # The keywords each dataset's own evaluation script passes to trafilatura.extract.
@@ -340,6 +398,8 @@ EVAL_SCRIPT_KWARGS = {
         "include_formatting": False,
     },
 }
+EVAL_SCRIPT_KWARGS["trafilatura-eval-heldout"] = EVAL_SCRIPT_KWARGS["trafilatura-eval"]
+EVAL_SCRIPT_KWARGS["wcxb"] = {}  # WCXB's leaderboard calls trafilatura.extract with its defaults
 
 ROWS = (
     "refinery",
@@ -348,6 +408,7 @@ ROWS = (
     "refinery-recall",
     "trafilatura-script",
     "resiliparse",
+    "fast",
     "fallback",
     "union",
 )
@@ -355,6 +416,7 @@ ROW_LABELS = {
     "refinery": "refinery precision (default cfg)",
     "refinery-fast": "refinery extract.fast=true",
     "resiliparse": "resiliparse main_content",
+    "fast": "refinery fast engine (extractors: [fast])",
     "fallback": "extractors [trafilatura, resiliparse] fallback",
     "union": "extractors [trafilatura, resiliparse] union",
     "trafilatura": "trafilatura.extract() defaults",
@@ -373,6 +435,8 @@ class Result:
     pages: int
     empty: int
     seconds: float
+    cpu_seconds: float = 0.0
+    by_type: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     @property
     def pages_per_s(self) -> float:
@@ -390,6 +454,8 @@ def make_runner(row: str, dataset: str, group_size: int) -> Runner:
         return trafilatura_runner()
     if row == "resiliparse":
         return resiliparse_runner()
+    if row == "fast":
+        return fast_runner()
     if row in ("fallback", "union"):
         return mode_runner(row, group_size)
     if row == "trafilatura-script":
@@ -400,6 +466,9 @@ def make_runner(row: str, dataset: str, group_size: int) -> Runner:
 def score(
     dataset: str, pages: list[Page], outs: list[str | None], normalize_ws: bool
 ) -> tuple[float, float, float]:
+    if dataset == "wcxb":  # macro averages over pages, as WCXB's evaluate.py
+        prf = [wcxb_word_prf(o, p.gold["main_content"]) for p, o in zip(pages, outs, strict=True)]
+        return tuple(sum(x[i] for x in prf) / len(prf) for i in range(3))  # type: ignore[return-value]
     if dataset == "aeb":
         return aeb_evaluate([p.gold.get("articleBody") for p in pages], outs)
     total = SnippetCounts()
@@ -423,17 +492,50 @@ def run_benchmark(
         pages = loader(data_dir / folder, limit)
         for row in rows:
             runner = make_runner(row, name, group_size)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             outs, empty = runner(pages, script_input)
-            seconds = time.perf_counter() - t0
+            seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
             p, r, f1 = score(name, pages, outs, normalize_ws)
-            results.append(Result(name, ROW_LABELS[row], p, r, f1, len(pages), empty, seconds))
+            by_type = wcxb_by_type(pages, outs) if name == "wcxb" else {}
+            results.append(Result(name, ROW_LABELS[row], p, r, f1, len(pages), empty, seconds, cpu, by_type))
             print(f"  [{name}] {ROW_LABELS[row]}: F1 {f1:.3f} ({seconds:.1f} s)", file=sys.stderr)
     return results
 
 
+def wcxb_by_type(pages: list[Page], outs: list[str | None]) -> dict[str, tuple[float, int]]:
+    """Mean word F1 and page count per WCXB page type."""
+    f1s: dict[str, list[float]] = {}
+    for page, out in zip(pages, outs, strict=True):
+        f1s.setdefault(page.gold["page_type"], []).append(wcxb_word_prf(out, page.gold["main_content"])[2])
+    return {kind: (sum(v) / len(v), len(v)) for kind, v in sorted(f1s.items())}
+
+
+def format_type_table(results: Sequence[Result]) -> str:
+    """WCXB's F1 per page type, one row per extractor."""
+    rows = [r for r in results if r.by_type]
+    if not rows:
+        return ""
+    kinds = sorted({k for r in rows for k in r.by_type})
+    head = ["extractor", *(f"{k} ({rows[0].by_type.get(k, (0, 0))[1]})" for k in kinds)]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(kinds)]
+    for r in rows:
+        lines.append("| " + " | ".join([r.row, *(f"{r.by_type[k][0]:.3f}" for k in kinds)]) + " |")
+    return "\n".join(lines)
+
+
 def format_table(results: Sequence[Result]) -> str:
-    head = ("dataset", "extractor", "precision", "recall", "F1", "pages", "empty", "seconds", "pages/s")
+    head = (
+        "dataset",
+        "extractor",
+        "precision",
+        "recall",
+        "F1",
+        "pages",
+        "empty",
+        "seconds",
+        "pages/s",
+        "CPU ms/page",
+    )
     lines = [
         "| " + " | ".join(head) + " |",
         "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|",
@@ -449,6 +551,7 @@ def format_table(results: Sequence[Result]) -> str:
             str(r.empty),
             f"{r.seconds:.1f}",
             f"{r.pages_per_s:.1f}",
+            f"{1000 * r.cpu_seconds / r.pages:.1f}",
         )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -456,7 +559,9 @@ def format_table(results: Sequence[Result]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument(
+        "--datasets", nargs="+", choices=list(DATASETS), default=["aeb", "trafilatura-eval-heldout", "wcxb"]
+    )
     parser.add_argument(
         "--rows", nargs="+", choices=ROWS, default=list(ROWS), help="extractors to run (default: all)"
     )
@@ -480,6 +585,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     results = run_benchmark(args.datasets, args.rows, args.limit, args.group_size, args.normalize_whitespace)
     print(format_table(results))
+    types = format_type_table(results)
+    if types:
+        print("\nWCXB dev, word F1 per page type:\n" + types)
     if args.json:
         payload = [{**r.__dict__, "pages_per_s": r.pages_per_s} for r in results]
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
