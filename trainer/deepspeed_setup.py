@@ -19,6 +19,7 @@ What stands between the typed config (trainer/config.py) and `deepspeed.initiali
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,13 @@ def start_process_group(timeout_s: float = 600) -> ProcessGroup:
     on_cuda = torch.cuda.is_available()
     if not on_cuda:
         skip_shm_allreduce()
+    # DeepSpeed 0.19's ZeRO calls torch.distributed.reduce_scatter_tensor and all_gather_into_tensor, which
+    # torch 2.13 deprecates (renamed *_single); nothing a user can act on, and the reduce-scatter one was
+    # printed again at every step (the registry that shows a warning once is reset whenever any code
+    # touches the filters), burying the step lines
+    warnings.filterwarnings(
+        "ignore", message=r"`torch\.distributed\.\w+_tensor` is deprecated", category=FutureWarning
+    )
     deepspeed.init_distributed(timeout=timedelta(seconds=timeout_s))
     rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
