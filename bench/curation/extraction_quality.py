@@ -496,7 +496,7 @@ def run_benchmark(
             outs, empty = runner(pages, script_input)
             seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
             p, r, f1 = score(name, pages, outs, normalize_ws)
-            by_type = wcxb_by_type(pages, outs) if name == "wcxb" else {}
+            by_type = by_group(name, pages, outs, normalize_ws)
             results.append(Result(name, ROW_LABELS[row], p, r, f1, len(pages), empty, seconds, cpu, by_type))
             print(f"  [{name}] {ROW_LABELS[row]}: F1 {f1:.3f} ({seconds:.1f} s)", file=sys.stderr)
     return results
@@ -510,13 +510,57 @@ def wcxb_by_type(pages: list[Page], outs: list[str | None]) -> dict[str, tuple[f
     return {kind: (sum(v) / len(v), len(v)) for kind, v in sorted(f1s.items())}
 
 
-def format_type_table(results: Sequence[Result]) -> str:
-    """WCXB's F1 per page type, one row per extractor."""
-    rows = [r for r in results if r.by_type]
+# A language with fewer pages than this is pooled into "other": a snippet F1 over 2 pages says little.
+MIN_LANGUAGE_PAGES = 10
+
+
+def gold_language(page: Page, lid) -> str:
+    """A trafilatura-eval page's language: lid.176 on its gold `with` snippets (the text the page must
+    yield), so the grouping is the same for every extractor and depends on none of them."""
+    text = " ".join(page.gold.get("with") or []).replace("\n", " ")
+    return lid.predict(text)[0] if text.strip() else "none"
+
+
+def trafilatura_eval_by_language(
+    pages: list[Page], outs: list[str | None], normalize_ws: bool
+) -> dict[str, tuple[float, int]]:
+    """Snippet F1 (pooled within the language, as the whole set's) and page count per gold language;
+    languages under MIN_LANGUAGE_PAGES pages pooled as "other"."""
+    from curation.config import LangIdConfig
+
+    lid = LanguageIdentifier(LangIdConfig())
+    langs = [gold_language(p, lid) for p in pages]
+    sizes = Counter(langs)
+    counts: dict[str, SnippetCounts] = {}
+    pages_of: Counter[str] = Counter()
+    for page, out, lang in zip(pages, outs, langs, strict=True):
+        key = lang if sizes[lang] >= MIN_LANGUAGE_PAGES else "other"
+        counts.setdefault(key, SnippetCounts()).add(
+            snippet_counts(page.gold["with"], page.gold["without"], out, normalize_ws)
+        )
+        pages_of[key] += 1
+    return {k: (counts[k].scores()[2], pages_of[k]) for k in sorted(counts, key=lambda k: (k == "other", k))}
+
+
+def by_group(
+    dataset: str, pages: list[Page], outs: list[str | None], normalize_ws: bool
+) -> dict[str, tuple[float, int]]:
+    """F1 per page type (WCXB) or per language (trafilatura-eval); {} for aeb (English news only)."""
+    if dataset == "wcxb":
+        return wcxb_by_type(pages, outs)
+    if dataset.startswith("trafilatura-eval"):
+        return trafilatura_eval_by_language(pages, outs, normalize_ws)
+    return {}
+
+
+def format_type_table(results: Sequence[Result], dataset: str = "wcxb") -> str:
+    """One dataset's F1 per group (WCXB: page type; trafilatura-eval: language), one row per extractor;
+    each column head gives the group's page count."""
+    rows = [r for r in results if r.by_type and r.dataset == dataset]
     if not rows:
         return ""
-    kinds = sorted({k for r in rows for k in r.by_type})
-    head = ["extractor", *(f"{k} ({rows[0].by_type.get(k, (0, 0))[1]})" for k in kinds)]
+    kinds = list(rows[0].by_type)
+    head = ["extractor", *(f"{k} ({rows[0].by_type[k][1]})" for k in kinds)]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(kinds)]
     for r in rows:
         lines.append("| " + " | ".join([r.row, *(f"{r.by_type[k][0]:.3f}" for k in kinds)]) + " |")
@@ -585,9 +629,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     results = run_benchmark(args.datasets, args.rows, args.limit, args.group_size, args.normalize_whitespace)
     print(format_table(results))
-    types = format_type_table(results)
-    if types:
-        print("\nWCXB dev, word F1 per page type:\n" + types)
+    for name in args.datasets:
+        groups = format_type_table(results, name)
+        if groups:
+            what = (
+                "word F1 per page type"
+                if name == "wcxb"
+                else "snippet F1 per language (lid.176 on the gold snippets)"
+            )
+            print(f"\n{name}, {what}:\n" + groups)
     if args.json:
         payload = [{**r.__dict__, "pages_per_s": r.pages_per_s} for r in results]
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
