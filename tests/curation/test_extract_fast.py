@@ -55,6 +55,11 @@ def test_the_shipped_model_matches_the_engine_and_names_its_training_pages():
     sources = " ".join(data["trained_on"]["sources"])
     assert "wcxb" not in sources.lower() and "aeb" not in sources.lower()
     assert data["trained_on"]["command"].startswith("python -m curation.extract.train_fast")
+    # the threshold is the one the training rule chose (best out-of-fold agreement with the teacher),
+    # not a number edited in afterwards; and the choice was among candidates on both sides of it
+    agreement = {float(t): a for t, a in data["threshold_choice"]["agreement"].items()}
+    assert data["threshold"] == max(agreement, key=agreement.get)
+    assert min(agreement) < data["threshold"] < max(agreement)
     with pytest.raises(ValueError, match=r"retrain it with python -m curation\.extract\.train_fast"):
         LineModel.from_json({**data, "features": data["features"][::-1]})
 
