@@ -1,6 +1,5 @@
 """`python -m workflows mixture-search` (workflows/search.py): bad input is refused before anything trains;
-(--validate's real trainings: test_search_validate.py, a unit of its own so that the scheduler need
-not run them after the demo they do not use); and (slow) a tiny real search on the reduced demo run's data: buckets tokenized, proxies trained, the
+(--validate's hand-off to the ablation: test_search_validate.py, with a stand-in trainer); and (slow) a tiny real search on the reduced demo run's data: buckets tokenized, proxies trained, the
 law fitted, diagnostics written, a recipe the planner accepts at the target budget, and a rerun that
 reuses every finished proxy.
 
