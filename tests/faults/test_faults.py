@@ -6,7 +6,7 @@ Here: a Spark executor's Python worker killed mid-task (Spark retries the task),
 a truncated token shard. Faults tested elsewhere, with the same rule: the driver killed mid-job
 and rerun (tests/curation/test_job.py::test_resume_after_kill_gives_same_output, dedup's resume
 tests), a corrupt or incomplete newest checkpoint (tests/trainer/test_train_deepspeed.py::
-test_corrupt_newest_checkpoint_falls_back), the trainer killed mid-run (test_sigkill_and_relaunch_
+test_damaged_newest_checkpoints_fall_back), the trainer killed mid-run (test_sigkill_and_relaunch_
 resumes_bit_exactly), damaged WARCs (tests/curation/test_warc.py).
 """
 

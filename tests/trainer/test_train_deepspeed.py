@@ -8,8 +8,8 @@ extract pipeline, and Leipzig sentences), two sources and two phases, a debug mo
   held-out loss per source every 5 steps; TensorBoard holds the same scalars as metrics.jsonl;
 - exact resume: the same run SIGKILLed after step 17 and relaunched → steps 16..30 and the held-out losses
   bit-identical to A, final weights bit-identical, TensorBoard shows each step once;
-- fallback: newest checkpoint corrupted and a newer incomplete one planted → resumes from the one before;
-  the same when a shard of the newest was deleted;
+- fallback: a newer incomplete checkpoint planted, the newest complete one corrupted and a shard of the one
+  before deleted → resumes from the newest intact one;
 - spike guard: one poisoned step is skipped; two in a row roll back to the last checkpoint, and the
   poisoned rows are never trained again;
 - export/average CLIs: weights load into the model, generate the trainer's own final sample and give its
@@ -304,46 +304,33 @@ def _cli(*args: str) -> str:
     return res.stdout
 
 
-def test_corrupt_newest_checkpoint_falls_back(setup):
+def test_damaged_newest_checkpoints_fall_back(setup):
+    """Three damaged checkpoints on top of good ones, in one relaunch: a crashed save (no COMPLETE.json),
+    a shard corrupted in the newest complete one (sha256), and a shard lost from the one before (a
+    cleanup script, a partial copy between machines: its COMPLETE marker still lists it). Resume names
+    each and why, takes the newest intact one, and trains on as the uninterrupted run did."""
     root, cfg_path, run_a = setup
-    run_c = root / "c"
+    run_c = root / "damaged"
     shutil.copytree(run_a / "ckpt", run_c / "ckpt")
-    newest = run_c / "ckpt" / "step_00000030"
-    victim = sorted(newest.glob("zero_pp_rank_1_*optim_states.pt"))[0]
+    corrupt, lost = run_c / "ckpt" / "step_00000030", run_c / "ckpt" / "step_00000025"
+    victim = sorted(corrupt.glob("zero_pp_rank_1_*optim_states.pt"))[0]
     raw = bytearray(victim.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     victim.write_bytes(bytes(raw))
+    deleted = sorted(lost.glob("*model_states.pt"))[-1]
+    deleted.unlink()
     (run_c / "ckpt" / "step_00000035").mkdir()  # a crashed save: no COMPLETE.json
     res = launch(cfg_path, f"checkpoint.dir={run_c / 'ckpt'}", f"logging.dir={run_c}")
     out = res.stdout + res.stderr
     assert "skipping" in out and "step_00000035" in out and "incomplete" in out
-    assert f"skipping {newest}: {victim.name}: sha256 mismatch" in out
+    assert f"skipping {corrupt}: {victim.name}: sha256 mismatch" in out
+    assert f"skipping {lost}: missing file {deleted.name}" in out
     resumed = [r for r in records(run_c) if r.get("event") == "resume"]
-    assert resumed[-1]["from"] == "step_00000025"
+    assert resumed[-1]["from"] == "step_00000020"
     a, c = step_records(run_a), step_records(run_c)
-    assert sorted(c) == [26, 27, 28, 29, 30]
-    for s in c:
+    assert sorted(c) == list(range(21, STEPS + 1))
+    for s in c:  # the same data and state as the uninterrupted run: bit-identical losses
         assert c[s]["loss"] == a[s]["loss"]
-
-
-def test_deleted_checkpoint_shard_falls_back(setup):
-    """A shard lost from the newest checkpoint (a cleanup script, a partial copy between machines):
-    the COMPLETE marker still lists it, so resume names it and takes the checkpoint before."""
-    root, cfg_path, run_a = setup
-    run_e = root / "deleted-shard"  # not "e": test_one_rank_and_two_ranks_agree trains there
-    shutil.copytree(run_a / "ckpt", run_e / "ckpt")
-    newest = run_e / "ckpt" / "step_00000030"
-    victim = sorted(newest.glob("*model_states.pt"))[-1]
-    victim.unlink()
-    res = launch(cfg_path, f"checkpoint.dir={run_e / 'ckpt'}", f"logging.dir={run_e}")
-    out = res.stdout + res.stderr
-    assert f"skipping {newest}: missing file {victim.name}" in out
-    resumed = [r for r in records(run_e) if r.get("event") == "resume"]
-    assert resumed[-1]["from"] == "step_00000025"
-    a, e = step_records(run_a), step_records(run_e)
-    assert sorted(e) == [26, 27, 28, 29, 30]
-    for s in e:  # the same data and state as the uninterrupted run: bit-identical losses
-        assert e[s]["loss"] == a[s]["loss"]
 
 
 def test_spike_skip_and_rollback_with_quarantine(setup):
@@ -430,7 +417,7 @@ def test_compiled_blocks_train_like_eager_under_zero3(setup):
     change (~1e-2).
     """
     root, cfg_path, run_a = setup
-    run_c = root / "compiled"  # not "c": test_corrupt_newest_checkpoint_falls_back trains there
+    run_c = root / "compiled"
     res = launch(cfg_path, f"checkpoint.dir={run_c / 'ckpt'}", f"logging.dir={run_c}", "model.compile=true",
                  "schedule.steps=5", "checkpoint.every=0", "checkpoint.save_final=false", "eval.every=0",
                  "logging.sample_tokens=0")  # fmt: skip
