@@ -122,6 +122,21 @@ def warc_dir(data_dir: Path) -> Path:
     return data_dir / "warc"
 
 
+# The shared session's plans run interpreted, without Janino and without adaptive re-planning: on the
+# suite's inputs (tens of documents) compiling each plan's generated Java costs more than it saves
+# (a JFR profile of a warm dedup run: Janino 18% of its CPU), and AQE re-plans every shuffle for
+# partitions of a few rows. Same results by Spark's contract (its own tests run both paths);
+# tests/dedup/test_job.py + test_node_ids.py + tests/curation/test_job.py went from 358 and 352 to 328 and
+# 304 CPU-s (2026-12-03, one process, quiet 2-vCPU VM). Only this in-process session: every
+# `python -m` / spark-submit job of the suite (the demo, the clusters) keeps Spark's defaults, so the
+# generated-code path and AQE are still what those runs execute.
+FAST_SMALL_JOBS = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
 @pytest.fixture(scope="session")
 def spark():
     """A real local[2] SparkSession (2 cores, as CI has), shared by the `spark` tier."""
@@ -132,7 +147,7 @@ def spark():
     # 4 shuffle partitions, not 200: test data is small, and each partition is a task to schedule.
     # SPARK_CONF: the preloading Python daemon `extract` starts its sessions with (the default path;
     # a job that started this process's session first, dedup's, leaves Spark's plain daemon: both work).
-    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **SPARK_CONF}
+    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **SPARK_CONF, **FAST_SMALL_JOBS}
     session = get_spark("local[2]", "refinery-tests", conf)
     yield session
     session.stop()
