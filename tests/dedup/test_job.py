@@ -111,13 +111,11 @@ def test_boilerplate_lines_removed(first_run, corpus):
 
 
 @pytest.mark.spark
-def test_lines_max_fraction_raises_the_bar(spark, corpus, tmp_path):
-    """max_fraction 0.9: a line must be in more than 90% of the surviving documents, so the 16
-    documents' boilerplate stays (max_docs 10 alone removes it, as the test above shows)."""
-    folder, _, plan, boiler = corpus
-    out = tmp_path / "frac"
-    cfg = {**CFG, "lines": {**CFG["lines"], "max_fraction": 0.9}}
-    run_dedup(str(folder), str(out), DedupJobConfig.from_dict(cfg), spark=SparkOptions(progress=False))
+def test_lines_max_fraction_raises_the_bar(listed_run, corpus):
+    """max_fraction 0.9: a line must be in more than 90% of the surviving documents, so the boilerplate
+    of the documents that carry it stays (max_docs 10 alone removes it, as the test above shows)."""
+    out, _ = listed_run
+    _, _, plan, boiler = corpus
     info = json.loads((out / "stages" / "lines.json").read_text())
     stats = json.loads((out / "stats.json").read_text())
     surviving = next(st["docs_out"] for st in stats["stages"] if st["stage"] == "cluster")
@@ -125,7 +123,9 @@ def test_lines_max_fraction_raises_the_bar(spark, corpus, tmp_path):
     assert info["frequent_lines"] == 0
     kept = {r["id"]: r for r in _read(out)}
     assert plan["too_short"] in kept
-    assert all(boiler[0] in kept[d]["text"] for d in plan["boiler"] if d in kept)
+    carriers = [d for d in plan["boiler"] if d in kept]
+    assert len(carriers) > 10  # more than max_docs: without max_fraction these lines would go
+    assert all(boiler[0] in kept[d]["text"] for d in carriers)
 
 
 @pytest.mark.spark
@@ -312,17 +312,31 @@ class _DropPlanted(Stage):
 PLANTED = ("doc-00020", "doc-00021", "doc-00022")
 
 
-@pytest.mark.spark
-def test_the_stage_list_drives_markers_and_funnel(spark, corpus, tmp_path, monkeypatch):
-    """url off by config: no url marker, folder or funnel row; a stage added to the list: its own
-    marker, funnel row, counter and decisions, with the rows before and after it chained."""
-    folder, rows, plan, _ = corpus
+@pytest.fixture(scope="module")
+def listed_run(spark, corpus, tmp_path_factory):
+    """One run of the job test's corpus for two tests: url off by config, a stage of the test's own
+    (_DropPlanted) inserted before minhash, and lines.max_fraction 0.9. Each test reads only what its
+    setting decides (test_the_stage_list_drives_markers_and_funnel; test_lines_max_fraction_raises_the_bar):
+    the planted stage removes three of the 15 boilerplate carriers, still more than max_docs."""
+    folder, *_ = corpus
     stages = list(job.STAGES)
     stages.insert([s.name for s in stages].index("minhash"), _DropPlanted())
-    monkeypatch.setattr(job, "STAGES", tuple(stages))
-    out = tmp_path / "listed"
-    cfg = DedupJobConfig.from_dict({**CFG, "url": {"enabled": False}})
-    result = run_dedup(str(folder), str(out), cfg, spark=SparkOptions(progress=False))
+    out = tmp_path_factory.mktemp("dedup-listed") / "listed"
+    cfg = {**CFG, "url": {"enabled": False}, "lines": {**CFG["lines"], "max_fraction": 0.9}}
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(job, "STAGES", tuple(stages))
+        result = run_dedup(
+            str(folder), str(out), DedupJobConfig.from_dict(cfg), spark=SparkOptions(progress=False)
+        )
+    return out, result
+
+
+@pytest.mark.spark
+def test_the_stage_list_drives_markers_and_funnel(listed_run, corpus):
+    """url off by config: no url marker, folder or funnel row; a stage added to the list: its own
+    marker, funnel row, counter and decisions, with the rows before and after it chained."""
+    _, rows, plan, _ = corpus
+    out, result = listed_run
     markers = sorted(p.stem for p in (out / "stages").glob("*.json"))
     assert markers == sorted(["prepare", "ids", "exact", "planted", "minhash", "cluster", "lines", "output"])
     assert not (out / "stages" / "url").exists()
