@@ -124,7 +124,7 @@ def test_lines_max_fraction_raises_the_bar(listed_run, corpus):
     kept = {r["id"]: r for r in _read(out)}
     assert plan["too_short"] in kept
     carriers = [d for d in plan["boiler"] if d in kept]
-    assert len(carriers) > 10  # more than max_docs: without max_fraction these lines would go
+    assert len(carriers) > CFG["lines"]["max_docs"]  # without max_fraction these lines would go
     assert all(boiler[0] in kept[d]["text"] for d in carriers)
 
 

@@ -63,8 +63,9 @@ def test_dedup_killed_after_exact_then_input_rewritten(spark, data_dir, tmp_path
     a, b, new_b = docs[:30], docs[30:60], docs[60:90]
     inp, out = tmp_path / "in", tmp_path / "out"
     inp.mkdir()
-    _write(inp / "a.parquet", [f"a{i}" for i in range(30)], a)
-    _write(inp / "b.parquet", [f"b{i}" for i in range(30)], b)
+    a_ids, b_ids = [f"a{i}" for i in range(30)], [f"b{i}" for i in range(30)]
+    _write(inp / "a.parquet", a_ids, a)
+    _write(inp / "b.parquet", b_ids, b)
     stages = list(job.STAGES)
     stages.insert([s.name for s in stages].index("exact") + 1, _KillAfterExact())
     with monkeypatch.context() as m:
@@ -75,7 +76,7 @@ def test_dedup_killed_after_exact_then_input_rewritten(spark, data_dir, tmp_path
             )
     assert sorted(p.stem for p in (out / "stages").glob("*.json")) == ["exact", "ids", "prepare"]
 
-    _write(inp / "b.parquet", [f"b{i}" for i in range(30)], new_b)  # same name, other texts
+    _write(inp / "b.parquet", b_ids, new_b)  # same name, other texts
     cmd = [sys.executable, "-m", "dedup", "run", "--input", str(inp), "--output", str(out)]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
@@ -93,7 +94,7 @@ def test_dedup_killed_after_exact_then_input_rewritten(spark, data_dir, tmp_path
     os.utime(inp / "b.parquet", ns=(st.st_atime_ns, st.st_mtime_ns))
     with pytest.raises(OutputConflict, match=r"b\.parquet \(.*content differs"):
         job.run_dedup(str(inp), str(out), DedupJobConfig.from_dict(CFG), spark=SparkOptions(progress=False))
-    _write(inp / "b.parquet", [f"b{i}" for i in range(30)], new_b)
+    _write(inp / "b.parquet", b_ids, new_b)
 
     again = job.run_dedup(
         str(inp),
@@ -105,7 +106,7 @@ def test_dedup_killed_after_exact_then_input_rewritten(spark, data_dir, tmp_path
     assert again.resumed == []  # every stage redone: prepare read the old b.parquet
     # What a clean run on the new inputs gives: these 60 distinct real documents, every one kept (a
     # separate clean run compared here before cost one more dedup run); nothing of the old b.parquet.
-    expected = sorted([*zip([f"a{i}" for i in range(30)], a), *zip([f"b{i}" for i in range(30)], new_b)])
+    expected = sorted([*zip(a_ids, a), *zip(b_ids, new_b)])
     assert _docs(out) == expected
     stats = json.loads((out / "stats.json").read_text())
     assert all(not s["drops"] for s in stats["stages"]), stats["stages"]
