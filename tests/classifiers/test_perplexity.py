@@ -36,7 +36,7 @@ from core.config import ConfigError
 from core.files import sha256_file
 from core.spark import SparkOptions
 from core.weights_only import weights_only_loads
-from tests.support.demo import LM_STEPS
+from tests.support.demo import LM_SETS
 
 SEQ = 64  # the untrained model's rows: short, so the fast tier stays fast
 
@@ -466,9 +466,9 @@ def test_a_compile_that_fails_falls_back_to_the_exported_program(random_lm, web_
 
 # ------------------------------------------------------------------ slow tier: a trained reference LM
 
-# train-lm's defaults (LMTrainConfig, configs/train-lm.yaml) but for its steps: the reduced demo's
-# LM_STEPS of 8 rows of 512 tokens
-TRAIN = {"steps": LM_STEPS, "seq_len": 512}
+# train-lm's defaults (LMTrainConfig, configs/train-lm.yaml) but for the reduced demo's LM_SETS: its
+# steps of 8 rows, of 256 tokens
+TRAIN = LM_SETS
 
 
 @pytest.fixture(scope="session")
@@ -584,14 +584,14 @@ def test_train_lm_folder_is_complete_and_idempotent(trained_lm, capsys):
     assert (trained_lm / "_SUCCESS").is_file()
     ref = _demo_reference(trained_lm)
     again = train_lm(
-        trained_lm, LMTrainConfig(steps=TRAIN["steps"]), reference=ref
+        trained_lm, LMTrainConfig(**TRAIN), reference=ref
     )  # every marker is there: nothing reruns
     assert again == meta
     out = capsys.readouterr().out
     for step in ("reference", "train-tokenizer", "tokenize", "train", "export"):
         assert f"==> {step}: already done, skipped" in out
     with pytest.raises(OutputConflict, match="differs in: steps"):
-        train_lm(trained_lm, LMTrainConfig(steps=TRAIN["steps"] + 1), reference=ref)
+        train_lm(trained_lm, LMTrainConfig(**{**TRAIN, "steps": TRAIN["steps"] + 1}), reference=ref)
 
 
 @pytest.mark.slow
