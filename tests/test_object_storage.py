@@ -1,5 +1,5 @@
-"""The whole chain on a real S3 server: extract -> dedup -> score -> train-tokenizer -> tokenize -> train,
-every input and output s3://, on several "machines".
+"""The whole chain on a real S3 server: extract -> score -> train-tokenizer -> tokenize -> train, every
+input and output s3://, on several "machines".
 
 The server is moto's, on 127.0.0.1 (testkit/s3.py), the only storage the driver shares with the
 executors: every Spark job is `spark-submit`ted to the isolated cluster (testkit/isolated.py: each
@@ -10,6 +10,10 @@ texts after every job, same scores, the same tokenizer bytes, byte-identical tok
 Training on S3 shards on two isolated nodes is tests/trainer/test_multinode.py's (the suite's one
 two-node run: the per-step losses of one node with two ranks, checkpoints on S3, a resume): shards
 byte-identical to the local chain's train as those do, so a second two-node run here repeated it.
+dedup s3:// -> s3:// on the isolated cluster is tests/isolated/test_dedup_s3.py's (its corpus has
+planted duplicates of every kind, and a worker and the driver die mid-job): on these three WARCs dedup
+removes nothing, so a dedup step here (a fourth spark-submit, ~40 s of a loaded run) checked only that
+documents pass through it unchanged, and score reads extract's output instead.
 A rerun skips every finished unit. The fault
 test stops the server while `extract` runs: the job exits 1 naming the inputs that failed, no
 marker claims a unit it did not finish, and once the server is back the rerun completes them with
@@ -83,22 +87,19 @@ def local_chain(tmp_path_factory, warc_dir: Path, spark) -> dict:
     from classifiers.scorer import make_spec
     from curation.config import ExtractJobConfig
     from curation.job import run_extract
-    from dedup.config import DedupJobConfig
-    from dedup.job import run_dedup
     from tokens.job import run_tokenize
     from tokens.tokenizer import TokenizerConfig, train_tokenizer
 
     root = tmp_path_factory.mktemp("local-chain")
-    p = {k: str(root / k) for k in ("extract", "dedup", "scored", "tokens")}
+    p = {k: str(root / k) for k in ("extract", "scored", "tokens")}
     assert run_extract(
         [str(warc_dir / w) for w in WARCS],
         p["extract"],
         ExtractJobConfig(),
         spark=SparkOptions(progress=False),
     ).ok
-    run_dedup(p["extract"], p["dedup"], DedupJobConfig(), spark=SparkOptions(progress=False))
     scorers = [make_spec("toxicity", TOXICITY)]
-    assert run_score(p["dedup"], p["scored"], None, scorers=scorers, spark=SparkOptions(progress=False)).ok
+    assert run_score(p["extract"], p["scored"], None, scorers=scorers, spark=SparkOptions(progress=False)).ok
     p["tokenizer"] = str(train_tokenizer(p["scored"], root / "tok", TokenizerConfig(vocab_size=768)))
     assert run_tokenize(
         p["scored"], p["tokenizer"], p["tokens"], source="web", spark=SparkOptions(progress=False)
@@ -121,20 +122,17 @@ def s3_chain(s3_server, isolated_cluster, local_chain, warc_dir: Path, tmp_path_
     step submitted to the isolated cluster (testkit/isolated.py: executors share only S3 with the
     driver), train-tokenizer from and to S3 on the driver's machine.
 
-    Every Spark driver runs with its own empty TMPDIR (dedup's is where releases before 2026-11-26
-    staged every stage): `driver_tmp` must still be empty afterwards, so no job's data passed through
-    the driver's disk.
+    Every Spark driver runs with its own empty TMPDIR: `driver_tmp` must still be empty afterwards, so no
+    job's data passed through the driver's disk.
     """
     import s3fs
 
-    driver_tmp = {
-        k: tmp_path_factory.mktemp(f"{k}-driver-tmp") for k in ("extract", "dedup", "score", "tokenize")
-    }
+    driver_tmp = {k: tmp_path_factory.mktemp(f"{k}-driver-tmp") for k in ("extract", "score", "tokenize")}
     with s3_env(s3_server):
         s3fs.S3FileSystem().mkdir("refinery-chain")
         b = "s3://refinery-chain"
         warcs = [upload_tree(warc_dir / w, f"{b}/warc/{w}")[0] for w in WARCS]
-        p = {k: f"{b}/out/{k}" for k in ("extract", "dedup", "scored", "tokenizer", "tokens")}
+        p = {k: f"{b}/out/{k}" for k in ("extract", "scored", "tokenizer", "tokens")}
         p["warcs"], p["driver_tmp"] = warcs, driver_tmp
         c = isolated_cluster
         runs = {
@@ -143,25 +141,13 @@ def s3_chain(s3_server, isolated_cluster, local_chain, warc_dir: Path, tmp_path_
                         env_extra={"TMPDIR": str(driver_tmp["extract"])})
             )
         }  # fmt: skip
-        runs["dedup"] = _ok(
-            _submit(
-                c,
-                "dedup",
-                "run",
-                "--input",
-                p["extract"],
-                "--output",
-                p["dedup"],
-                env_extra={"TMPDIR": str(driver_tmp["dedup"])},
-            )
-        )
         runs["score"] = _ok(
             _submit(
                 c,
                 "classifiers",
                 "score",
                 "--input",
-                p["dedup"],
+                p["extract"],
                 "--output",
                 p["scored"],
                 "--toxicity",
@@ -204,8 +190,6 @@ def test_chain_on_s3_equals_the_local_chain(s3_chain, local_chain, s3_server):
         tok = ObjectStore(s3_chain["tokenizer"]).read_bytes(s3_chain["tokenizer"])
         assert tok == Path(local_chain["tokenizer"]).read_bytes(), "train-tokenizer from S3 gave other bytes"
         assert _rows(s3_chain["extract"], "text", "url") == _rows(local_chain["extract"], "text", "url")
-        dedup_cols = ("text", "dup_cluster", "dup_cluster_size")
-        assert _rows(s3_chain["dedup"], *dedup_cols) == _rows(local_chain["dedup"], *dedup_cols)
         for step, folder in s3_chain["driver_tmp"].items():
             left = sorted(str(f) for f in folder.rglob("*"))
             assert not left, f"{step} s3 -> s3 put files in the driver's temporary folder: {left[:5]}"
