@@ -141,17 +141,19 @@ def test_columns_added_and_input_columns_kept(first_run, corpus):
 
 @pytest.mark.spark
 def test_rerun_is_deterministic_and_resumes(first_run, corpus, tmp_path):
+    """A run crashed after minhash (a copy of first_run with the later markers and outputs gone) resumes
+    there and ends with the same documents and removed/ sample. That a fresh run decides as first_run
+    did is tests/isolated/test_dedup_s3.py's check too (another run of this corpus, on the isolated
+    cluster and S3, through a lost worker and driver: the same documents, decisions and funnel), so
+    this test no longer pays for a second whole run of its own."""
     out1, _ = first_run
     folder, *_ = corpus
     out2 = tmp_path / "run2"
-    run_dedup(str(folder), str(out2), DedupJobConfig.from_dict(CFG), spark=SparkOptions(progress=False))
-    assert _read(out2) == _read(out1)
-    # the removed/ sample is drawn by a hash of the id (dedup/removed.py): a fresh run draws the same
-    assert pq.read_table(out2 / "removed").to_pylist() == pq.read_table(out1 / "removed").to_pylist()
-    # A crash after minhash: later markers and outputs are gone. The rerun resumes there.
+    shutil.copytree(out1, out2)
     for name in ("cluster", "lines", "output"):
         (out2 / "stages" / f"{name}.json").unlink()
-    shutil.rmtree(out2 / "docs")
+    for name in ("docs", "removed"):
+        shutil.rmtree(out2 / name)
     again = run_dedup(
         str(folder), str(out2), DedupJobConfig.from_dict(CFG), spark=SparkOptions(progress=False)
     )
