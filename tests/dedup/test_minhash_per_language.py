@@ -135,14 +135,36 @@ def test_the_stage_refuses_a_batch_without_lang():
         sign(DocBatch(batch, docs, [None], [normalize_bytes(docs[0])]))
 
 
+# Pages of the scripts without spaces that PLAN lacks: the job test's per_language run also shingles
+# each language's own words (words=language), which for these is the segmenter's words.
+UNSPACED = {"ja": "jpn_Jpan", "th": "tha_Thai"}
+
+
 @pytest.mark.spark
 @pytest.mark.slow  # two dedup jobs: ~70 s on 2 cores
-def test_the_job_keeps_clusters_within_a_language(spark, tmp_path, labelled):
-    """The real job (prepare -> minhash -> cluster) over all languages at once, per_language on and off."""
+def test_the_job_keeps_clusters_within_a_language(spark, tmp_path, labelled, data_dir):
+    """The real job (prepare -> minhash -> cluster) over all languages at once, per_language on and off.
+
+    The run with per_language on has words=language too, over PLAN's languages and Japanese and Thai
+    pages: the job passes both keys and each row's `lang` to the signer, and every language's planted
+    pairs are still found. One run for the two keys (each one's effect is checked alone, in process,
+    here and in tests/dedup/test_minhash_languages.py); words=language had a job run of its own there."""
     rows, pairs = labelled
+    rows, pairs = list(rows), list(pairs)
+    for iso, code in UNSPACED.items():
+        texts, planted_pairs = planted(iso, code, data_dir, limit=40)
+        base = len(rows)
+        pairs += [(iso, base + a, base + b, True) for a, b in planted_pairs]
+        rows += [
+            {"id": f"{iso}-{i:03d}", "url": f"https://{iso}.example.org/{i}", "text": t, "lang": code}
+            for i, t in enumerate(texts)
+        ]
     ids = [r["id"] for r in rows]
-    on = dedup_removed(rows, tmp_path / "on", {"per_language": True, **FW2_BANDS})
+    on = dedup_removed(rows, tmp_path / "on", {"per_language": True, "words": "language", **FW2_BANDS})
     off = dedup_removed(rows, tmp_path / "off", FW2_BANDS)
+    # the signatures the job made are named by the MinHash config they were made with
+    made = [p.name for p in (tmp_path / "on" / "out" / "stages" / "minhash").iterdir()]
+    assert made == [str(MinHashConfig(per_language=True, words="language", **FW2_BANDS))]
     members = {ids[i] for _, a, b, _ in pairs for i in (a, b)}
     assert set(off) <= members and set(on) <= members  # no unrelated page removed
     assert set(on.values()) == set(off.values()) == {"near_duplicate"}
@@ -153,5 +175,5 @@ def test_the_job_keeps_clusters_within_a_language(spark, tmp_path, labelled):
 
     assert caught(off, same=False) == 1.0  # the shared index clusters every pair of two languages
     assert not {ids[i] for _, a, b, s in pairs if not s for i in (a, b)} & set(on)  # per language: none
-    for iso in PLAN:
+    for iso in [*PLAN, *UNSPACED]:
         assert caught(on, same=True, iso=iso) >= 0.95, iso
