@@ -90,8 +90,9 @@ def run(spark, planted, tmp_path_factory):
     out = tmp_path_factory.mktemp("removed-out") / "run"
     cfg = DedupJobConfig.from_dict(CFG)
     run_dedup(str(folder), str(out), cfg, spark=SparkOptions(progress=False))
-    # The sample's sameness on a rerun (a fresh one, and one resumed after a crash, which draws it again)
-    # is tests/dedup/test_job.py::test_rerun_is_deterministic_and_resumes: a second run here only repeated it.
+    # The sample's sameness on a rerun is checked elsewhere: resumed after a crash, which draws it again, by
+    # tests/dedup/test_job.py::test_rerun_is_deterministic_and_resumes; a run of its own (on the isolated
+    # cluster) by tests/isolated/test_dedup_s3.py. A second run here only repeated them.
     return out, pq.read_table(out / "removed"), rows, plan
 
 

@@ -125,6 +125,9 @@ def test_dedup_on_isolated_workers_survives_a_lost_worker_and_driver(
     decided = sorted(rows(local / "removed_ids"), key=key)
     assert len({r["stage"] for r in decided}) >= 3, decided  # exact, url, minhash, lines at least
     assert sorted(rows(join(out, "removed_ids")), key=key) == decided, "removal decisions differ"
+    # the removed/ sample, drawn by a hash of the id (dedup/removed.py): a run of its own draws the same
+    sample = sorted(rows(local / "removed"), key=key)
+    assert sample and sorted(rows(join(out, "removed")), key=key) == sample, "removed/ samples differ"
     assert funnel(out) == funnel(local)
     left = sorted(str(p) for d in driver_tmp for p in d.rglob("*"))
     assert not left, f"the drivers put files in their temporary folders: {left[:5]}"
