@@ -92,12 +92,18 @@ def open_page(driver, page: Path) -> None:
 
 
 def requests_made(driver) -> list[str]:
-    """URLs of every request the page started since open_page (Chrome's Network domain events)."""
+    """URLs of every request the page started since open_page (Chrome's Network domain events).
+
+    Not chrome:// ones: those are the browser's own WebUI (the blank first tab's resources can still be
+    loading when the first page opens: a `make quick` run logged cr_elements/*.js), and a page cannot
+    start them: Chrome refuses every chrome:// URL to web content, file:// pages included."""
     urls = []
     for entry in driver.get_log("performance"):
         msg = json.loads(entry["message"])["message"]
         if msg["method"] == "Network.requestWillBeSent":
-            urls.append(msg["params"]["request"]["url"])
+            url = msg["params"]["request"]["url"]
+            if not url.startswith("chrome://"):
+                urls.append(url)
     return urls
 
 
