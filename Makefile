@@ -51,7 +51,7 @@ ablate: install
 
 # Two pytest-xdist workers (CI has 2 cores): a test file, or the files sharing an expensive set-up, per
 # worker (tests/conftest.py's scheduler). The suite is CPU-bound on 2 cores, so more workers do not help (3: 29:40, 2026-12-03)
-# (measured 2026-12-02: 26:45 of pytest, 2,951 CPU-s, docs/development.md; the 20-minute budget is not met yet). TEST_WORKERS=0 runs it serially.
+# (measured 2026-12-06: 22:41 of pytest, 2,432 CPU-s, docs/development.md; the 20-minute budget is not met yet). TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= 2
 test: install browser
 	$(BIN)/ruff check .
