@@ -40,11 +40,13 @@ PLAN = {
 DEFAULT_FINGERPRINT = "8f605731e6875dcd"  # DedupJobConfig().fingerprint() before the key existed
 
 
-def corpus(data_dir, limit: int = 40) -> tuple[list[dict], list[tuple[str, int, int, bool]]]:
+def corpus(
+    data_dir, limit: int = 40, plan: dict = PLAN
+) -> tuple[list[dict], list[tuple[str, int, int, bool]]]:
     """(rows: id, url, text, lang; pairs: (iso, row of the original, row of the copy, same language?))."""
     rows: list[dict] = []
     pairs: list[tuple[str, int, int, bool]] = []
-    for iso, (code, labels) in PLAN.items():
+    for iso, (code, labels) in plan.items():
         texts, planted_pairs = planted(iso, code, data_dir, limit)
         langs: list[str | None] = [code] * len(texts)
         base = len(rows)
@@ -142,23 +144,14 @@ UNSPACED = {"ja": "jpn_Jpan", "th": "tha_Thai"}
 
 @pytest.mark.spark
 @pytest.mark.slow  # two dedup jobs: ~70 s on 2 cores
-def test_the_job_keeps_clusters_within_a_language(spark, tmp_path, labelled, data_dir):
+def test_the_job_keeps_clusters_within_a_language(spark, tmp_path, data_dir):
     """The real job (prepare -> minhash -> cluster) over all languages at once, per_language on and off.
 
     The run with per_language on has words=language too, over PLAN's languages and Japanese and Thai
     pages: the job passes both keys and each row's `lang` to the signer, and every language's planted
     pairs are still found. One run for the two keys (each one's effect is checked alone, in process,
     here and in tests/dedup/test_minhash_languages.py); words=language had a job run of its own there."""
-    rows, pairs = labelled
-    rows, pairs = list(rows), list(pairs)
-    for iso, code in UNSPACED.items():
-        texts, planted_pairs = planted(iso, code, data_dir, limit=40)
-        base = len(rows)
-        pairs += [(iso, base + a, base + b, True) for a, b in planted_pairs]
-        rows += [
-            {"id": f"{iso}-{i:03d}", "url": f"https://{iso}.example.org/{i}", "text": t, "lang": code}
-            for i, t in enumerate(texts)
-        ]
+    rows, pairs = corpus(data_dir, plan={**PLAN, **{iso: (c, [(c, c, True)]) for iso, c in UNSPACED.items()}})
     ids = [r["id"] for r in rows]
     on = dedup_removed(rows, tmp_path / "on", {"per_language": True, "words": "language", **FW2_BANDS})
     off = dedup_removed(rows, tmp_path / "off", FW2_BANDS)
